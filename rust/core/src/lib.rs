@@ -1,0 +1,9 @@
+//! devicehub's hot paths in plain Rust: no Python here, time is always passed in.
+//!
+//! - [`queue`]: the per-API-key bounded, byte-accounted channel event queue and its batches.
+//! - [`tlv`]: the OMA-TLV codec (LwM2M 1.0 §6.4.3).
+//! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
+
+pub mod coap;
+pub mod queue;
+pub mod tlv;

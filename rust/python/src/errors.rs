@@ -1,0 +1,25 @@
+//! The Python exception types raised by `devicehub._core`; each core error enum maps to one of
+//! them in a single `From<…> for PyErr` next to its binding.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    devicehub._core,
+    CoreError,
+    PyValueError,
+    "Base class of every error raised by devicehub._core."
+);
+create_exception!(devicehub._core, TlvError, CoreError, "Malformed or unencodable OMA-TLV.");
+create_exception!(devicehub._core, CoapError, CoreError, "Malformed or unencodable CoAP message.");
+create_exception!(devicehub._core, QueueError, CoreError, "Invalid channel queue operation.");
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("CoreError", py.get_type::<CoreError>())?;
+    m.add("TlvError", py.get_type::<TlvError>())?;
+    m.add("CoapError", py.get_type::<CoapError>())?;
+    m.add("QueueError", py.get_type::<QueueError>())?;
+    Ok(())
+}

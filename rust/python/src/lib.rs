@@ -1,0 +1,18 @@
+//! The `devicehub._core` extension module: converts and registers, nothing more.
+
+use pyo3::prelude::*;
+
+mod coap;
+mod errors;
+mod queue;
+mod tlv;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    queue::register(m)?;
+    tlv::register(m)?;
+    coap::register(m)?;
+    Ok(())
+}
