@@ -1,0 +1,213 @@
+"""Type stubs for `devicehub._core`, the Rust core (checked by `python -m mypy.stubtest devicehub._core`)."""
+
+from collections.abc import Sequence
+from typing import Final, final
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_LIFETIME_MS",
+    "DEFAULT_MAX_BYTES",
+    "EVENT_OVERHEAD_BYTES",
+    "KIND_ASYNC_RESPONSE",
+    "KIND_DE_REGISTRATION",
+    "KIND_NOTIFICATION",
+    "KIND_REGISTRATION",
+    "KIND_REGISTRATIONS_EXPIRED",
+    "KIND_REG_UPDATE",
+    "MAX_CHUNK_SIZE",
+    "TLV_MULTIPLE_RESOURCE",
+    "TLV_OBJECT_INSTANCE",
+    "TLV_RESOURCE",
+    "TLV_RESOURCE_INSTANCE",
+    "Batch",
+    "ChannelQueue",
+    "CoapError",
+    "CoapMessage",
+    "CoreError",
+    "QueueError",
+    "TlvError",
+    "TlvNode",
+    "__version__",
+    "coap_decode",
+    "coap_encode",
+    "coap_encode_uint",
+    "tlv_bool",
+    "tlv_decode",
+    "tlv_encode",
+    "tlv_float",
+    "tlv_int",
+    "tlv_objlnk",
+    "tlv_read_bool",
+    "tlv_read_float",
+    "tlv_read_int",
+    "tlv_read_objlnk",
+]
+
+__version__: str
+
+class CoreError(ValueError):
+    """Base class of every error raised by devicehub._core."""
+
+class TlvError(CoreError):
+    """Malformed or unencodable OMA-TLV."""
+
+class CoapError(CoreError):
+    """Malformed or unencodable CoAP message."""
+
+class QueueError(CoreError):
+    """Invalid channel queue operation."""
+
+# ---- channel queue (spec §6, §8) -------------------------------------------------------------
+
+KIND_NOTIFICATION: Final[int]
+KIND_REGISTRATION: Final[int]
+KIND_REG_UPDATE: Final[int]
+KIND_DE_REGISTRATION: Final[int]
+KIND_REGISTRATIONS_EXPIRED: Final[int]
+KIND_ASYNC_RESPONSE: Final[int]
+EVENT_OVERHEAD_BYTES: Final[int]
+DEFAULT_MAX_BYTES: Final[int]
+DEFAULT_LIFETIME_MS: Final[int]
+DEFAULT_CHUNK_SIZE: Final[int]
+MAX_CHUNK_SIZE: Final[int]
+
+@final
+class Batch:
+    """Events taken from a queue: a ready NotificationMessage body, kept whole for `put_back`."""
+
+    @property
+    def body(self) -> bytes:
+        """The NotificationMessage JSON: one array per kind present, events in queue order."""
+    @property
+    def count(self) -> int:
+        """Number of events in the batch."""
+    def events(self) -> list[tuple[int, bytes, int]]:
+        """The events as (kind, encoded event, queued-at epoch ms), oldest first."""
+
+@final
+class ChannelQueue:
+    """A per-API-key FIFO of pre-encoded events with a byte cap and an event lifetime."""
+
+    def __init__(self, max_bytes: int = ..., lifetime_ms: int = ...) -> None: ...
+    def push(self, kind: int, event: bytes, now_ms: int) -> int:
+        """Append one event; returns how many oldest events were dropped to stay under the cap."""
+    def take_batch(self, max_items: int, now_ms: int) -> Batch | None:
+        """Expire old events, then take up to `max_items` (1…20 000) from the head; None when empty."""
+    def put_back(self, batch: Batch) -> int:
+        """Return an undelivered batch to the head, order kept; returns events dropped by the cap."""
+    def expire(self, now_ms: int) -> int:
+        """Remove events older than the lifetime; returns how many."""
+    def clear(self) -> int:
+        """Remove every event; returns how many."""
+    def snapshot(self) -> list[tuple[int, bytes, int]]:
+        """Every queued event as (kind, encoded event, queued-at epoch ms), oldest first."""
+    def __len__(self) -> int: ...
+    @property
+    def bytes_used(self) -> int:
+        """Storage cost of the queued events: payload bytes plus EVENT_OVERHEAD_BYTES each."""
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def lifetime_ms(self) -> int: ...
+    @property
+    def dropped_overflow(self) -> int:
+        """Events dropped because the byte cap was exceeded, since creation."""
+    @property
+    def dropped_expired(self) -> int:
+        """Events dropped because they outlived the lifetime, since creation."""
+    @property
+    def pushed_total(self) -> int:
+        """Events pushed since creation."""
+
+# ---- OMA-TLV (LwM2M 1.0 §6.4.3) --------------------------------------------------------------
+
+TLV_OBJECT_INSTANCE: Final[int]
+TLV_RESOURCE_INSTANCE: Final[int]
+TLV_MULTIPLE_RESOURCE: Final[int]
+TLV_RESOURCE: Final[int]
+
+@final
+class TlvNode:
+    """One TLV: a resource (value) or resource instance (value), or a container with children."""
+
+    def __init__(self, kind: int, id: int, value: bytes = b"", children: Sequence[TlvNode] | None = None) -> None: ...
+    @property
+    def kind(self) -> int: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def value(self) -> bytes: ...
+    @property
+    def children(self) -> list[TlvNode]: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+def tlv_decode(data: bytes) -> list[TlvNode]:
+    """Decode a TLV run; raises TlvError on malformed input."""
+
+def tlv_encode(nodes: Sequence[TlvNode]) -> bytes:
+    """Encode nodes with the shortest headers; raises TlvError for invalid trees."""
+
+def tlv_int(value: int) -> bytes:
+    """Two's-complement integer in the shortest of 1/2/4/8 bytes (also used for Time)."""
+
+def tlv_read_int(data: bytes) -> int: ...
+def tlv_float(value: float) -> bytes:
+    """4 bytes when the value survives binary32 exactly, else 8."""
+
+def tlv_read_float(data: bytes) -> float: ...
+def tlv_bool(value: bool) -> bytes: ...
+def tlv_read_bool(data: bytes) -> bool: ...
+def tlv_objlnk(object_id: int, instance_id: int) -> bytes: ...
+def tlv_read_objlnk(data: bytes) -> tuple[int, int]: ...
+
+# ---- CoAP (RFC 7252, 7641, 7959) -------------------------------------------------------------
+
+@final
+class CoapMessage:
+    """A decoded CoAP message with the options devicehub reads pre-parsed."""
+
+    @property
+    def mtype(self) -> int:
+        """0 CON, 1 NON, 2 ACK, 3 RST."""
+    @property
+    def code(self) -> int:
+        """Code byte: class << 5 | detail (0x01 GET, 0x45 2.05)."""
+    @property
+    def mid(self) -> int: ...
+    @property
+    def token(self) -> bytes: ...
+    @property
+    def options(self) -> list[tuple[int, bytes]]:
+        """Every option as (number, raw value), in wire order."""
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def uri_path(self) -> str:
+        """Uri-Path segments joined with '/', with a leading '/' ('/' when absent)."""
+    @property
+    def uri_query(self) -> list[str]: ...
+    @property
+    def location_path(self) -> list[str]: ...
+    @property
+    def observe(self) -> int | None: ...
+    @property
+    def content_format(self) -> int | None: ...
+    @property
+    def accept(self) -> int | None: ...
+    @property
+    def block1(self) -> tuple[int, bool, int] | None:
+        """(block number, more flag, size exponent) of Block1."""
+    @property
+    def block2(self) -> tuple[int, bool, int] | None: ...
+
+def coap_decode(data: bytes) -> CoapMessage:
+    """Decode one datagram; raises CoapError on malformed input."""
+
+def coap_encode(
+    mtype: int, code: int, mid: int, token: bytes, options: Sequence[tuple[int, bytes]], payload: bytes = b""
+) -> bytes:
+    """Encode one message; options are sorted by number (stable), delta-encoded."""
+
+def coap_encode_uint(value: int) -> bytes:
+    """Minimal big-endian unsigned option value (0 → empty)."""
