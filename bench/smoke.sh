@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs every benchmark in smoke mode: seconds each, checks it runs and prints its summary line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo bench -p devicehub-core -- --test
+for bench in bench/micro/*.py bench/*_bench.py; do
+  [ -e "$bench" ] || continue
+  echo "-- $bench"
+  python3 "$bench" --smoke
+done

@@ -1,0 +1,33 @@
+"""The aiohttp application: middleware, routes of every API area, health and metrics."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from devicehub.api import device_routes, openapi, request_routes, subscription_routes
+from devicehub.api.context import SERVICES, Services
+from devicehub.api.errors import error_middleware
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format: channel queues and LwM2M counters."""
+    lines: list[str] = []
+    for name, value in sorted(request.app[SERVICES].metrics().items()):
+        lines.append(f"devicehub_{name} {value}")
+    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
+def create_app(services: Services) -> web.Application:
+    app = web.Application(middlewares=[error_middleware], client_max_size=services.settings.max_body_bytes)
+    app[SERVICES] = services
+    from devicehub.api import notification_routes
+
+    for area in (device_routes, subscription_routes, request_routes, notification_routes, openapi):
+        area.add_routes(app)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    return app

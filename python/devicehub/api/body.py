@@ -1,0 +1,35 @@
+"""Reading request bodies: size limit and JSON decoding with typed errors (nothing is stored on failure)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+from aiohttp import web
+
+from devicehub.errors import FieldError, MalformedJson, PayloadTooLarge
+
+T = TypeVar("T")
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(f"request body over {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(65536):
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError as error:
+        path = str(error).rpartition(" - at `")[2].rstrip("`") if " - at `" in str(error) else "body"
+        raise MalformedJson(str(error), fields=(FieldError(path.removeprefix("$."), str(error)),)) from None
+    except msgspec.DecodeError as error:
+        raise MalformedJson(f"malformed JSON: {error}") from None

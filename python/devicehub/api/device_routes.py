@@ -1,0 +1,136 @@
+"""Device directory (v3 list/get, v2 endpoints) and the device state snapshot (`/v3/devices/{id}/echo`)."""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+from devicehub.api.context import principal, services
+from devicehub.api.models import (
+    DeviceEcho,
+    DeviceList,
+    DeviceModel,
+    EchoDesired,
+    EchoReported,
+    EchoResource,
+    EndpointResource,
+    encoder,
+)
+from devicehub.domain.timefmt import rfc3339
+from devicehub.errors import FieldError, MethodNotAllowed, ValidationFailed
+from devicehub.lwm2m.content import mime_for
+from devicehub.store.records import Device
+
+MAX_LIMIT = 1000
+FILTERABLE = {"state"}
+STATES = {"registered", "deregistered"}
+
+
+def _json(body: object, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=encoder.encode(body), content_type="application/json")
+
+
+def device_model(device: Device) -> DeviceModel:
+    return DeviceModel(
+        id=device.id, account_id=device.account_id, endpoint_name=device.endpoint_name,
+        endpoint_type=device.endpoint_type, name=device.endpoint_name, state=device.state,
+        host_gateway=device.host_gateway, created_at=rfc3339(device.created_at),
+        updated_at=rfc3339(device.updated_at))
+
+
+def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationFailed(f"{name} must be an integer", fields=(FieldError(name, "not an integer"),)) from None
+    if not low <= value <= high:
+        raise ValidationFailed(f"{name} must be {low}…{high}", fields=(FieldError(name, f"out of {low}…{high}"),))
+    return value
+
+
+async def list_devices(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    limit = _int_param(request, "limit", 50, 2, MAX_LIMIT)
+    filters = dict(parse_qsl(request.query.get("filter", ""), keep_blank_values=True))
+    for name, value in request.query.items():  # the SDK may also send plain `state__eq=` style params
+        if name.endswith("__eq") and name[:-4] in FILTERABLE:
+            filters[name[:-4]] = value
+    unknown = set(filters) - FILTERABLE
+    if unknown:
+        raise ValidationFailed(f"cannot filter on {sorted(unknown)}", fields=(FieldError("filter", "unknown key"),))
+    state = filters.get("state")
+    if state is not None and state not in STATES:
+        raise ValidationFailed("state filter must be registered or deregistered",
+                               fields=(FieldError("filter", "bad state"),))
+    order = request.query.get("order", "ASC").upper()
+    if order not in ("ASC", "DESC"):
+        raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "bad value"),))
+    after = request.query.get("after") or None
+    store = services(request).store
+    devices = await store.list_devices(caller.account_id, state=state, after=after, limit=limit + 1)
+    total = (await store.count_devices(caller.account_id, state=state)
+             if "total_count" in request.query.get("include", "") else None)
+    return _json(DeviceList(data=[device_model(d) for d in devices[:limit]], has_more=len(devices) > limit,
+                            limit=limit, after=after, order=order, total_count=total))
+
+
+async def get_device(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    device = await services(request).devices.device_for(caller, request.match_info["device_id"])
+    return _json(device_model(device))
+
+
+async def endpoint_resources(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    device = await services(request).devices.device_for(caller, request.match_info["device_id"])
+    return _json([EndpointResource(uri=r.path, obs=r.obs, rt=r.rt, type=None) for r in device.resources])
+
+
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode()
+
+
+async def echo(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    device = await services(request).devices.device_for(caller, request.match_info["device_id"])
+    snapshot = await services(request).store.get_snapshot(device.id)
+    resources: list[EchoResource] = []
+    last_reported = last_desired = None
+    for entry in snapshot:
+        reported = desired = None
+        if entry.reported is not None:
+            r = entry.reported
+            reported = EchoReported(value=_b64(r.value), content_type=r.content_type or mime_for(0),
+                                    reported_at=rfc3339(r.reported_at),
+                                    expires_at=rfc3339(r.reported_at + r.max_age) if r.max_age else None)
+            last_reported = max(last_reported or 0.0, r.reported_at)
+        if entry.desired is not None:
+            d = entry.desired
+            desired = EchoDesired(value=_b64(d.value), desired_at=rfc3339(d.desired_at), status=d.status,
+                                  status_updated_at=rfc3339(d.status_updated_at))
+            last_desired = max(last_desired or 0.0, d.desired_at)
+        resources.append(EchoResource(resource_path=entry.path, subscribed=entry.subscribed, reported=reported,
+                                      desired=desired))
+    return _json(DeviceEcho(
+        device_id=device.id, endpoint_name=device.endpoint_name, created_at=rfc3339(device.created_at),
+        updated_at=rfc3339(device.updated_at), resources=resources,
+        last_reported_at=rfc3339(last_reported) if last_reported else None,
+        last_desired_at=rfc3339(last_desired) if last_desired else None))
+
+
+async def echo_not_deletable(request: web.Request) -> web.Response:
+    raise MethodNotAllowed("the snapshot cannot be deleted (spec §2.4 rule 3)")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/v3/devices", list_devices)
+    app.router.add_get("/v3/devices/", list_devices)
+    app.router.add_get("/v3/devices/{device_id}", get_device)
+    app.router.add_get("/v3/devices/{device_id}/echo", echo)
+    app.router.add_delete("/v3/devices/{device_id}/echo", echo_not_deletable)
+    app.router.add_get("/v2/endpoints/{device_id}", endpoint_resources)

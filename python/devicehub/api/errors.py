@@ -1,0 +1,76 @@
+"""The one place errors become HTTP responses: v2 paths get a text token, v3 paths a JSON error object."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+
+import msgspec
+from aiohttp import web
+
+from devicehub.errors import DevicehubError, MethodNotAllowed, NotFound, PayloadTooLarge
+
+log = logging.getLogger("devicehub.api")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class FieldMessage(msgspec.Struct, frozen=True):
+    name: str
+    message: str
+
+
+class V3Error(msgspec.Struct, frozen=True, omit_defaults=True):
+    object: str
+    code: int
+    type: str
+    message: str
+    request_id: str
+    fields: list[FieldMessage] = []
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def render(request: web.Request, error: DevicehubError) -> web.Response:
+    if request.path.startswith("/v3/") or request.path.startswith("/admin/"):
+        body = V3Error(
+            object="error",
+            code=error.status,
+            type=error.type,
+            message=error.message,
+            request_id=secrets.token_hex(16),
+            fields=[FieldMessage(f.name, f.message) for f in error.fields] if error.status == 400 else [],
+        )
+        return web.Response(status=error.status, body=_encoder.encode(body), content_type="application/json")
+    return web.Response(status=error.status, text=error.token, content_type="text/plain")
+
+
+def _from_http(exc: web.HTTPException) -> DevicehubError | None:
+    if exc.status == 404:
+        return NotFound("no such path")
+    if exc.status == 405:
+        return MethodNotAllowed("method not allowed")
+    if exc.status == 413:
+        return PayloadTooLarge("request body is larger than the limit")
+    return None
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except DevicehubError as error:
+        return render(request, error)
+    except web.HTTPException as exc:
+        mapped = _from_http(exc)
+        if mapped is None or exc.status < 400:
+            raise
+        response = render(request, mapped)
+        if isinstance(exc, web.HTTPMethodNotAllowed):
+            response.headers["Allow"] = ",".join(sorted(exc.allowed_methods))
+        return response
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return render(request, DevicehubError("unexpected error; see the service log"))

@@ -1,0 +1,115 @@
+"""`GET /openapi.json`, generated from the route table and the msgspec wire models, and a `/docs` page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from devicehub import __version__
+from devicehub.api import models
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    method: str
+    path: str
+    summary: str
+    status: int
+    response: Any = None
+    request: Any = None
+    tag: str = "devices"
+
+
+OPERATIONS = (
+    Operation("get", "/v3/devices", "List the account's devices", 200, models.DeviceList),
+    Operation("get", "/v3/devices/{device_id}", "One device", 200, models.DeviceModel),
+    Operation("get", "/v3/devices/{device_id}/echo", "Device state snapshot (spec §2.4)", 200, models.DeviceEcho),
+    Operation("get", "/v2/endpoints/{device_id}", "Resources of a device", 200, list[models.EndpointResource]),
+    Operation("put", "/v2/subscriptions/{device_id}/{path}", "Subscribe to a resource (wildcard `*` allowed)", 202,
+              models.AsyncIdResponse, tag="subscriptions"),
+    Operation("get", "/v2/subscriptions/{device_id}/{path}", "Is the resource subscribed", 200, tag="subscriptions"),
+    Operation("delete", "/v2/subscriptions/{device_id}/{path}", "Unsubscribe", 204, tag="subscriptions"),
+    Operation("get", "/v2/subscriptions/{device_id}", "Subscribed paths (text/uri-list)", 200, tag="subscriptions"),
+    Operation("delete", "/v2/subscriptions/{device_id}", "Remove the device's subscriptions", 204,
+              tag="subscriptions"),
+    Operation("put", "/v2/subscriptions", "Replace the key's presubscription rules", 202,
+              request=list[models.PresubscriptionBody], tag="subscriptions"),
+    Operation("get", "/v2/subscriptions", "The key's presubscription rules", 200, list[models.PresubscriptionBody],
+              tag="subscriptions"),
+    Operation("delete", "/v2/subscriptions", "Remove every presubscription rule", 204, tag="subscriptions"),
+    Operation("post", "/v2/device-requests/{device_id}", "Queue a device request; result as async-response", 202,
+              request=models.DeviceRequestBody, tag="device-requests"),
+)
+
+
+def _path_params(path: str) -> list[dict[str, Any]]:
+    names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
+    return [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]
+
+
+def build_spec(extra: tuple[Operation, ...] = ()) -> dict[str, Any]:
+    operations = OPERATIONS + extra
+    types = [t for op in operations for t in (op.response, op.request) if t is not None]
+    schemas, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    lookup = dict(zip(types, schemas, strict=True))
+    paths: dict[str, dict[str, Any]] = {}
+    for op in operations:
+        entry: dict[str, Any] = {
+            "summary": op.summary, "tags": [op.tag], "parameters": _path_params(op.path),
+            "security": [{"bearer": []}],
+            "responses": {str(op.status): {"description": "success"},
+                          "401": {"description": "missing or unknown API key"}},
+        }
+        if op.response is not None:
+            entry["responses"][str(op.status)]["content"] = {"application/json": {"schema": lookup[op.response]}}
+        if op.request is not None:
+            entry["requestBody"] = {"required": True, "content": {"application/json": {"schema": lookup[op.request]}}}
+        paths.setdefault(op.path, {})[op.method] = entry
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "devicehub", "version": __version__,
+                 "description": "Pelion Device Management compatible device management API"},
+        "paths": paths,
+        "components": {"schemas": components,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }
+
+
+DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>devicehub API</title>
+<style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
+code{background:#f3f3f3;padding:0 .25rem}.op{margin:.4rem 0}.m{display:inline-block;width:4.5rem;font-weight:bold}
+</style></head><body><h1>devicehub API</h1>
+<p>Machine-readable: <a href="/openapi.json">/openapi.json</a>. Every call needs
+<code>Authorization: Bearer &lt;API key&gt;</code>.</p><div id="ops">loading…</div>
+<script>
+fetch('/openapi.json').then(r => r.json()).then(spec => {
+  const box = document.getElementById('ops'); box.textContent = '';
+  for (const [path, methods] of Object.entries(spec.paths)) {
+    for (const [method, op] of Object.entries(methods)) {
+      const div = document.createElement('div'); div.className = 'op';
+      const m = document.createElement('span'); m.className = 'm'; m.textContent = method.toUpperCase();
+      const p = document.createElement('code'); p.textContent = path;
+      div.append(m, p, document.createTextNode(' — ' + op.summary + ' (' + Object.keys(op.responses)[0] + ')'));
+      box.append(div);
+    }
+  }
+});
+</script></body></html>
+"""
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    return web.Response(body=msgspec.json.encode(build_spec()), content_type="application/json")
+
+
+async def docs(request: web.Request) -> web.Response:
+    return web.Response(text=DOCS_PAGE, content_type="text/html")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/openapi.json", openapi_json)
+    app.router.add_get("/docs", docs)

@@ -1,0 +1,88 @@
+"""Resource subscriptions and presubscriptions (`/v2/subscriptions…`, spec §4.1–4.2, wire-format.md)."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from devicehub.api.body import decode, read_body
+from devicehub.api.context import principal, services
+from devicehub.api.models import AsyncIdResponse, PresubscriptionBody, encoder, presubscriptions_decoder
+from devicehub.errors import NotFound
+from devicehub.store.records import PresubscriptionRule
+
+
+def _path(request: web.Request) -> str:
+    # wire-format.md: the path comes without its leading slash; accept a leading slash and %2F too
+    return unquote(request.match_info["path"])
+
+
+async def subscribe(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    async_id = await services(request).devices.subscribe(caller, request.match_info["device_id"], _path(request))
+    return web.Response(status=202, body=encoder.encode(AsyncIdResponse(async_id)), content_type="application/json")
+
+
+async def check_subscription(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    if not await services(request).devices.subscription_exists(caller, request.match_info["device_id"],
+                                                                _path(request)):
+        raise NotFound("not subscribed")
+    return web.Response(status=200)
+
+
+async def unsubscribe(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    await services(request).devices.unsubscribe(caller, request.match_info["device_id"], _path(request))
+    return web.Response(status=204)
+
+
+async def list_device_subscriptions(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    paths = await services(request).devices.subscriptions(caller, request.match_info["device_id"])
+    if not paths:
+        raise NotFound("no subscriptions")  # wire-format.md: 404 also when there are none
+    return web.Response(status=200, text="\n".join(paths), content_type="text/uri-list")
+
+
+async def unsubscribe_device(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    await services(request).devices.unsubscribe_device(caller, request.match_info["device_id"])
+    return web.Response(status=204)
+
+
+async def put_presubscriptions(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    body = await read_body(request, services(request).settings.max_body_bytes)
+    rules: list[PresubscriptionBody] = decode(presubscriptions_decoder, body)
+    await services(request).devices.set_presubscriptions(caller, [r.rule() for r in rules])
+    return web.Response(status=202)  # spec §4.2 (Pelion answered 204)
+
+
+def _wire(rule: PresubscriptionRule) -> PresubscriptionBody:
+    return PresubscriptionBody(endpoint_name=rule.endpoint_name, endpoint_type=rule.endpoint_type,
+                               resource_path=list(rule.resource_path))
+
+
+async def get_presubscriptions(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    rules = await services(request).devices.presubscriptions(caller)
+    return web.Response(body=encoder.encode([_wire(r) for r in rules]), content_type="application/json")
+
+
+async def delete_presubscriptions(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    await services(request).devices.set_presubscriptions(caller, [])
+    return web.Response(status=204)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_put("/v2/subscriptions", put_presubscriptions)
+    app.router.add_get("/v2/subscriptions", get_presubscriptions)
+    app.router.add_delete("/v2/subscriptions", delete_presubscriptions)
+    app.router.add_get("/v2/subscriptions/{device_id}", list_device_subscriptions)
+    app.router.add_delete("/v2/subscriptions/{device_id}", unsubscribe_device)
+    app.router.add_put("/v2/subscriptions/{device_id}/{path:.+}", subscribe)
+    app.router.add_get("/v2/subscriptions/{device_id}/{path:.+}", check_subscription)
+    app.router.add_delete("/v2/subscriptions/{device_id}/{path:.+}", unsubscribe)

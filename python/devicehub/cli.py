@@ -1,0 +1,144 @@
+"""The `devicehub` command: one subcommand per process kind and the store administration commands."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from devicehub import __version__
+from devicehub.config import StoreSettings, add_arguments, build
+from devicehub.errors import DevicehubError
+
+Runner = Callable[[argparse.Namespace], int]
+
+
+def _run(coro: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
+        return asyncio.run(coro)
+
+
+async def _with_store(settings: StoreSettings, action: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
+    from devicehub.store import open_store
+
+    store = open_store(settings.data_dir, settings.redis_url)
+    await store.open()
+    try:
+        return await action(store)
+    finally:
+        await store.close()
+
+
+def _accounts(args: argparse.Namespace) -> int:
+    from devicehub.clock import SystemClock
+    from devicehub.domain.accounts import AccountService
+
+    settings = build(StoreSettings, args)
+
+    async def action(store: Any) -> int:
+        service = AccountService(store, SystemClock())
+        if args.action == "create":
+            account = await service.create_account(args.name, tier=args.tier)
+            print(f"{account.id}\t{account.name}\t{account.tier}")
+        elif args.action == "list":
+            for account in await store.list_accounts():
+                print(f"{account.id}\t{account.name}\t{account.tier}")
+        elif args.action == "enroll":
+            account = await service.resolve_account(args.account)
+            for name in args.endpoint_names:
+                await store.enroll(account.id, name)
+            print(f"enrolled {len(args.endpoint_names)} endpoint name(s) into {account.name}")
+        return 0
+
+    return _run(_with_store(settings, action))
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from devicehub.clock import SystemClock
+    from devicehub.domain.accounts import AccountService
+
+    settings = build(StoreSettings, args)
+
+    async def action(store: Any) -> int:
+        service = AccountService(store, SystemClock())
+        if args.action == "create":
+            key, secret = await service.create_key(args.account, args.name)
+            print(f"key id {key.id} for account {key.account_id}; the key is shown once:", file=sys.stderr)
+            print(secret)
+        elif args.action == "list":
+            account = await service.resolve_account(args.account)
+            for key in await store.list_keys(account.id):
+                state = "revoked" if key.revoked_at is not None else "active"
+                print(f"{key.id}\t{key.name}\t{state}")
+        elif args.action == "revoke":
+            await service.revoke_key(args.key_id)
+            print(f"revoked {args.key_id}")
+        return 0
+
+    return _run(_with_store(settings, action))
+
+
+def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    accounts = sub.add_parser("accounts", help="create and list accounts, enroll endpoint names")
+    accounts_sub = accounts.add_subparsers(dest="action", required=True)
+    create = accounts_sub.add_parser("create", help="create an account")
+    create.add_argument("name")
+    create.add_argument("--tier", choices=("commercial", "free"), default="commercial")
+    add_arguments(create, StoreSettings)
+    listing = accounts_sub.add_parser("list", help="list accounts")
+    add_arguments(listing, StoreSettings)
+    enroll = accounts_sub.add_parser("enroll", help="let these endpoint names join the account")
+    enroll.add_argument("account", help="account id or name")
+    enroll.add_argument("endpoint_names", nargs="+")
+    add_arguments(enroll, StoreSettings)
+    accounts.set_defaults(run=_accounts)
+
+    keys = sub.add_parser("keys", help="create, list and revoke API keys")
+    keys_sub = keys.add_subparsers(dest="action", required=True)
+    create = keys_sub.add_parser("create", help="create a key; prints it alone on the last line")
+    create.add_argument("--account", required=True, help="account id or name")
+    create.add_argument("--name", default="", help="a label for the key")
+    add_arguments(create, StoreSettings)
+    listing = keys_sub.add_parser("list", help="list an account's keys (never the secrets)")
+    listing.add_argument("--account", required=True, help="account id or name")
+    add_arguments(listing, StoreSettings)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by its id")
+    revoke.add_argument("key_id")
+    add_arguments(revoke, StoreSettings)
+    keys.set_defaults(run=_keys)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="devicehub", description="LwM2M device management service")
+    top.add_argument("--version", action="version", version=f"devicehub {__version__}")
+    sub = top.add_subparsers(dest="command", required=True)
+    for register in _COMMANDS:
+        register(sub)
+    _add_admin_commands(sub)
+    return top
+
+
+_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(args, "log_level", None) and str(args.log_level).upper() or logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        run: Runner = args.run
+        return run(args)
+    except DevicehubError as error:
+        print(f"devicehub: {error.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,154 @@
+"""Settings: one object per command, where each field is a flag and a `DEVICEHUB_<FIELD>` env var."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+ENV_PREFIX = "DEVICEHUB_"
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """`devicehub serve`: the service (REST + WebSocket API, LwM2M server, channel delivery)."""
+
+    host: str = field(default="127.0.0.1", metadata={"help": "address the HTTP API and CoAP server bind to"})
+    http_port: int = field(default=8000, metadata={"help": "TCP port of the REST/WebSocket API"})
+    coap_port: int = field(default=5683, metadata={"help": "UDP port of the LwM2M (CoAP) server"})
+    data_dir: Path = field(default=Path("devicehub-data"), metadata={"help": "directory of the embedded store"})
+    redis_url: str = field(default="", metadata={"help": "redis://… to keep all state in Redis (several nodes)"})
+    dev: bool = field(
+        default=False,
+        metadata={"help": "development mode: create/reuse a dev account and key, accept any device into it"},
+    )
+    flush_interval_ms: int = field(
+        default=100, metadata={"help": "embedded store: longest time a queued event stays only in memory"}
+    )
+    node_id: str = field(default="", metadata={"help": "name of this node in Redis mode (default: host:pid)"})
+    log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
+    callback_ca_file: str = field(default="", metadata={"help": "CA bundle for HTTPS callbacks (default: system)"})
+    callback_client_cert: str = field(
+        default="", metadata={"help": "PEM certificate (with key) the service presents to callback servers"}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateSettings:
+    """`devicehub simulate`: N simulated LwM2M devices on real UDP sockets."""
+
+    server: str = field(default="coap://127.0.0.1:5683", metadata={"help": "LwM2M server URI"})
+    count: int = field(default=1, metadata={"help": "number of devices"})
+    prefix: str = field(default="sim-", metadata={"help": "endpoint name prefix (names are <prefix><n>)"})
+    endpoint_type: str = field(default="devicehub-sim", metadata={"help": "endpoint type (et=)"})
+    lifetime: int = field(default=300, metadata={"help": "registration lifetime in seconds"})
+    queue_mode: bool = field(default=False, metadata={"help": "register with binding UQ (queue mode)"})
+    rate: float = field(default=0.2, metadata={"help": "temperature changes per second per device"})
+    flavor: str = field(default="pelion", metadata={"help": "oma (plain LwM2M) or pelion (Pelion client)"})
+    duration: float = field(default=0.0, metadata={"help": "stop after this many seconds (0: run until Ctrl-C)"})
+    register_rate: float = field(default=500.0, metadata={"help": "new registrations per second (ramp-up)"})
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSettings:
+    """`devicehub edge`: Edge Core, an LwM2M client of the service with a local status API."""
+
+    server: str = field(default="coap://127.0.0.1:5683", metadata={"help": "LwM2M server URI of the service"})
+    endpoint_name: str = field(default="edge-core", metadata={"help": "Edge Core's endpoint name"})
+    endpoint_type: str = field(default="MBED_GW", metadata={"help": "Edge Core's endpoint type"})
+    lifetime: int = field(default=86400, metadata={"help": "registration lifetime in seconds"})
+    http_port: int = field(
+        default=8080,
+        metadata={
+            "short": "-o",
+            "help": "port of GET /status (8080 as the reference release; 9101 and 8081 are the conventions "
+            "of the second and the packaged distributions)",
+        },
+    )
+    bind: str = field(default="127.0.0.1", metadata={"short": "-b", "help": "address of the status API"})
+    edge_pt_domain_socket: str = field(
+        default="/tmp/edge.sock", metadata={"short": "-p", "help": "Unix socket of the protocol translator API"}
+    )
+    keepalive_time: float = field(
+        default=600.0, metadata={"help": "seconds of idle link before a keepalive probe (spec §2.6)"}
+    )
+    keepalive_interval: float = field(
+        default=75.0, metadata={"help": "seconds between keepalive probes while no answer comes (spec §2.6)"}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """`devicehub keys` / `devicehub accounts`: administration against the store."""
+
+    data_dir: Path = field(default=Path("devicehub-data"), metadata={"help": "directory of the embedded store"})
+    redis_url: str = field(default="", metadata={"help": "redis://… when the service runs on Redis"})
+
+
+S = TypeVar("S")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _field_type(cls: type, f: dataclasses.Field[Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    return hints[f.name]
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One flag per settings field; defaults stay None so env and field defaults can fill in."""
+    for f in dataclasses.fields(cls):
+        kind = _field_type(cls, f)
+        names = [_flag(f.name)]
+        if "short" in f.metadata:
+            names.insert(0, f.metadata["short"])
+        env = ENV_PREFIX + f.name.upper()
+        help_text = f"{f.metadata.get('help', '')} (env {env}, default {f.default!s})"
+        if kind is bool:
+            parser.add_argument(*names, dest=f.name, action="store_true", default=None, help=help_text)
+        else:
+            conv = kind if kind in (int, float, str, Path) else str
+            parser.add_argument(*names, dest=f.name, type=conv, default=None, help=help_text)
+
+
+def _parse_env(kind: Any, raw: str, name: str) -> Any:
+    if kind is bool:
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"{name}: expected a boolean, got {raw!r}")
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def build(cls: type[S], args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None) -> S:
+    """Flag wins over `DEVICEHUB_*` env var, which wins over the field default."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        given = getattr(args, f.name, None) if args is not None else None
+        if given is not None and given is not False:
+            values[f.name] = given
+            continue
+        env_name = ENV_PREFIX + f.name.upper()
+        if env_name in env:
+            values[f.name] = _parse_env(_field_type(cls, f), env[env_name], env_name)
+    return cls(**values)
+
+
+def parse(cls: type[S], argv: Sequence[str], environ: Mapping[str, str] | None = None) -> S:
+    """Settings of `cls` from an argument list alone (used by tests and embedding code)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, cls)
+    return build(cls, parser.parse_args(list(argv)), environ)

@@ -1,0 +1,93 @@
+"""Events the core hands to channels; each channel encodes them with its own serialization options."""
+
+from __future__ import annotations
+
+import msgspec
+
+from devicehub._core import (
+    KIND_ASYNC_RESPONSE,
+    KIND_DE_REGISTRATION,
+    KIND_NOTIFICATION,
+    KIND_REG_UPDATE,
+    KIND_REGISTRATION,
+    KIND_REGISTRATIONS_EXPIRED,
+)
+
+__all__ = [
+    "KIND_ASYNC_RESPONSE",
+    "KIND_DE_REGISTRATION",
+    "KIND_NOTIFICATION",
+    "KIND_REGISTRATION",
+    "KIND_REGISTRATIONS_EXPIRED",
+    "KIND_REG_UPDATE",
+    "AsyncResponseEvent",
+    "DeregistrationEvent",
+    "Event",
+    "NotificationEvent",
+    "RegistrationEvent",
+    "ResourceEntry",
+]
+
+
+class NotificationEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A value of a subscribed resource (spec §6)."""
+
+    device_id: str
+    endpoint_name: str
+    path: str
+    content_type: str  # MIME, wire-format.md "ct"
+    payload: bytes
+    max_age: int = 0
+
+    kind = KIND_NOTIFICATION
+
+
+class ResourceEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    path: str
+    rt: str | None = None
+    ct: str | None = None
+    obs: bool = False
+    iface: str | None = None
+
+
+class RegistrationEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A registration or a registration update (kind tells which)."""
+
+    device_id: str
+    endpoint_name: str
+    endpoint_type: str
+    queue_mode: bool
+    resources: tuple[ResourceEntry, ...]
+    update: bool = False
+
+    @property
+    def kind(self) -> int:
+        return KIND_REG_UPDATE if self.update else KIND_REGISTRATION
+
+
+class DeregistrationEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A de-registration, or an expired registration."""
+
+    device_id: str
+    endpoint_name: str
+    expired: bool = False
+
+    @property
+    def kind(self) -> int:
+        return KIND_REGISTRATIONS_EXPIRED if self.expired else KIND_DE_REGISTRATION
+
+
+class AsyncResponseEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of a device request or a subscription, for the requesting key only."""
+
+    async_id: str
+    status: int
+    payload: bytes | None = None
+    content_type: str | None = None
+    error: str | None = None
+    max_age: int | None = None
+
+    kind = KIND_ASYNC_RESPONSE
+
+
+Event = NotificationEvent | RegistrationEvent | DeregistrationEvent | AsyncResponseEvent

@@ -1,0 +1,61 @@
+"""Resource paths: validation, wildcard patterns and the path a wildcard subscription observes."""
+
+from __future__ import annotations
+
+import re
+
+from devicehub.errors import ValidationFailed
+
+_SEGMENT = re.compile(r"^[0-9]{1,5}$")
+MAX_PATH = 128
+
+
+def normalise(raw: str, *, wildcard: bool) -> str:
+    """'3303/0/5700', '/3303/0/5700' or '%2F'-decoded forms → '/3303/0/5700'; '*' only at the end."""
+    path = raw if raw.startswith("/") else "/" + raw
+    if len(path) > MAX_PATH:
+        raise ValidationFailed(f"resource path longer than {MAX_PATH} characters")
+    parts = path[1:].split("/")
+    if parts and parts[-1] == "":
+        parts = parts[:-1]
+    if not parts:
+        raise ValidationFailed("empty resource path")
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        if wildcard and last and (part == "*" or (part.endswith("*") and _SEGMENT.match(part[:-1] or "0"))):
+            continue
+        if not _SEGMENT.match(part) or int(part) > 65535:
+            raise ValidationFailed(f"bad resource path {raw!r}")
+    if len(parts) > 4:
+        raise ValidationFailed(f"resource path {raw!r} is deeper than object/instance/resource/instance")
+    return "/" + "/".join(parts)
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Pattern '/3303/*' matches '/3303', '/3303/0' and everything below; other patterns match exactly
+    or as a prefix ending in '*' ('/33*' matches '/3303/0/5700')."""
+    if pattern.endswith("/*"):
+        base = pattern[:-2]
+        return path == base or path.startswith(base + "/")
+    if pattern.endswith("*"):
+        return path.startswith(pattern[:-1])
+    return path == pattern
+
+
+def observe_targets(pattern: str, known_paths: list[str]) -> list[str]:
+    """What to send Observe to for a subscription pattern: '/3303/*' observes '/3303' (the device answers
+    with TLV of the whole object, spec §2.1); '/33*' observes each known resource it matches."""
+    if pattern.endswith("/*"):
+        return [pattern[:-2]]
+    if pattern.endswith("*"):
+        return [path for path in known_paths if matches(pattern, path)]
+    return [pattern]
+
+
+def name_matches(pattern: str | None, value: str) -> bool:
+    """Presubscription endpoint-name / endpoint-type match: exact, or prefix when ending in '*'."""
+    if pattern is None or pattern == "":
+        return True
+    if pattern.endswith("*"):
+        return value.startswith(pattern[:-1])
+    return value == pattern

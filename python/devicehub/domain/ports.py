@@ -1,0 +1,37 @@
+"""What the domain needs from its neighbours: a way to reach devices and a place to send events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from devicehub.domain.events import Event
+from devicehub.lwm2m.ports import DeviceResponse, Registration
+
+
+class DeviceGateway(Protocol):
+    """The LwM2M server as the domain sees it."""
+
+    def registration(self, device_id: str) -> Registration | None: ...
+
+    async def request(
+        self,
+        device_id: str,
+        method: str,
+        uri: str,
+        payload: bytes = b"",
+        content_format: int | None = None,
+        accept: int | None = None,
+    ) -> DeviceResponse: ...
+
+    async def observe(self, device_id: str, path: str, accept: int | None = None) -> DeviceResponse: ...
+
+    async def cancel_observe(self, device_id: str, path: str) -> None: ...
+
+
+class EventSink(Protocol):
+    """The channel layer as the domain sees it."""
+
+    async def publish(self, key_ids: Iterable[str], event: Event) -> None: ...
+
+    async def publish_account(self, account_id: str, event: Event) -> None: ...

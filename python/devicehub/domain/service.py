@@ -1,0 +1,242 @@
+"""The core: device lifecycle from the LwM2M layer, and the application operations the API calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+from collections.abc import Sequence
+
+from devicehub.clock import Clock
+from devicehub.domain.accounts import Principal, new_id
+from devicehub.domain.events import DeregistrationEvent, RegistrationEvent, ResourceEntry
+from devicehub.domain.paths import normalise
+from devicehub.domain.ports import DeviceGateway, EventSink
+from devicehub.domain.requests import MAX_QUEUE, RequestQueue
+from devicehub.domain.subscriptions import SubscriptionRouter
+from devicehub.errors import BadRequest, DeviceNotFound, NotFound, QueueFull, ResourceNotFound, ValidationFailed
+from devicehub.lwm2m.content import mime_for
+from devicehub.lwm2m.ports import Admission, Registration, ResourceLink
+from devicehub.store.base import Store
+from devicehub.store.records import Device, DeviceRequest, PresubscriptionRule, ReportedValue, ResourceInfo
+
+log = logging.getLogger("devicehub.core")
+
+ASYNC_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+SNAPSHOT_RETENTION = 183 * 86400  # spec §2.4 rule 4: six months after the last connection
+MAX_RULES = 1024
+
+
+def _resources(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
+    return tuple(ResourceInfo(path=l.path, rt=l.rt, ct=l.ct, obs=l.obs or l.aobs is not None, iface=l.iface)
+                 for l in links if not l.deleted)
+
+
+def _entries(resources: Sequence[ResourceInfo]) -> tuple[ResourceEntry, ...]:
+    return tuple(ResourceEntry(path=r.path, rt=r.rt, ct=mime_for(r.ct) if r.ct is not None else None, obs=r.obs,
+                               iface=r.iface) for r in resources)
+
+
+class DeviceService:
+    """Implements lwm2m.ports.DeviceEvents; knows neither HTTP nor CoAP."""
+
+    def __init__(self, store: Store, clock: Clock, sink: EventSink, *, default_account_id: str | None = None) -> None:
+        self._store = store
+        self._clock = clock
+        self._sink = sink
+        self._default_account_id = default_account_id
+        self._gateway: DeviceGateway | None = None
+        self._router: SubscriptionRouter | None = None
+        self._requests: RequestQueue | None = None
+        self._devices: dict[str, Device] = {}  # device-id → record of registered devices (hot path)
+
+    async def start(self, gateway: DeviceGateway) -> None:
+        self._gateway = gateway
+        self._router = SubscriptionRouter(self._store, self._clock, gateway, self._sink)
+        self._requests = RequestQueue(self._store, self._clock, gateway, self._sink, self._router)
+        await self._requests.start()
+
+    async def stop(self) -> None:
+        if self._requests is not None:
+            await self._requests.stop()
+        if self._router is not None:
+            await self._router.stop()
+
+    @property
+    def router(self) -> SubscriptionRouter:
+        assert self._router is not None, "DeviceService.start() first"
+        return self._router
+
+    @property
+    def requests(self) -> RequestQueue:
+        assert self._requests is not None, "DeviceService.start() first"
+        return self._requests
+
+    # ---- DeviceEvents (from the LwM2M layer) ------------------------------------------------------
+    async def admit(self, endpoint_name: str, endpoint_type: str) -> Admission | None:
+        account_id = await self._store.enrolled_account(endpoint_name) or self._default_account_id
+        if account_id is None:
+            log.info("refused unknown endpoint %r (not enrolled, no default account)", endpoint_name)
+            return None
+        existing = await self._store.find_device(account_id, endpoint_name)
+        return Admission(account_id=account_id, device_id=existing.id if existing else new_id())
+
+    async def registered(self, registration: Registration) -> None:
+        device = await self._save(registration)
+        await self._store_link_values(device, registration.links)
+        await self.router.full_registration(device)
+        await self._sink.publish_account(device.account_id, RegistrationEvent(
+            device_id=device.id, endpoint_name=device.endpoint_name, endpoint_type=device.endpoint_type,
+            queue_mode=device.queue_mode, resources=_entries(device.resources)))
+        self.requests.kick(device.id)
+
+    async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
+        device = await self._save(registration)
+        await self._store_link_values(device, added)
+        await self.router.load_device(device.id)
+        # spec §2.2: rules are checked at each registration update; new rules reach the device now
+        await self.router.apply_presubscriptions(device, [r.path for r in device.resources])
+        await self._sink.publish_account(device.account_id, RegistrationEvent(
+            device_id=device.id, endpoint_name=device.endpoint_name, endpoint_type=device.endpoint_type,
+            queue_mode=device.queue_mode, resources=_entries(_resources(added)), update=True))
+        self.requests.kick(device.id)
+
+    async def deregistered(self, registration: Registration) -> None:
+        await self._gone(registration, expired=False)
+
+    async def expired(self, registration: Registration) -> None:
+        await self._gone(registration, expired=True)
+
+    def notification(
+        self, device_id: str, path: str, content_format: int | None, payload: bytes, observe_seq: int | None
+    ) -> None:
+        device = self._devices.get(device_id)
+        if device is None:
+            return
+        asyncio.ensure_future(self.router.deliver_value(device, path, content_format, payload))
+
+    async def _save(self, registration: Registration) -> Device:
+        now = self._clock.now()
+        previous = await self._store.get_device(registration.device_id)
+        device = Device(
+            id=registration.device_id, account_id=registration.account_id,
+            endpoint_name=registration.endpoint_name, endpoint_type=registration.endpoint_type,
+            state="registered", queue_mode=registration.queue_mode, lifetime=registration.lifetime,
+            resources=_resources(registration.links), created_at=previous.created_at if previous else now,
+            updated_at=now, last_seen_at=now, host_gateway=previous.host_gateway if previous else "")
+        await self._store.put_device(device)
+        await self._store.ensure_resources(device.id, [r.path for r in device.resources])
+        self._devices[device.id] = device
+        return device
+
+    async def _store_link_values(self, device: Device, links: Sequence[ResourceLink]) -> None:
+        """spec §2.4: values announced in the register message are reported values."""
+        for link in links:
+            if link.value is not None and not link.deleted:
+                await self._store.set_reported(device.id, link.path, ReportedValue(
+                    value=link.value, content_type=mime_for(link.ct if link.ct is not None else 0),
+                    reported_at=self._clock.now()))
+
+    async def _gone(self, registration: Registration, *, expired: bool) -> None:
+        device = await self._store.get_device(registration.device_id)
+        self._devices.pop(registration.device_id, None)
+        if device is None:
+            return
+        now = self._clock.now()
+        await self._store.put_device(Device(**{**_fields(device), "state": "deregistered", "updated_at": now,
+                                               "last_seen_at": now}))
+        await self._sink.publish_account(device.account_id, DeregistrationEvent(
+            device_id=device.id, endpoint_name=device.endpoint_name, expired=expired))
+
+    # ---- application operations ---------------------------------------------------------------------
+    async def device_for(self, principal: Principal, device_id: str) -> Device:
+        """The device if it belongs to the caller's account; another account's device is 404 (issue 6)."""
+        device = await self._store.get_device(device_id)
+        if device is None or device.account_id != principal.account_id:
+            raise DeviceNotFound(f"no device {device_id!r}")
+        return device
+
+    async def subscribe(self, principal: Principal, device_id: str, raw_path: str) -> str:
+        device = await self.device_for(principal, device_id)
+        pattern = normalise(raw_path, wildcard=True)
+        if not pattern.endswith("*") and not _known_path(device, pattern):
+            raise ResourceNotFound(f"{device_id} has no resource {pattern}")
+        async_id = secrets.token_hex(16)
+        await self.router.subscribe(principal.key_id, device, pattern, async_id)
+        return async_id
+
+    async def subscription_exists(self, principal: Principal, device_id: str, raw_path: str) -> bool:
+        await self.device_for(principal, device_id)
+        return normalise(raw_path, wildcard=True) in await self._store.list_subscriptions(principal.key_id, device_id)
+
+    async def unsubscribe(self, principal: Principal, device_id: str, raw_path: str) -> None:
+        await self.device_for(principal, device_id)
+        if not await self.router.unsubscribe(principal.key_id, device_id, normalise(raw_path, wildcard=True)):
+            raise NotFound("no such subscription")
+
+    async def subscriptions(self, principal: Principal, device_id: str) -> list[str]:
+        await self.device_for(principal, device_id)
+        return await self._store.list_subscriptions(principal.key_id, device_id)
+
+    async def unsubscribe_device(self, principal: Principal, device_id: str) -> None:
+        await self.device_for(principal, device_id)
+        await self.router.unsubscribe_device(principal.key_id, device_id)
+
+    async def set_presubscriptions(self, principal: Principal, rules: Sequence[PresubscriptionRule]) -> None:
+        if len(rules) > MAX_RULES:
+            raise ValidationFailed(f"at most {MAX_RULES} presubscription rules", token="LIMITS_EXCEEDED")
+        clean = []
+        for rule in rules:
+            for label, value in (("endpoint-name", rule.endpoint_name), ("endpoint-type", rule.endpoint_type)):
+                if value is not None and len(value) > 64:
+                    raise ValidationFailed(f"{label} longer than 64 characters")
+            clean.append(PresubscriptionRule(endpoint_name=rule.endpoint_name, endpoint_type=rule.endpoint_type,
+                                             resource_path=tuple(normalise(p, wildcard=True)
+                                                                 for p in rule.resource_path)))
+        await self._store.set_presubscriptions(principal.key_id, principal.account_id, clean)
+
+    async def presubscriptions(self, principal: Principal) -> list[PresubscriptionRule]:
+        return await self._store.get_presubscriptions(principal.key_id)
+
+    async def device_request(self, principal: Principal, device_id: str, async_id: str, *, method: str, uri: str,
+                             payload: bytes, content_type: str | None, accept: str | None, retry: int | None,
+                             expiry_seconds: int | None) -> None:
+        if not ASYNC_ID.match(async_id):
+            raise BadRequest("async-id must match ^[A-Za-z0-9_-]{1,40}$", token="MALFORMED_ASYNC_ID")
+        device = await self.device_for(principal, device_id)
+        if method not in ("GET", "PUT", "POST", "DELETE"):
+            raise ValidationFailed("method must be GET, PUT, POST or DELETE")
+        path, _, query = uri.partition("?")
+        normalised = normalise(path, wildcard=False) + (("?" + query) if query else "")
+        if await self._store.find_request(principal.key_id, async_id) is not None:
+            raise BadRequest(f"async-id {async_id!r} is still pending", token="DUPLICATE_ASYNC_ID")
+        if len(await self._store.pending_requests(device_id)) >= MAX_QUEUE:
+            raise QueueFull(f"{MAX_QUEUE} requests already wait for this device")
+        # wire-format.md: defaults 0 / 7200 s, for a queue-mode device 2 / 259 200 s
+        retries = retry if retry is not None else (2 if device.queue_mode else 0)
+        expiry = expiry_seconds if expiry_seconds is not None else (259_200 if device.queue_mode else 7200)
+        now = self._clock.now()
+        await self.requests.submit(DeviceRequest(
+            async_id=async_id, key_id=principal.key_id, account_id=principal.account_id, device_id=device_id,
+            method=method, uri=normalised, payload=payload, content_type=content_type, accept=accept,
+            retries_left=retries, created_at=now, expires_at=now + expiry))
+
+    async def sweep_snapshots(self) -> int:
+        """spec §2.4 rule 4: remove devices (and snapshots) unseen for six months."""
+        removed = 0
+        for device_id in await self._store.devices_last_seen_before(self._clock.now() - SNAPSHOT_RETENTION):
+            device = await self._store.get_device(device_id)
+            if device is not None and device.state != "registered":
+                await self._store.delete_device(device_id)
+                removed += 1
+        return removed
+
+
+def _known_path(device: Device, path: str) -> bool:
+    return any(r.path == path or path.startswith(r.path + "/") or r.path.startswith(path + "/")
+               for r in device.resources)
+
+
+def _fields(record: Device) -> dict[str, object]:
+    return {f: getattr(record, f) for f in record.__struct_fields__}

@@ -1,0 +1,185 @@
+"""Resource subscriptions and presubscription rules: who observes what, and which keys a value reaches."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from devicehub.clock import Clock
+from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
+from devicehub.domain.paths import matches, name_matches, observe_targets
+from devicehub.domain.ports import DeviceGateway, EventSink
+from devicehub.lwm2m.content import mime_for
+from devicehub.lwm2m.ports import DeviceResponse
+from devicehub.store.base import Store
+from devicehub.store.records import Device, PresubscriptionRule, ReportedValue
+
+log = logging.getLogger("devicehub.subscriptions")
+
+# wire-format.md: async-response statuses are the device's answer as HTTP
+_HTTP_FOR_COAP = {0x41: 201, 0x42: 200, 0x43: 200, 0x44: 200, 0x45: 200, 0x80: 400, 0x81: 401, 0x83: 403,
+                  0x84: 404, 0x85: 405, 0x86: 406, 0x8C: 412, 0x8D: 413, 0x8F: 415, 0xA0: 500, 0xA3: 503}
+
+
+def http_status(response: DeviceResponse) -> int:
+    return _HTTP_FOR_COAP.get(response.code, 200 if response.success else 500)
+
+
+def _related(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _presub_targets(pattern: str, new_paths: Sequence[str]) -> list[str]:
+    """Observe targets a rule selects among the paths a registration announced."""
+    if pattern == "/*":
+        return []  # the whole device: values are routed, but nothing is observed on its behalf
+    if pattern.endswith("/*"):
+        base = pattern[:-2]
+        return [base] if any(_related(p, base) for p in new_paths) else []
+    if pattern.endswith("*"):
+        return [p for p in new_paths if matches(pattern, p)]
+    return [pattern] if any(_related(p, pattern) for p in new_paths) else []
+
+
+class SubscriptionRouter:
+    """Keeps, per device, the (key, pattern) pairs that decide which keys a notification reaches."""
+
+    def __init__(self, store: Store, clock: Clock, gateway: DeviceGateway, sink: EventSink) -> None:
+        self._store = store
+        self._clock = clock
+        self._gateway = gateway
+        self._sink = sink
+        self._routes: dict[str, list[tuple[str, str]]] = {}  # device-id → [(key-id, pattern)]
+        self._presub: dict[str, list[tuple[str, str]]] = {}  # device-id → presubscription (key, pattern)
+        self._route_cache: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- routing -------------------------------------------------------------------------------
+    async def load_device(self, device_id: str) -> None:
+        self._routes[device_id] = [(key, path) for key, path in await self._store.subscribers(device_id)]
+        self._drop_cache(device_id)
+
+    def _drop_cache(self, device_id: str) -> None:
+        for cache_key in [k for k in self._route_cache if k[0] == device_id]:
+            del self._route_cache[cache_key]
+
+    def keys_for(self, device_id: str, path: str) -> tuple[str, ...]:
+        cached = self._route_cache.get((device_id, path))
+        if cached is not None:
+            return cached
+        keys: list[str] = []
+        for key, pattern in (*self._routes.get(device_id, ()), *self._presub.get(device_id, ())):
+            if key not in keys and matches(pattern, path):
+                keys.append(key)
+        result = tuple(keys)
+        self._route_cache[(device_id, path)] = result
+        return result
+
+    # --- resource subscriptions ----------------------------------------------------------------
+    async def subscribe(self, key_id: str, device: Device, pattern: str, async_id: str) -> None:
+        await self._store.add_subscription(key_id, device.id, pattern)
+        self._routes.setdefault(device.id, []).append((key_id, pattern))
+        self._drop_cache(device.id)
+        self._spawn(self._observe(device, [pattern], key_id, async_id))
+
+    async def unsubscribe(self, key_id: str, device_id: str, pattern: str) -> bool:
+        removed = await self._store.remove_subscription(key_id, device_id, pattern)
+        if removed:
+            await self.load_device(device_id)
+            if not any(p == pattern for _, p in (*self._routes.get(device_id, ()), *self._presub.get(device_id, ()))):
+                self._spawn(self._cancel(device_id, pattern))
+        return removed
+
+    async def unsubscribe_device(self, key_id: str, device_id: str) -> None:
+        patterns = await self._store.list_subscriptions(key_id, device_id)
+        await self._store.remove_device_subscriptions(device_id, key_id)
+        await self.load_device(device_id)
+        for pattern in patterns:
+            self._spawn(self._cancel(device_id, pattern))
+
+    async def full_registration(self, device: Device) -> None:
+        """spec §2.1 / §3.2 step 5: a full registration drops every resource-specific subscription."""
+        await self._store.remove_device_subscriptions(device.id)
+        await self._store.clear_subscribed(device.id)
+        self._routes[device.id] = []
+        await self.apply_presubscriptions(device, [r.path for r in device.resources])
+
+    # --- presubscriptions ------------------------------------------------------------------------
+    async def apply_presubscriptions(self, device: Device, new_paths: Sequence[str]) -> None:
+        """Match the account's rules against the device (spec §2.2) and observe what they select."""
+        rules = await self._store.account_presubscriptions(device.account_id)
+        presub: list[tuple[str, str]] = []
+        to_observe: dict[str, str] = {}  # observe target → key
+        for key_id, key_rules in rules:
+            for rule in key_rules:
+                if not self._rule_selects_device(rule, device):
+                    continue
+                for pattern in list(rule.resource_path) or ["/*"]:
+                    presub.append((key_id, pattern))
+                    for target in _presub_targets(pattern, new_paths):
+                        to_observe.setdefault(target, key_id)
+        self._presub[device.id] = presub
+        self._drop_cache(device.id)
+        for target, key_id in to_observe.items():
+            self._spawn(self._observe(device, [target], key_id, None))
+
+    @staticmethod
+    def _rule_selects_device(rule: PresubscriptionRule, device: Device) -> bool:
+        return name_matches(rule.endpoint_name, device.endpoint_name) and name_matches(
+            rule.endpoint_type, device.endpoint_type
+        )
+
+    # --- device traffic ----------------------------------------------------------------------------
+    async def _observe(self, device: Device, patterns: list[str], key_id: str, async_id: str | None) -> None:
+        known = [r.path for r in device.resources]
+        for pattern in patterns:
+            for target in observe_targets(pattern, known):
+                try:
+                    response = await self._gateway.observe(device.id, target)
+                except Exception as error:  # the device is gone or silent: tell the requester
+                    log.info("observe %s%s failed: %s", device.id, target, error)
+                    if async_id is not None:
+                        await self._sink.publish([key_id], AsyncResponseEvent(
+                            async_id=async_id, status=504, error="TIMEOUT"))
+                    continue
+                status = http_status(response)
+                if response.success:
+                    await self._store.set_subscribed(device.id, target, True)
+                if async_id is not None:
+                    # wire-format.md: 412 there if the resource is not observable
+                    await self._sink.publish([key_id], AsyncResponseEvent(
+                        async_id=async_id, status=status if response.success else (412 if status == 405 else status),
+                        payload=response.payload if response.success else None,
+                        content_type=mime_for(response.content_format) if response.payload else None))
+                if response.success and response.payload:
+                    await self.deliver_value(device, target, response.content_format, response.payload)
+
+    async def deliver_value(self, device: Device, path: str, content_format: int | None, payload: bytes) -> None:
+        """A value from the device: snapshot first, then every subscribed key (spec §3.2 steps 3–4)."""
+        content_type = mime_for(content_format)
+        await self._store.set_reported(
+            device.id, path, ReportedValue(value=payload, content_type=content_type, reported_at=self._clock.now()))
+        keys = self.keys_for(device.id, path)
+        if keys:
+            await self._sink.publish(keys, NotificationEvent(
+                device_id=device.id, endpoint_name=device.endpoint_name, path=path,
+                content_type=content_type, payload=payload))
+
+    async def _cancel(self, device_id: str, pattern: str) -> None:
+        try:
+            for target in observe_targets(pattern, []):
+                await self._gateway.cancel_observe(device_id, target)
+                await self._store.set_subscribed(device_id, target, False)
+        except Exception as error:  # cancelling a gone device's observation is best effort
+            log.debug("cancel observe %s%s: %s", device_id, pattern, error)
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,105 @@
+"""What the store keeps: one msgspec Struct per record, shared by every backend."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Account(msgspec.Struct, frozen=True, kw_only=True):
+    id: str  # 32 lowercase hex
+    name: str
+    tier: str = "commercial"  # "commercial" | "free" (spec §8: free tier = one callback attempt)
+    created_at: float
+
+
+class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
+    id: str  # 32 lowercase hex, public identifier
+    account_id: str
+    name: str
+    key_hash: str  # sha256 hex of the secret; the secret itself is never stored
+    created_at: float
+    revoked_at: float | None = None
+
+
+class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    rt: str | None = None
+    ct: int | None = None
+    obs: bool = False
+    iface: str | None = None
+
+
+class Device(msgspec.Struct, frozen=True, kw_only=True):
+    id: str  # 32 lowercase hex, stable per (account, endpoint name)
+    account_id: str
+    endpoint_name: str
+    endpoint_type: str = ""
+    state: str = "registered"  # "registered" | "deregistered"
+    queue_mode: bool = False
+    lifetime: int = 0
+    host_gateway: str = ""
+    resources: tuple[ResourceInfo, ...] = ()
+    created_at: float
+    updated_at: float  # last registration event
+    last_seen_at: float  # last time the device talked (snapshot retention counts from here)
+
+
+class PresubscriptionRule(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="kebab"):
+    endpoint_name: str | None = None
+    endpoint_type: str | None = None
+    resource_path: tuple[str, ...] = ()
+
+
+class ChannelConfig(msgspec.Struct, frozen=True, kw_only=True):
+    key_id: str
+    account_id: str
+    kind: str  # "callback" | "websocket" | "pull"
+    url: str = ""
+    headers: dict[str, str] = {}
+    serialization: dict[str, object] = {}  # wire-format.md channel serialization object, normalised
+    free_tier: bool = False  # fixed at creation (spec §8: upgrades do not change existing channels)
+    created_at: float
+
+
+class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
+    async_id: str
+    key_id: str
+    account_id: str
+    device_id: str
+    method: str
+    uri: str
+    payload: bytes = b""
+    content_type: str | None = None
+    accept: str | None = None
+    retries_left: int = 0
+    created_at: float
+    expires_at: float
+
+
+class ReportedValue(msgspec.Struct, frozen=True, kw_only=True):
+    value: bytes
+    content_type: str
+    reported_at: float
+    max_age: int | None = None
+
+
+class DesiredValue(msgspec.Struct, frozen=True, kw_only=True):
+    value: bytes
+    desired_at: float
+    status: int  # spec §3.1: 0 pending, 1 success, 2 failure
+    status_updated_at: float
+
+
+class SnapshotResource(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    reported: ReportedValue | None = None
+    desired: DesiredValue | None = None
+    subscribed: bool = False
+
+
+class StoredEvent(msgspec.Struct, frozen=True, array_like=True):
+    """One queued channel event as the journal keeps it."""
+
+    kind: int
+    data: bytes
+    queued_at_ms: int

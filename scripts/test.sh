@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs (redis-server from Debian, the package with its Rust extension and
+# the test dependency group) and runs it. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  fi
+  # the Debian package starts a system instance; the tests start their own on free ports
+  (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null
+fi
+python3 -m pip install -q --disable-pip-version-check -U "pip>=25.1"
+python3 -m pip install -q --disable-pip-version-check -e . --group test
+exec python3 -m pytest "$@"
