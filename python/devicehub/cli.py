@@ -125,7 +125,22 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
+def _serve(args: argparse.Namespace) -> int:
+    from devicehub.config import ServeSettings
+    from devicehub.node import serve
+
+    return _run(serve(build(ServeSettings, args)))
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from devicehub.config import ServeSettings
+
+    serve = sub.add_parser("serve", help="run the service: REST/WebSocket API, LwM2M server, channel delivery")
+    add_arguments(serve, ServeSettings)
+    serve.set_defaults(run=_serve)
+
+
+_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [_add_serve]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,362 @@
+"""LwM2M content formats: CoAP numbers ↔ MIME names, and payloads flattened to resource-path → value.
+
+Spec: lwm2m-device-side.md §5 (formats, SenML labels, examples) and §6 (OMA-TLV).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import io
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Generic, TypeVar
+
+import cbor2
+import msgspec
+
+from devicehub._core import (
+    TLV_MULTIPLE_RESOURCE,
+    TLV_OBJECT_INSTANCE,
+    TLV_RESOURCE,
+    TLV_RESOURCE_INSTANCE,
+    TlvError,
+    TlvNode,
+    tlv_decode,
+)
+
+__all__ = [
+    "CBOR",
+    "JSON",
+    "LINK_FORMAT",
+    "LWM2M_JSON",
+    "OCTET_STREAM",
+    "SENML_CBOR",
+    "SENML_JSON",
+    "TEXT",
+    "TLV",
+    "ContentError",
+    "Value",
+    "canonical_cf",
+    "cf_for",
+    "decode_values",
+    "encode_text_value",
+    "mime_for",
+]
+
+Value = str | int | float | bool | bytes
+"""One resource value: TLV and opaque give bytes (TLV has no types), text gives str, the typed
+formats (JSON, SenML, CBOR) give int/float/bool/str/bytes as the device sent them."""
+
+TEXT = 0
+LINK_FORMAT = 40
+OCTET_STREAM = 42
+JSON = 50
+CBOR = 60
+SENML_JSON = 110
+SENML_CBOR = 112
+TLV = 11542
+LWM2M_JSON = 11543
+
+# spec §5: Mbed sends TLV as 99; Wakaama accepts the pre-registration numbers 1541-1544.
+_ALIASES: dict[int, int] = {99: TLV, 1541: TEXT, 1542: TLV, 1543: LWM2M_JSON, 1544: OCTET_STREAM}
+
+_MIME: dict[int, str] = {
+    TEXT: "text/plain",
+    LINK_FORMAT: "application/link-format",
+    OCTET_STREAM: "application/octet-stream",
+    JSON: "application/json",
+    CBOR: "application/cbor",
+    SENML_JSON: "application/senml+json",
+    SENML_CBOR: "application/senml+cbor",
+    TLV: "application/vnd.oma.lwm2m+tlv",
+    LWM2M_JSON: "application/vnd.oma.lwm2m+json",
+}
+_CF: dict[str, int] = {mime: cf for cf, mime in _MIME.items()}
+
+_MAX_ID = 65535
+
+
+class ContentError(ValueError):
+    """A payload that is malformed or in a content format devicehub cannot decode."""
+
+
+def canonical_cf(cf: int) -> int:
+    """The registered number for a legacy alias (99 and 1542 → 11542, …); others unchanged."""
+    return _ALIASES.get(cf, cf)
+
+
+def mime_for(cf: int) -> str:
+    """The MIME name Pelion's API shows for a content format; unknown numbers are opaque bytes."""
+    return _MIME.get(canonical_cf(cf), _MIME[OCTET_STREAM])
+
+
+def cf_for(mime: str) -> int | None:
+    """The content-format number of a MIME name (parameters and case ignored); None if unknown."""
+    return _CF.get(mime.split(";", 1)[0].strip().lower())
+
+
+def decode_values(cf: int | None, payload: bytes, base_path: str) -> dict[str, Value]:
+    """Flatten a Read/Observe payload into {"/3303/0/5700": value, "/3/0/6/1": value, …}.
+
+    `base_path` is the path that was read; single-value formats (text, opaque, CBOR) report
+    under it and relative names in the other formats are taken below it. No Content-Format
+    option means text/plain, the LwM2M default for a single resource.
+    """
+    base = _segments(base_path)
+    if base is None:
+        raise ContentError(f"invalid LwM2M path {base_path!r}")  # "/" is valid: Send (/dp) names are absolute
+    decoder = _DECODERS.get(TEXT if cf is None else canonical_cf(cf))
+    if decoder is None:
+        raise ContentError(f"content format {cf} carries no resource values devicehub can decode")
+    return decoder(payload, base)
+
+
+def encode_text_value(value: Value) -> bytes:
+    """A value as text/plain (spec §5): decimal numbers, "0"/"1" booleans, opaque as base64."""
+    if isinstance(value, bool):
+        return b"1" if value else b"0"
+    if isinstance(value, int):
+        return str(value).encode()
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ContentError(f"{value} has no text/plain form")
+        return repr(value).encode()
+    if isinstance(value, bytes):
+        return base64.b64encode(value)
+    return value.encode()
+
+
+# ---- paths -----------------------------------------------------------------------------------
+
+
+def _segments(path: str) -> list[int] | None:
+    """The ids of "/", "/O" … "/O/I/R/RI" (decimal ids ≤ 65535, "/" separated); None if invalid.
+
+    Empty segments are dropped, so a SenML join of "/31024/10/" and "/1" still parses.
+    """
+    ids: list[int] = []
+    for part in path.split("/"):
+        if not part:
+            continue
+        if not (part.isascii() and part.isdigit()) or len(part) > 5 or int(part) > _MAX_ID:
+            return None
+        ids.append(int(part))
+    return ids if len(ids) <= 4 else None
+
+
+def _path(ids: Iterable[int]) -> str:
+    return "".join(f"/{i}" for i in ids)
+
+
+def _value_path(base: list[int]) -> str:
+    """Where a single-value format (text, opaque, CBOR) reports: the read path, not the root."""
+    if not base:
+        raise ContentError("a single value needs an object, instance or resource path")
+    return _path(base)
+
+
+def _resolve(name: str, base: list[int]) -> str:
+    """A SenML / LwM2M JSON name (bn + n already joined) as a path; relative names sit below base."""
+    ids = _segments(name) if name.startswith("/") else _segments(_path(base) + "/" + name)
+    if not ids:
+        raise ContentError(f"record name {name!r} is not an LwM2M path")
+    return _path(ids)
+
+
+# ---- single values ---------------------------------------------------------------------------
+
+
+def _text(payload: bytes, base: list[int]) -> dict[str, Value]:
+    try:
+        return {_value_path(base): payload.decode("utf-8")}
+    except UnicodeDecodeError as exc:
+        raise ContentError(f"text/plain payload is not UTF-8: {exc}") from exc
+
+
+def _opaque(payload: bytes, base: list[int]) -> dict[str, Value]:
+    return {_value_path(base): payload}
+
+
+def _cbor_item(payload: bytes) -> object:
+    """Exactly one CBOR data item; cbor2 raises a range of types on garbage, all become ContentError."""
+    stream = io.BytesIO(payload)
+    try:
+        item = cbor2.CBORDecoder(stream).decode()
+    except (cbor2.CBORError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise ContentError(f"malformed CBOR: {exc}") from exc
+    if stream.tell() != len(payload):
+        raise ContentError("trailing bytes after the CBOR item")
+    return item
+
+
+def _cbor(payload: bytes, base: list[int]) -> dict[str, Value]:
+    item = _cbor_item(payload)
+    if isinstance(item, datetime.datetime):
+        # LwM2M 1.1 CBOR may tag a Time (tag 1); the resource type is Unix seconds.
+        return {_value_path(base): int(item.timestamp())}
+    if isinstance(item, (bool, int, float, str, bytes)):
+        return {_value_path(base): item}
+    raise ContentError(f"application/cbor payload is a {type(item).__name__}, not a single resource value")
+
+
+# ---- OMA-TLV ---------------------------------------------------------------------------------
+
+# How many path ids precede a TLV of each kind: /O before an instance, /O/I before a resource.
+_TLV_PARENT_DEPTH = {TLV_OBJECT_INSTANCE: 1, TLV_MULTIPLE_RESOURCE: 2, TLV_RESOURCE: 2, TLV_RESOURCE_INSTANCE: 3}
+_TLV_LEAVES = frozenset((TLV_RESOURCE, TLV_RESOURCE_INSTANCE))
+
+
+def _tlv(payload: bytes, base: list[int]) -> dict[str, Value]:
+    """Spec §6: a node's kind fixes its level, so `/3/0` answered by either an Object Instance 0 or
+    a bare run of Resources gives the same paths; values stay bytes because TLV has no types."""
+    try:
+        nodes = tlv_decode(payload)
+    except TlvError as exc:
+        raise ContentError(f"malformed TLV: {exc}") from exc
+    values: dict[str, Value] = {}
+    for node in nodes:
+        depth = _TLV_PARENT_DEPTH[node.kind]
+        if len(base) < depth:
+            raise ContentError(f"TLV of kind {node.kind} cannot answer a read of {_path(base)}")
+        _flatten(node, _path(base[:depth]), values)
+    return values
+
+
+def _flatten(node: TlvNode, parent: str, values: dict[str, Value]) -> None:
+    path = f"{parent}/{node.id}"
+    if node.kind in _TLV_LEAVES:
+        values[path] = node.value
+        return
+    for child in node.children:  # leaves inline: most children are resources, calls cost
+        if child.kind in _TLV_LEAVES:
+            values[f"{path}/{child.id}"] = child.value
+        else:
+            _flatten(child, path, values)
+
+
+# ---- LwM2M JSON (11543) and SenML (110, 112) -------------------------------------------------
+
+
+class _Lwm2mJsonRecord(msgspec.Struct, frozen=True):
+    """One entry of the LwM2M 1.0 JSON `e` array."""
+
+    n: str = ""
+    v: int | float | None = None
+    sv: str | None = None
+    bv: bool | None = None
+    ov: str | None = None  # objlnk "oid:iid"
+
+
+class _Lwm2mJson(msgspec.Struct, frozen=True):
+    e: list[_Lwm2mJsonRecord]
+    bn: str = ""
+
+
+D = TypeVar("D", str, bytes)
+
+
+class _SenmlRecord(msgspec.Struct, Generic[D], frozen=True):
+    """RFC 8428 record fields LwM2M uses; `vlo` is LwM2M 1.1's objlnk value. Times are dropped:
+    the latest record for a name wins. `vd` is base64url text in JSON (RFC 8428 §5), bytes in CBOR."""
+
+    bn: str | None = None
+    bv: int | float | None = None
+    n: str = ""
+    v: int | float | None = None
+    vs: str | None = None
+    vb: bool | None = None
+    vd: D | None = None
+    vlo: str | None = None
+
+
+_lwm2m_json_decoder = msgspec.json.Decoder(_Lwm2mJson)
+_senml_json_decoder = msgspec.json.Decoder(list[_SenmlRecord[str]])
+
+# spec §5 / RFC 8428 §6: SenML CBOR integer labels; unknown labels are ignored like unknown keys.
+_SENML_CBOR_LABELS: dict[int, str] = {-2: "bn", -5: "bv", 0: "n", 2: "v", 3: "vs", 4: "vb", 8: "vd"}
+
+
+def _lwm2m_json(payload: bytes, base: list[int]) -> dict[str, Value]:
+    try:
+        document = _lwm2m_json_decoder.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise ContentError(f"malformed LwM2M JSON: {exc}") from exc
+    values: dict[str, Value] = {}
+    for record in document.e:
+        value = _first_value(record.v, record.sv, record.bv, record.ov)
+        if value is None:
+            raise ContentError(f"LwM2M JSON record {record.n!r} has no value")
+        values[_resolve(document.bn + record.n, base)] = value
+    return values
+
+
+def _senml_json(payload: bytes, base: list[int]) -> dict[str, Value]:
+    try:
+        records = _senml_json_decoder.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise ContentError(f"malformed SenML JSON: {exc}") from exc
+    return _senml_values(records, base, _base64url)
+
+
+def _senml_cbor(payload: bytes, base: list[int]) -> dict[str, Value]:
+    item = _cbor_item(payload)
+    if not isinstance(item, list) or not all(isinstance(r, dict) for r in item):
+        raise ContentError("SenML CBOR payload is not an array of maps")
+    named = [{_SENML_CBOR_LABELS.get(k, k) if isinstance(k, int) else k: v for k, v in r.items()} for r in item]
+    # Keep only string keys: msgspec matches fields by name and ignores the rest.
+    named = [{k: v for k, v in r.items() if isinstance(k, str)} for r in named]
+    try:
+        records = msgspec.convert(named, list[_SenmlRecord[bytes]])
+    except msgspec.ValidationError as exc:
+        raise ContentError(f"malformed SenML CBOR: {exc}") from exc
+    return _senml_values(records, base, _raw_bytes)
+
+
+def _senml_values(
+    records: Iterable[_SenmlRecord[D]], base: list[int], data: Callable[[D | None], bytes | None]
+) -> dict[str, Value]:
+    """RFC 8428 §4.5: bn and bv carry over to later records; name = bn + n, numeric value = bv + v."""
+    values: dict[str, Value] = {}
+    base_name = ""
+    base_value: int | float = 0
+    for record in records:
+        if record.bn is not None:
+            base_name = record.bn
+        if record.bv is not None:
+            base_value = record.bv
+        number = None if record.v is None else (record.v + base_value if base_value else record.v)
+        value = _first_value(number, record.vs, record.vb, data(record.vd), record.vlo)
+        if value is None:
+            continue  # a record without a value (e.g. sum only) names no resource value
+        values[_resolve(base_name + record.n, base)] = value
+    return values
+
+
+def _first_value(*candidates: Value | None) -> Value | None:
+    return next((c for c in candidates if c is not None), None)
+
+
+def _base64url(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ContentError(f"SenML vd is not base64url: {exc}") from exc
+
+
+def _raw_bytes(data: bytes | None) -> bytes | None:
+    return data
+
+
+_DECODERS: Mapping[int, Callable[[bytes, list[int]], dict[str, Value]]] = {
+    TEXT: _text,
+    OCTET_STREAM: _opaque,
+    CBOR: _cbor,
+    TLV: _tlv,
+    LWM2M_JSON: _lwm2m_json,
+    SENML_JSON: _senml_json,
+    SENML_CBOR: _senml_cbor,
+}

@@ -1,0 +1,118 @@
+"""One service node: store, channel hub, core, LwM2M server and HTTP API, started and stopped in order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from pathlib import Path
+
+from aiohttp import web
+
+from devicehub.api.app import create_app
+from devicehub.api.context import Services
+from devicehub.channels.hub import ChannelHub
+from devicehub.clock import Clock, SystemClock
+from devicehub.config import ServeSettings
+from devicehub.domain.accounts import AccountService
+from devicehub.domain.service import DeviceService
+from devicehub.lwm2m.server import LwM2MServer
+from devicehub.store import open_store
+
+log = logging.getLogger("devicehub.node")
+
+DEV_KEY_FILE = "dev-api-key"
+
+
+class Node:
+    """Everything `devicehub serve` runs, in one object tests can start on free ports."""
+
+    def __init__(self, settings: ServeSettings, *, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.dev_api_key: str | None = None
+        self.http_port = settings.http_port
+        self.coap_port = settings.coap_port
+        self._runner: web.AppRunner | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        settings = self.settings
+        if not settings.redis_url:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = open_store(settings.data_dir, settings.redis_url)
+        await self.store.open()
+        self.accounts = AccountService(self.store, self.clock)
+        default_account: str | None = None
+        if settings.dev:
+            default_account = await self._dev_account()
+        self.hub = ChannelHub(self.store, self.clock, settings)
+        await self.hub.start()
+        self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
+        self.lwm2m = LwM2MServer(self.devices, self.clock)
+        await self.lwm2m.start(settings.host, settings.coap_port)
+        self.coap_port = self.lwm2m.address[1]
+        await self.devices.start(self.lwm2m)
+        services = Services(settings=settings, clock=self.clock, store=self.store, accounts=self.accounts,
+                            hub=self.hub, devices=self.devices, extra_metrics=self.lwm2m.stats_view())
+        self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, settings.host, settings.http_port, reuse_address=True)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.Server)
+        self.http_port = server.sockets[0].getsockname()[1]
+        self._sweeper = asyncio.create_task(self._sweep_snapshots())
+        log.info("devicehub serving HTTP on %s:%d, CoAP on %s:%d, store %s", settings.host, self.http_port,
+                 settings.host, self.coap_port, settings.redis_url or settings.data_dir)
+
+    async def _dev_account(self) -> str:
+        key_file = Path(self.settings.data_dir) / DEV_KEY_FILE
+        previous = key_file.read_text().strip() if key_file.exists() else None
+        account, secret = await self.accounts.ensure_dev_account(previous)
+        if secret != previous:
+            key_file.write_text(secret + "\n")
+            key_file.chmod(0o600)
+        self.dev_api_key = secret
+        return account.id
+
+    async def _sweep_snapshots(self) -> None:
+        """spec §2.4 rule 4; in Redis mode only the holder of the sweep lease runs it (once per cluster)."""
+        owner = self.settings.node_id or f"{socket.gethostname()}:{os.getpid()}"
+        while True:
+            if await self.store.acquire_lease("sweep:snapshots", owner, 7200, self.clock.now()):
+                removed = await self.devices.sweep_snapshots()
+                if removed:
+                    log.info("removed %d device snapshot(s) unseen for six months", removed)
+            await self.clock.sleep(3600)
+
+    async def stop(self) -> None:
+        """Graceful: stop taking traffic, then flush channels and the store (nothing queued is lost)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.lwm2m.stop()
+        await self.devices.stop()
+        await self.hub.stop()
+        await self.store.close()
+
+
+async def serve(settings: ServeSettings) -> int:
+    node = Node(settings)
+    await node.start()
+    if node.dev_api_key:
+        print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
+    print(f"devicehub: HTTP http://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}",
+          flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping")
+    await node.stop()
+    return 0

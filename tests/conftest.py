@@ -1,0 +1,1 @@
+"""Test-suite root: makes `support` importable for every test directory."""

@@ -1,0 +1,84 @@
+"""Runs `devicehub serve` as a real process on free ports and stops it by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from support.ports import free_tcp_port, free_udp_port
+
+
+@dataclass
+class ServiceProcess:
+    data_dir: Path
+    http_port: int = field(default_factory=free_tcp_port)
+    coap_port: int = field(default_factory=free_udp_port)
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[str] | None = None
+    api_key: str = ""
+    output: list[str] = field(default_factory=list)
+    _reader: threading.Thread = field(init=False, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def coap_uri(self) -> str:
+        return f"coap://127.0.0.1:{self.coap_port}"
+
+    def start(self, timeout: float = 30.0) -> ServiceProcess:
+        args = [
+            sys.executable,
+            "-m",
+            "devicehub",
+            "serve",
+            "--dev",
+            "--http-port",
+            str(self.http_port),
+            "--coap-port",
+            str(self.coap_port),
+            "--data-dir",
+            str(self.data_dir),
+            *self.extra_args,
+        ]
+        env = {**os.environ, **self.env}
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        ready = threading.Event()
+        # drain the output all the time: a full pipe would block the service
+        self._reader = threading.Thread(target=self._read, args=(self.process, ready), daemon=True)
+        self._reader.start()
+        if not ready.wait(timeout) or not self.api_key:
+            self.stop()
+            raise RuntimeError("devicehub serve did not start:\n" + "".join(self.output))
+        return self
+
+    def _read(self, process: subprocess.Popen[str], ready: threading.Event) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.output.append(line)
+            if line.startswith("DEVICEHUB_API_KEY="):
+                self.api_key = line.split("=", 1)[1].strip()
+            if line.startswith("devicehub: HTTP"):
+                ready.set()
+        ready.set()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self._reader.join(timeout=5)
+        self.process = None
+        return code
