@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench -p devicehub-core -- --test
-for bench in bench/micro/*.py bench/*_bench.py; do
+for bench in bench/micro/*.py bench/*_bench.py bench/rest_load.py; do
   [ -e "$bench" ] || continue
   echo "-- $bench"
   python3 "$bench" --smoke
