@@ -11,9 +11,24 @@ create_exception!(
     PyValueError,
     "Base class of every error raised by devicehub._core."
 );
-create_exception!(devicehub._core, TlvError, CoreError, "Malformed or unencodable OMA-TLV.");
-create_exception!(devicehub._core, CoapError, CoreError, "Malformed or unencodable CoAP message.");
-create_exception!(devicehub._core, QueueError, CoreError, "Invalid channel queue operation.");
+create_exception!(
+    devicehub._core,
+    TlvError,
+    CoreError,
+    "Malformed or unencodable OMA-TLV."
+);
+create_exception!(
+    devicehub._core,
+    CoapError,
+    CoreError,
+    "Malformed or unencodable CoAP message."
+);
+create_exception!(
+    devicehub._core,
+    QueueError,
+    CoreError,
+    "Invalid channel queue operation."
+);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
