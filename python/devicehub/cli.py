@@ -140,13 +140,28 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve.set_defaults(run=_serve)
 
 
-_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [_add_serve]
+def _simulate(args: argparse.Namespace) -> int:
+    from devicehub.config import SimulateSettings
+    from devicehub.sim.fleet import simulate
+
+    return _run(simulate(build(SimulateSettings, args)))
+
+
+def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from devicehub.config import SimulateSettings
+
+    simulate = sub.add_parser("simulate", help="run N simulated LwM2M devices against a server")
+    add_arguments(simulate, SimulateSettings)
+    simulate.set_defaults(run=_simulate)
+
+
+_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [_add_serve, _add_simulate]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(
-        level=getattr(args, "log_level", None) and str(args.log_level).upper() or logging.INFO,
+        level=(getattr(args, "log_level", None) and str(args.log_level).upper()) or logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:

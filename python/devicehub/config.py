@@ -31,6 +31,9 @@ class ServeSettings:
         default=100, metadata={"help": "embedded store: longest time a queued event stays only in memory"}
     )
     node_id: str = field(default="", metadata={"help": "name of this node in Redis mode (default: host:pid)"})
+    registration_grace: float = field(
+        default=93.0, metadata={"help": "seconds a registration outlives its lifetime before it expires"}
+    )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
     callback_ca_file: str = field(default="", metadata={"help": "CA bundle for HTTPS callbacks (default: system)"})

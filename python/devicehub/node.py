@@ -51,12 +51,19 @@ class Node:
         self.hub = ChannelHub(self.store, self.clock, settings)
         await self.hub.start()
         self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
-        self.lwm2m = LwM2MServer(self.devices, self.clock)
+        self.lwm2m = LwM2MServer(self.devices, self.clock, expiry_grace=settings.registration_grace)
         await self.lwm2m.start(settings.host, settings.coap_port)
         self.coap_port = self.lwm2m.address[1]
         await self.devices.start(self.lwm2m)
-        services = Services(settings=settings, clock=self.clock, store=self.store, accounts=self.accounts,
-                            hub=self.hub, devices=self.devices, extra_metrics=self.lwm2m.stats_view())
+        services = Services(
+            settings=settings,
+            clock=self.clock,
+            store=self.store,
+            accounts=self.accounts,
+            hub=self.hub,
+            devices=self.devices,
+            extra_metrics=self.lwm2m.metrics,
+        )
         self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, settings.host, settings.http_port, reuse_address=True)
@@ -65,8 +72,14 @@ class Node:
         assert isinstance(server, asyncio.Server)
         self.http_port = server.sockets[0].getsockname()[1]
         self._sweeper = asyncio.create_task(self._sweep_snapshots())
-        log.info("devicehub serving HTTP on %s:%d, CoAP on %s:%d, store %s", settings.host, self.http_port,
-                 settings.host, self.coap_port, settings.redis_url or settings.data_dir)
+        log.info(
+            "devicehub serving HTTP on %s:%d, CoAP on %s:%d, store %s",
+            settings.host,
+            self.http_port,
+            settings.host,
+            self.coap_port,
+            settings.redis_url or settings.data_dir,
+        )
 
     async def _dev_account(self) -> str:
         key_file = Path(self.settings.data_dir) / DEV_KEY_FILE
@@ -106,8 +119,10 @@ async def serve(settings: ServeSettings) -> int:
     await node.start()
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
-    print(f"devicehub: HTTP http://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}",
-          flush=True)
+    print(
+        f"devicehub: HTTP http://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}",
+        flush=True,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +27,7 @@ class Services:
     accounts: AccountService
     hub: ChannelHub
     devices: DeviceService
-    extra_metrics: dict[str, object] | None = None
+    extra_metrics: Callable[[], dict[str, float]] | None = None
 
     def metrics(self) -> dict[str, float]:
         """Every counter this node exports on /metrics."""
@@ -33,10 +35,8 @@ class Services:
         for name, value in self.hub.metrics().items():
             if isinstance(value, int | float):
                 values[f"channels_{name}"] = value
-        if self.extra_metrics:
-            for name, value in self.extra_metrics.items():
-                if isinstance(value, int | float):
-                    values[name] = value
+        if self.extra_metrics is not None:
+            values.update(self.extra_metrics())
         return values
 
 

@@ -34,10 +34,16 @@ def _json(body: object, status: int = 200) -> web.Response:
 
 def device_model(device: Device) -> DeviceModel:
     return DeviceModel(
-        id=device.id, account_id=device.account_id, endpoint_name=device.endpoint_name,
-        endpoint_type=device.endpoint_type, name=device.endpoint_name, state=device.state,
-        host_gateway=device.host_gateway, created_at=rfc3339(device.created_at),
-        updated_at=rfc3339(device.updated_at))
+        id=device.id,
+        account_id=device.account_id,
+        endpoint_name=device.endpoint_name,
+        endpoint_type=device.endpoint_type,
+        name=device.endpoint_name,
+        state=device.state,
+        host_gateway=device.host_gateway,
+        created_at=rfc3339(device.created_at),
+        updated_at=rfc3339(device.updated_at),
+    )
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -65,18 +71,30 @@ async def list_devices(request: web.Request) -> web.Response:
         raise ValidationFailed(f"cannot filter on {sorted(unknown)}", fields=(FieldError("filter", "unknown key"),))
     state = filters.get("state")
     if state is not None and state not in STATES:
-        raise ValidationFailed("state filter must be registered or deregistered",
-                               fields=(FieldError("filter", "bad state"),))
+        raise ValidationFailed(
+            "state filter must be registered or deregistered", fields=(FieldError("filter", "bad state"),)
+        )
     order = request.query.get("order", "ASC").upper()
     if order not in ("ASC", "DESC"):
         raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "bad value"),))
     after = request.query.get("after") or None
     store = services(request).store
     devices = await store.list_devices(caller.account_id, state=state, after=after, limit=limit + 1)
-    total = (await store.count_devices(caller.account_id, state=state)
-             if "total_count" in request.query.get("include", "") else None)
-    return _json(DeviceList(data=[device_model(d) for d in devices[:limit]], has_more=len(devices) > limit,
-                            limit=limit, after=after, order=order, total_count=total))
+    total = (
+        await store.count_devices(caller.account_id, state=state)
+        if "total_count" in request.query.get("include", "")
+        else None
+    )
+    return _json(
+        DeviceList(
+            data=[device_model(d) for d in devices[:limit]],
+            has_more=len(devices) > limit,
+            limit=limit,
+            after=after,
+            order=order,
+            total_count=total,
+        )
+    )
 
 
 async def get_device(request: web.Request) -> web.Response:
@@ -105,22 +123,36 @@ async def echo(request: web.Request) -> web.Response:
         reported = desired = None
         if entry.reported is not None:
             r = entry.reported
-            reported = EchoReported(value=_b64(r.value), content_type=r.content_type or mime_for(0),
-                                    reported_at=rfc3339(r.reported_at),
-                                    expires_at=rfc3339(r.reported_at + r.max_age) if r.max_age else None)
+            reported = EchoReported(
+                value=_b64(r.value),
+                content_type=r.content_type or mime_for(0),
+                reported_at=rfc3339(r.reported_at),
+                expires_at=rfc3339(r.reported_at + r.max_age) if r.max_age else None,
+            )
             last_reported = max(last_reported or 0.0, r.reported_at)
         if entry.desired is not None:
             d = entry.desired
-            desired = EchoDesired(value=_b64(d.value), desired_at=rfc3339(d.desired_at), status=d.status,
-                                  status_updated_at=rfc3339(d.status_updated_at))
+            desired = EchoDesired(
+                value=_b64(d.value),
+                desired_at=rfc3339(d.desired_at),
+                status=d.status,
+                status_updated_at=rfc3339(d.status_updated_at),
+            )
             last_desired = max(last_desired or 0.0, d.desired_at)
-        resources.append(EchoResource(resource_path=entry.path, subscribed=entry.subscribed, reported=reported,
-                                      desired=desired))
-    return _json(DeviceEcho(
-        device_id=device.id, endpoint_name=device.endpoint_name, created_at=rfc3339(device.created_at),
-        updated_at=rfc3339(device.updated_at), resources=resources,
-        last_reported_at=rfc3339(last_reported) if last_reported else None,
-        last_desired_at=rfc3339(last_desired) if last_desired else None))
+        resources.append(
+            EchoResource(resource_path=entry.path, subscribed=entry.subscribed, reported=reported, desired=desired)
+        )
+    return _json(
+        DeviceEcho(
+            device_id=device.id,
+            endpoint_name=device.endpoint_name,
+            created_at=rfc3339(device.created_at),
+            updated_at=rfc3339(device.updated_at),
+            resources=resources,
+            last_reported_at=rfc3339(last_reported) if last_reported else None,
+            last_desired_at=rfc3339(last_desired) if last_desired else None,
+        )
+    )
 
 
 async def echo_not_deletable(request: web.Request) -> web.Response:

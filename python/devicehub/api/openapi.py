@@ -28,20 +28,43 @@ OPERATIONS = (
     Operation("get", "/v3/devices/{device_id}", "One device", 200, models.DeviceModel),
     Operation("get", "/v3/devices/{device_id}/echo", "Device state snapshot (spec §2.4)", 200, models.DeviceEcho),
     Operation("get", "/v2/endpoints/{device_id}", "Resources of a device", 200, list[models.EndpointResource]),
-    Operation("put", "/v2/subscriptions/{device_id}/{path}", "Subscribe to a resource (wildcard `*` allowed)", 202,
-              models.AsyncIdResponse, tag="subscriptions"),
+    Operation(
+        "put",
+        "/v2/subscriptions/{device_id}/{path}",
+        "Subscribe to a resource (wildcard `*` allowed)",
+        202,
+        models.AsyncIdResponse,
+        tag="subscriptions",
+    ),
     Operation("get", "/v2/subscriptions/{device_id}/{path}", "Is the resource subscribed", 200, tag="subscriptions"),
     Operation("delete", "/v2/subscriptions/{device_id}/{path}", "Unsubscribe", 204, tag="subscriptions"),
     Operation("get", "/v2/subscriptions/{device_id}", "Subscribed paths (text/uri-list)", 200, tag="subscriptions"),
-    Operation("delete", "/v2/subscriptions/{device_id}", "Remove the device's subscriptions", 204,
-              tag="subscriptions"),
-    Operation("put", "/v2/subscriptions", "Replace the key's presubscription rules", 202,
-              request=list[models.PresubscriptionBody], tag="subscriptions"),
-    Operation("get", "/v2/subscriptions", "The key's presubscription rules", 200, list[models.PresubscriptionBody],
-              tag="subscriptions"),
+    Operation("delete", "/v2/subscriptions/{device_id}", "Remove the device's subscriptions", 204, tag="subscriptions"),
+    Operation(
+        "put",
+        "/v2/subscriptions",
+        "Replace the key's presubscription rules",
+        202,
+        request=list[models.PresubscriptionBody],
+        tag="subscriptions",
+    ),
+    Operation(
+        "get",
+        "/v2/subscriptions",
+        "The key's presubscription rules",
+        200,
+        list[models.PresubscriptionBody],
+        tag="subscriptions",
+    ),
     Operation("delete", "/v2/subscriptions", "Remove every presubscription rule", 204, tag="subscriptions"),
-    Operation("post", "/v2/device-requests/{device_id}", "Queue a device request; result as async-response", 202,
-              request=models.DeviceRequestBody, tag="device-requests"),
+    Operation(
+        "post",
+        "/v2/device-requests/{device_id}",
+        "Queue a device request; result as async-response",
+        202,
+        request=models.DeviceRequestBody,
+        tag="device-requests",
+    ),
 )
 
 
@@ -58,10 +81,14 @@ def build_spec(extra: tuple[Operation, ...] = ()) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
         entry: dict[str, Any] = {
-            "summary": op.summary, "tags": [op.tag], "parameters": _path_params(op.path),
+            "summary": op.summary,
+            "tags": [op.tag],
+            "parameters": _path_params(op.path),
             "security": [{"bearer": []}],
-            "responses": {str(op.status): {"description": "success"},
-                          "401": {"description": "missing or unknown API key"}},
+            "responses": {
+                str(op.status): {"description": "success"},
+                "401": {"description": "missing or unknown API key"},
+            },
         }
         if op.response is not None:
             entry["responses"][str(op.status)]["content"] = {"application/json": {"schema": lookup[op.response]}}
@@ -70,11 +97,13 @@ def build_spec(extra: tuple[Operation, ...] = ()) -> dict[str, Any]:
         paths.setdefault(op.path, {})[op.method] = entry
     return {
         "openapi": "3.1.0",
-        "info": {"title": "devicehub", "version": __version__,
-                 "description": "Pelion Device Management compatible device management API"},
+        "info": {
+            "title": "devicehub",
+            "version": __version__,
+            "description": "Pelion Device Management compatible device management API",
+        },
         "paths": paths,
-        "components": {"schemas": components,
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }
 
 

@@ -39,12 +39,21 @@ async def device_request(request: web.Request) -> web.Response:
         try:
             payload = base64.b64decode(body.payload_b64, validate=True)
         except (binascii.Error, ValueError):
-            raise MalformedJson("payload-b64 is not base64",
-                                fields=(FieldError("payload-b64", "not base64"),)) from None
+            raise MalformedJson(
+                "payload-b64 is not base64", fields=(FieldError("payload-b64", "not base64"),)
+            ) from None
     await services(request).devices.device_request(
-        caller, request.match_info["device_id"], request.query.get("async-id", ""), method=body.method.upper(),
-        uri=body.uri, payload=payload, content_type=body.content_type, accept=body.accept, retry=retry,
-        expiry_seconds=expiry)
+        caller,
+        request.match_info["device_id"],
+        request.query.get("async-id", ""),
+        method=body.method.upper(),
+        uri=body.uri,
+        payload=payload,
+        content_type=body.content_type,
+        accept=body.accept,
+        retry=retry,
+        expiry_seconds=expiry,
+    )
     return web.Response(status=202)
 
 

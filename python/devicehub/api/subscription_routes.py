@@ -26,8 +26,7 @@ async def subscribe(request: web.Request) -> web.Response:
 
 async def check_subscription(request: web.Request) -> web.Response:
     caller = await principal(request)
-    if not await services(request).devices.subscription_exists(caller, request.match_info["device_id"],
-                                                                _path(request)):
+    if not await services(request).devices.subscription_exists(caller, request.match_info["device_id"], _path(request)):
         raise NotFound("not subscribed")
     return web.Response(status=200)
 
@@ -61,8 +60,9 @@ async def put_presubscriptions(request: web.Request) -> web.Response:
 
 
 def _wire(rule: PresubscriptionRule) -> PresubscriptionBody:
-    return PresubscriptionBody(endpoint_name=rule.endpoint_name, endpoint_type=rule.endpoint_type,
-                               resource_path=list(rule.resource_path))
+    return PresubscriptionBody(
+        endpoint_name=rule.endpoint_name, endpoint_type=rule.endpoint_type, resource_path=list(rule.resource_path)
+    )
 
 
 async def get_presubscriptions(request: web.Request) -> web.Response:

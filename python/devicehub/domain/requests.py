@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import msgspec
+
 from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent
 from devicehub.domain.ports import DeviceGateway, EventSink
@@ -22,8 +24,9 @@ PENDING, SUCCESS, FAILURE = 0, 1, 2  # spec §3.1
 class RequestQueue:
     """Delivers queued requests when the device can take them; expires the ones that wait too long."""
 
-    def __init__(self, store: Store, clock: Clock, gateway: DeviceGateway, sink: EventSink,
-                 router: SubscriptionRouter) -> None:
+    def __init__(
+        self, store: Store, clock: Clock, gateway: DeviceGateway, sink: EventSink, router: SubscriptionRouter
+    ) -> None:
         self._store = store
         self._clock = clock
         self._gateway = gateway
@@ -46,8 +49,11 @@ class RequestQueue:
         if request.method == "PUT" and "?" not in request.uri:
             # spec §3.1: the write is accepted → desired value pending, timestamped at issue time
             now = self._clock.now()
-            await self._store.set_desired(request.device_id, request.uri, DesiredValue(
-                value=request.payload, desired_at=now, status=PENDING, status_updated_at=now))
+            await self._store.set_desired(
+                request.device_id,
+                request.uri,
+                DesiredValue(value=request.payload, desired_at=now, status=PENDING, status_updated_at=now),
+            )
         await self._store.enqueue_request(request)
         self.kick(request.device_id)
 
@@ -80,16 +86,21 @@ class RequestQueue:
         path, _, _query = request.uri.partition("?")
         try:
             response = await self._gateway.request(
-                request.device_id, request.method, request.uri, request.payload,
-                content_format=cf_for(request.content_type) if request.content_type else (
-                    0 if request.payload and request.method in ("PUT", "POST") else None),
+                request.device_id,
+                request.method,
+                request.uri,
+                request.payload,
+                content_format=cf_for(request.content_type)
+                if request.content_type
+                else (0 if request.payload and request.method in ("PUT", "POST") else None),
                 accept=cf_for(request.accept) if request.accept else None,
             )
         except Exception as error:  # unreachable or gone: a failed attempt uses a retry (wire-format.md)
             log.info("request %s to %s failed: %s", request.async_id, request.device_id, error)
             if request.retries_left > 0:
                 await self._store.update_request(
-                    DeviceRequest(**{**_fields(request), "retries_left": request.retries_left - 1}))
+                    msgspec.structs.replace(request, retries_left=request.retries_left - 1)
+                )
                 return
             await self._fail(request, 504, "TIMEOUT")
             return
@@ -102,23 +113,39 @@ class RequestQueue:
             if device is not None and registration is not None:
                 await self._router.deliver_value(device, path, response.content_format, response.payload)
         if request.method == "PUT" and not _query:
-            await self._store.set_desired(request.device_id, path, DesiredValue(
-                value=request.payload, desired_at=now, status=SUCCESS if response.success else FAILURE,
-                status_updated_at=now))
-        await self._sink.publish([request.key_id], AsyncResponseEvent(
-            async_id=request.async_id, status=status,
-            payload=response.payload or None,
-            content_type=mime_for(response.content_format) if response.payload else None,
-            error=None if response.success else response.dotted))
+            await self._store.set_desired(
+                request.device_id,
+                path,
+                DesiredValue(
+                    value=request.payload,
+                    desired_at=now,
+                    status=SUCCESS if response.success else FAILURE,
+                    status_updated_at=now,
+                ),
+            )
+        await self._sink.publish(
+            [request.key_id],
+            AsyncResponseEvent(
+                async_id=request.async_id,
+                status=status,
+                payload=response.payload or None,
+                content_type=mime_for(response.content_format) if response.payload else None,
+                error=None if response.success else response.dotted,
+            ),
+        )
 
     async def _fail(self, request: DeviceRequest, status: int, error: str) -> None:
         await self._store.remove_request(request.key_id, request.async_id)
         if request.method == "PUT" and "?" not in request.uri:
             now = self._clock.now()
-            await self._store.set_desired(request.device_id, request.uri, DesiredValue(
-                value=request.payload, desired_at=now, status=FAILURE, status_updated_at=now))
-        await self._sink.publish([request.key_id], AsyncResponseEvent(
-            async_id=request.async_id, status=status, error=error))
+            await self._store.set_desired(
+                request.device_id,
+                request.uri,
+                DesiredValue(value=request.payload, desired_at=now, status=FAILURE, status_updated_at=now),
+            )
+        await self._sink.publish(
+            [request.key_id], AsyncResponseEvent(async_id=request.async_id, status=status, error=error)
+        )
 
     async def _expire_loop(self) -> None:
         while True:
@@ -130,7 +157,3 @@ class RequestQueue:
 
     def _busy(self) -> set[str]:
         return {device for device, task in self._workers.items() if not task.done()}
-
-
-def _fields(request: DeviceRequest) -> dict[str, object]:
-    return {f: getattr(request, f) for f in request.__struct_fields__}

@@ -8,6 +8,8 @@ import re
 import secrets
 from collections.abc import Sequence
 
+import msgspec
+
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal, new_id
 from devicehub.domain.events import DeregistrationEvent, RegistrationEvent, ResourceEntry
@@ -29,13 +31,18 @@ MAX_RULES = 1024
 
 
 def _resources(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
-    return tuple(ResourceInfo(path=l.path, rt=l.rt, ct=l.ct, obs=l.obs or l.aobs is not None, iface=l.iface)
-                 for l in links if not l.deleted)
+    return tuple(
+        ResourceInfo(path=l.path, rt=l.rt, ct=l.ct, obs=l.obs or l.aobs is not None, iface=l.iface)
+        for l in links
+        if not l.deleted
+    )
 
 
 def _entries(resources: Sequence[ResourceInfo]) -> tuple[ResourceEntry, ...]:
-    return tuple(ResourceEntry(path=r.path, rt=r.rt, ct=mime_for(r.ct) if r.ct is not None else None, obs=r.obs,
-                               iface=r.iface) for r in resources)
+    return tuple(
+        ResourceEntry(path=r.path, rt=r.rt, ct=mime_for(r.ct) if r.ct is not None else None, obs=r.obs, iface=r.iface)
+        for r in resources
+    )
 
 
 class DeviceService:
@@ -86,9 +93,16 @@ class DeviceService:
         device = await self._save(registration)
         await self._store_link_values(device, registration.links)
         await self.router.full_registration(device)
-        await self._sink.publish_account(device.account_id, RegistrationEvent(
-            device_id=device.id, endpoint_name=device.endpoint_name, endpoint_type=device.endpoint_type,
-            queue_mode=device.queue_mode, resources=_entries(device.resources)))
+        await self._sink.publish_account(
+            device.account_id,
+            RegistrationEvent(
+                device_id=device.id,
+                endpoint_name=device.endpoint_name,
+                endpoint_type=device.endpoint_type,
+                queue_mode=device.queue_mode,
+                resources=_entries(device.resources),
+            ),
+        )
         self.requests.kick(device.id)
 
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
@@ -97,9 +111,17 @@ class DeviceService:
         await self.router.load_device(device.id)
         # spec §2.2: rules are checked at each registration update; new rules reach the device now
         await self.router.apply_presubscriptions(device, [r.path for r in device.resources])
-        await self._sink.publish_account(device.account_id, RegistrationEvent(
-            device_id=device.id, endpoint_name=device.endpoint_name, endpoint_type=device.endpoint_type,
-            queue_mode=device.queue_mode, resources=_entries(_resources(added)), update=True))
+        await self._sink.publish_account(
+            device.account_id,
+            RegistrationEvent(
+                device_id=device.id,
+                endpoint_name=device.endpoint_name,
+                endpoint_type=device.endpoint_type,
+                queue_mode=device.queue_mode,
+                resources=_entries(_resources(added)),
+                update=True,
+            ),
+        )
         self.requests.kick(device.id)
 
     async def deregistered(self, registration: Registration) -> None:
@@ -120,11 +142,19 @@ class DeviceService:
         now = self._clock.now()
         previous = await self._store.get_device(registration.device_id)
         device = Device(
-            id=registration.device_id, account_id=registration.account_id,
-            endpoint_name=registration.endpoint_name, endpoint_type=registration.endpoint_type,
-            state="registered", queue_mode=registration.queue_mode, lifetime=registration.lifetime,
-            resources=_resources(registration.links), created_at=previous.created_at if previous else now,
-            updated_at=now, last_seen_at=now, host_gateway=previous.host_gateway if previous else "")
+            id=registration.device_id,
+            account_id=registration.account_id,
+            endpoint_name=registration.endpoint_name,
+            endpoint_type=registration.endpoint_type,
+            state="registered",
+            queue_mode=registration.queue_mode,
+            lifetime=registration.lifetime,
+            resources=_resources(registration.links),
+            created_at=previous.created_at if previous else now,
+            updated_at=now,
+            last_seen_at=now,
+            host_gateway=previous.host_gateway if previous else "",
+        )
         await self._store.put_device(device)
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
         self._devices[device.id] = device
@@ -134,9 +164,15 @@ class DeviceService:
         """spec §2.4: values announced in the register message are reported values."""
         for link in links:
             if link.value is not None and not link.deleted:
-                await self._store.set_reported(device.id, link.path, ReportedValue(
-                    value=link.value, content_type=mime_for(link.ct if link.ct is not None else 0),
-                    reported_at=self._clock.now()))
+                await self._store.set_reported(
+                    device.id,
+                    link.path,
+                    ReportedValue(
+                        value=link.value,
+                        content_type=mime_for(link.ct if link.ct is not None else 0),
+                        reported_at=self._clock.now(),
+                    ),
+                )
 
     async def _gone(self, registration: Registration, *, expired: bool) -> None:
         device = await self._store.get_device(registration.device_id)
@@ -144,10 +180,13 @@ class DeviceService:
         if device is None:
             return
         now = self._clock.now()
-        await self._store.put_device(Device(**{**_fields(device), "state": "deregistered", "updated_at": now,
-                                               "last_seen_at": now}))
-        await self._sink.publish_account(device.account_id, DeregistrationEvent(
-            device_id=device.id, endpoint_name=device.endpoint_name, expired=expired))
+        await self._store.put_device(
+            msgspec.structs.replace(device, state="deregistered", updated_at=now, last_seen_at=now)
+        )
+        await self._sink.publish_account(
+            device.account_id,
+            DeregistrationEvent(device_id=device.id, endpoint_name=device.endpoint_name, expired=expired),
+        )
 
     # ---- application operations ---------------------------------------------------------------------
     async def device_for(self, principal: Principal, device_id: str) -> Device:
@@ -191,17 +230,32 @@ class DeviceService:
             for label, value in (("endpoint-name", rule.endpoint_name), ("endpoint-type", rule.endpoint_type)):
                 if value is not None and len(value) > 64:
                     raise ValidationFailed(f"{label} longer than 64 characters")
-            clean.append(PresubscriptionRule(endpoint_name=rule.endpoint_name, endpoint_type=rule.endpoint_type,
-                                             resource_path=tuple(normalise(p, wildcard=True)
-                                                                 for p in rule.resource_path)))
+            clean.append(
+                PresubscriptionRule(
+                    endpoint_name=rule.endpoint_name,
+                    endpoint_type=rule.endpoint_type,
+                    resource_path=tuple(normalise(p, wildcard=True) for p in rule.resource_path),
+                )
+            )
         await self._store.set_presubscriptions(principal.key_id, principal.account_id, clean)
 
     async def presubscriptions(self, principal: Principal) -> list[PresubscriptionRule]:
         return await self._store.get_presubscriptions(principal.key_id)
 
-    async def device_request(self, principal: Principal, device_id: str, async_id: str, *, method: str, uri: str,
-                             payload: bytes, content_type: str | None, accept: str | None, retry: int | None,
-                             expiry_seconds: int | None) -> None:
+    async def device_request(
+        self,
+        principal: Principal,
+        device_id: str,
+        async_id: str,
+        *,
+        method: str,
+        uri: str,
+        payload: bytes,
+        content_type: str | None,
+        accept: str | None,
+        retry: int | None,
+        expiry_seconds: int | None,
+    ) -> None:
         if not ASYNC_ID.match(async_id):
             raise BadRequest("async-id must match ^[A-Za-z0-9_-]{1,40}$", token="MALFORMED_ASYNC_ID")
         device = await self.device_for(principal, device_id)
@@ -217,10 +271,22 @@ class DeviceService:
         retries = retry if retry is not None else (2 if device.queue_mode else 0)
         expiry = expiry_seconds if expiry_seconds is not None else (259_200 if device.queue_mode else 7200)
         now = self._clock.now()
-        await self.requests.submit(DeviceRequest(
-            async_id=async_id, key_id=principal.key_id, account_id=principal.account_id, device_id=device_id,
-            method=method, uri=normalised, payload=payload, content_type=content_type, accept=accept,
-            retries_left=retries, created_at=now, expires_at=now + expiry))
+        await self.requests.submit(
+            DeviceRequest(
+                async_id=async_id,
+                key_id=principal.key_id,
+                account_id=principal.account_id,
+                device_id=device_id,
+                method=method,
+                uri=normalised,
+                payload=payload,
+                content_type=content_type,
+                accept=accept,
+                retries_left=retries,
+                created_at=now,
+                expires_at=now + expiry,
+            )
+        )
 
     async def sweep_snapshots(self) -> int:
         """spec §2.4 rule 4: remove devices (and snapshots) unseen for six months."""
@@ -234,9 +300,6 @@ class DeviceService:
 
 
 def _known_path(device: Device, path: str) -> bool:
-    return any(r.path == path or path.startswith(r.path + "/") or r.path.startswith(path + "/")
-               for r in device.resources)
-
-
-def _fields(record: Device) -> dict[str, object]:
-    return {f: getattr(record, f) for f in record.__struct_fields__}
+    return any(
+        r.path == path or path.startswith(r.path + "/") or r.path.startswith(path + "/") for r in device.resources
+    )

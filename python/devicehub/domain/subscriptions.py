@@ -18,8 +18,24 @@ from devicehub.store.records import Device, PresubscriptionRule, ReportedValue
 log = logging.getLogger("devicehub.subscriptions")
 
 # wire-format.md: async-response statuses are the device's answer as HTTP
-_HTTP_FOR_COAP = {0x41: 201, 0x42: 200, 0x43: 200, 0x44: 200, 0x45: 200, 0x80: 400, 0x81: 401, 0x83: 403,
-                  0x84: 404, 0x85: 405, 0x86: 406, 0x8C: 412, 0x8D: 413, 0x8F: 415, 0xA0: 500, 0xA3: 503}
+_HTTP_FOR_COAP = {
+    0x41: 201,
+    0x42: 200,
+    0x43: 200,
+    0x44: 200,
+    0x45: 200,
+    0x80: 400,
+    0x81: 401,
+    0x83: 403,
+    0x84: 404,
+    0x85: 405,
+    0x86: 406,
+    0x8C: 412,
+    0x8D: 413,
+    0x8F: 415,
+    0xA0: 500,
+    0xA3: 503,
+}
 
 
 def http_status(response: DeviceResponse) -> int:
@@ -140,18 +156,24 @@ class SubscriptionRouter:
                 except Exception as error:  # the device is gone or silent: tell the requester
                     log.info("observe %s%s failed: %s", device.id, target, error)
                     if async_id is not None:
-                        await self._sink.publish([key_id], AsyncResponseEvent(
-                            async_id=async_id, status=504, error="TIMEOUT"))
+                        await self._sink.publish(
+                            [key_id], AsyncResponseEvent(async_id=async_id, status=504, error="TIMEOUT")
+                        )
                     continue
                 status = http_status(response)
                 if response.success:
                     await self._store.set_subscribed(device.id, target, True)
                 if async_id is not None:
                     # wire-format.md: 412 there if the resource is not observable
-                    await self._sink.publish([key_id], AsyncResponseEvent(
-                        async_id=async_id, status=status if response.success else (412 if status == 405 else status),
-                        payload=response.payload if response.success else None,
-                        content_type=mime_for(response.content_format) if response.payload else None))
+                    await self._sink.publish(
+                        [key_id],
+                        AsyncResponseEvent(
+                            async_id=async_id,
+                            status=status if response.success else (412 if status == 405 else status),
+                            payload=response.payload if response.success else None,
+                            content_type=mime_for(response.content_format) if response.payload else None,
+                        ),
+                    )
                 if response.success and response.payload:
                     await self.deliver_value(device, target, response.content_format, response.payload)
 
@@ -159,12 +181,20 @@ class SubscriptionRouter:
         """A value from the device: snapshot first, then every subscribed key (spec §3.2 steps 3–4)."""
         content_type = mime_for(content_format)
         await self._store.set_reported(
-            device.id, path, ReportedValue(value=payload, content_type=content_type, reported_at=self._clock.now()))
+            device.id, path, ReportedValue(value=payload, content_type=content_type, reported_at=self._clock.now())
+        )
         keys = self.keys_for(device.id, path)
         if keys:
-            await self._sink.publish(keys, NotificationEvent(
-                device_id=device.id, endpoint_name=device.endpoint_name, path=path,
-                content_type=content_type, payload=payload))
+            await self._sink.publish(
+                keys,
+                NotificationEvent(
+                    device_id=device.id,
+                    endpoint_name=device.endpoint_name,
+                    path=path,
+                    content_type=content_type,
+                    payload=payload,
+                ),
+            )
 
     async def _cancel(self, device_id: str, pattern: str) -> None:
         try:

@@ -87,8 +87,10 @@ def canonical_cf(cf: int) -> int:
     return _ALIASES.get(cf, cf)
 
 
-def mime_for(cf: int) -> str:
-    """The MIME name Pelion's API shows for a content format; unknown numbers are opaque bytes."""
+def mime_for(cf: int | None) -> str:
+    """The MIME name Pelion's API shows for a content format; none means text (CoAP's default), unknown opaque."""
+    if cf is None:
+        return _MIME[TEXT]
     return _MIME.get(canonical_cf(cf), _MIME[OCTET_STREAM])
 
 

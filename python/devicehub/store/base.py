@@ -34,6 +34,7 @@ class Store(Protocol):
     async def create_key(self, key: ApiKey) -> None: ...
     async def find_key_by_hash(self, key_hash: str) -> ApiKey | None:
         """The key with this hash, revoked or not (callers check `revoked_at`)."""
+
     async def list_keys(self, account_id: str) -> list[ApiKey]: ...
     async def revoke_key(self, key_id: str, at: float) -> bool:
         """False when no such key."""
@@ -43,15 +44,18 @@ class Store(Protocol):
     async def enrolled_account(self, endpoint_name: str) -> str | None: ...
     async def put_device(self, device: Device) -> None:
         """Insert or replace by id; (account_id, endpoint_name) stays unique."""
+
     async def get_device(self, device_id: str) -> Device | None: ...
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None: ...
     async def list_devices(
         self, account_id: str, *, state: str | None = None, after: str | None = None, limit: int = 50
     ) -> list[Device]:
         """Ordered by device id ascending; `after` is an exclusive device id cursor."""
+
     async def count_devices(self, account_id: str, *, state: str | None = None) -> int: ...
     async def delete_device(self, device_id: str) -> None:
         """Removes the device, its snapshot, its subscriptions and its pending requests."""
+
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]: ...
 
     # resource subscriptions (per key) ---------------------------------------------------------
@@ -60,11 +64,14 @@ class Store(Protocol):
     async def list_subscriptions(self, key_id: str, device_id: str) -> list[str]: ...
     async def remove_device_subscriptions(self, device_id: str, key_id: str | None = None) -> int:
         """Every key's when key_id is None (a full registration drops them all, spec §2.1)."""
+
     async def subscribers(self, device_id: str) -> list[tuple[str, str]]:
         """(key_id, path) pairs of every resource subscription on the device."""
 
     # presubscriptions (per key) ---------------------------------------------------------------
-    async def set_presubscriptions(self, key_id: str, account_id: str, rules: Sequence[PresubscriptionRule]) -> None: ...
+    async def set_presubscriptions(
+        self, key_id: str, account_id: str, rules: Sequence[PresubscriptionRule]
+    ) -> None: ...
     async def get_presubscriptions(self, key_id: str) -> list[PresubscriptionRule]: ...
     async def account_presubscriptions(self, account_id: str) -> list[tuple[str, list[PresubscriptionRule]]]:
         """(key_id, rules) for every key of the account that has rules."""
@@ -72,9 +79,11 @@ class Store(Protocol):
     # notification channels ----------------------------------------------------------------------
     async def put_channel(self, channel: ChannelConfig) -> None:
         """Insert or replace the key's one channel (spec §2.5: the last one set wins)."""
+
     async def get_channel(self, key_id: str) -> ChannelConfig | None: ...
     async def delete_channel(self, key_id: str) -> bool:
         """Also deletes the channel's queued events."""
+
     async def list_channels(self, account_id: str | None = None) -> list[ChannelConfig]: ...
 
     # channel event journal: events leave only from the head (delivery, overflow, expiry) ---------
@@ -86,6 +95,7 @@ class Store(Protocol):
     async def enqueue_request(self, request: DeviceRequest) -> None: ...
     async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
         """In enqueue order."""
+
     async def all_pending_requests(self) -> list[DeviceRequest]: ...
     async def find_request(self, key_id: str, async_id: str) -> DeviceRequest | None: ...
     async def update_request(self, request: DeviceRequest) -> None: ...
@@ -98,10 +108,12 @@ class Store(Protocol):
     async def clear_subscribed(self, device_id: str) -> None: ...
     async def ensure_resources(self, device_id: str, paths: Sequence[str]) -> None:
         """Add snapshot entries (no values) for new paths; existing ones are kept (spec §2.4 rule 3)."""
+
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
         """Ordered by path."""
 
     # cluster coordination ------------------------------------------------------------------------
     async def acquire_lease(self, name: str, owner: str, ttl_seconds: float, now: float) -> bool:
         """Take or renew a named lease; False while another owner holds an unexpired one."""
+
     async def release_lease(self, name: str, owner: str) -> None: ...

@@ -1,0 +1,199 @@
+"""Notification channel routes (`/v2/notification/…`, spec §4.5–4.8, wire-format.md "Notification channels")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from devicehub.api.body import decode, read_body
+from devicehub.api.context import SERVICES, bearer_token, principal, services
+from devicehub.channels.callback import parse_registration
+from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
+from devicehub.channels.options import ChannelOptions
+from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
+from devicehub.errors import BadRequest, NotFound, Unauthorized, ValidationFailed
+
+_DELIVERY_MECHANISMS = {CALLBACK: "CALLBACK", WEBSOCKET: "WEB_SOCKET", PULL: "LONG_POLLING"}
+
+
+class CallbackChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    url: str
+    headers: dict[str, str]
+    serialization: dict[str, object]
+    queue_size: int
+    queue_bytes: int
+    dropped_overflow: int
+    dropped_expired: int
+    dropped_failed: int
+    consecutive_failures: int
+    last_delivery_at: str | None = None
+    next_retry_at: str | None = None
+
+
+class WebSocketChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    queue_size: int
+    serialization: dict[str, object]
+    status: str  # spec §2.5: "connected" | "disconnected"
+    queue_bytes: int
+    dropped_overflow: int
+    dropped_expired: int
+    dropped_failed: int
+    consecutive_failures: int
+    last_delivery_at: str | None = None
+
+
+class DeliveryMechanism(msgspec.Struct, frozen=True):
+    delivery_mechanism: str
+
+
+_encoder = msgspec.json.Encoder()
+_any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+def _json(body: msgspec.Struct, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=_encoder.encode(body), content_type="application/json")
+
+
+def _callback_body(channel: Channel) -> CallbackChannelBody:
+    return CallbackChannelBody(
+        url=channel.config.url,
+        headers=channel.config.headers,
+        serialization=channel.config.serialization,
+        **msgspec.structs.asdict(channel.status()),
+    )
+
+
+def _websocket_body(channel: Channel) -> WebSocketChannelBody:
+    status = msgspec.structs.asdict(channel.status())
+    status.pop("next_retry_at", None)
+    return WebSocketChannelBody(
+        serialization=channel.config.serialization,
+        status="connected" if channel.session is not None else "disconnected",
+        **status,
+    )
+
+
+async def _json_body(request: web.Request, *, optional: bool = False) -> Mapping[str, Any] | None:
+    data = await read_body(request, services(request).settings.max_body_bytes)
+    if optional and not data.strip():
+        return None
+    raw = decode(_any_decoder, data)
+    if not isinstance(raw, Mapping):
+        raise ValidationFailed("the body must be a JSON object")
+    return raw
+
+
+def _channel_of(request: web.Request, key_id: str, kind: str) -> Channel:
+    channel = services(request).hub.channel(key_id)
+    if channel is None or channel.kind != kind:
+        raise NotFound(f"no {kind} channel for this key")
+    return channel
+
+
+# ---- callback (spec §4.5) ----------------------------------------------------------------------------
+async def put_callback(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    target = parse_registration(await _json_body(request))
+    await services(request).hub.set_callback(caller, target)
+    return web.Response(status=204)
+
+
+async def get_callback(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    return _json(_callback_body(_channel_of(request, caller.key_id, CALLBACK)))
+
+
+async def delete_callback(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    if not await services(request).hub.delete_channel(caller.key_id, CALLBACK):
+        raise NotFound("no callback channel for this key")
+    return web.Response(status=204)
+
+
+# ---- WebSocket (spec §4.6–4.7) -----------------------------------------------------------------------
+async def put_websocket(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    raw = await _json_body(request, optional=True)
+    options = ChannelOptions.from_wire(raw.get("serialization")) if raw is not None and "serialization" in raw else None
+    channel, created = await services(request).hub.set_websocket(caller, options)
+    return _json(_websocket_body(channel), status=201 if created else 200)
+
+
+async def get_websocket(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    return _json(_websocket_body(_channel_of(request, caller.key_id, WEBSOCKET)))
+
+
+async def delete_websocket(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    if not await services(request).hub.delete_channel(caller.key_id, WEBSOCKET):
+        raise NotFound("no websocket channel for this key")
+    return web.Response(status=204)
+
+
+async def websocket_connect(request: web.Request) -> web.StreamResponse:
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        raise UpgradeRequired("GET /v2/notification/websocket-connect must be a WebSocket upgrade")
+    ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,), autoping=False)
+    if not ws.can_prepare(request).ok:
+        raise BadRequest("WebSocket handshake headers are missing or invalid")
+    raw_key = key_from_protocols(request.headers.get("Sec-WebSocket-Protocol", "")) or bearer_token(request)
+    await ws.prepare(request)
+    try:
+        caller = await services(request).accounts.authenticate(raw_key)
+    except Unauthorized:
+        await ws.close(code=POLICY_VIOLATION, message=b"invalid or missing API key")  # spec §5 rule 3, §7
+        return ws
+    await services(request).hub.serve_websocket(caller, ws)
+    return ws
+
+
+async def get_channel(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    channel = services(request).hub.channel(caller.key_id)
+    if channel is None:
+        raise NotFound("no notification channel for this key")
+    return _json(DeliveryMechanism(_DELIVERY_MECHANISMS[channel.kind]))
+
+
+# ---- pull (deprecated, spec §4.8) --------------------------------------------------------------------
+async def get_pull(request: web.Request) -> web.StreamResponse:
+    caller = await principal(request)
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+
+    async def send(body: bytes) -> None:
+        response.content_length = len(body)
+        await response.prepare(request)
+        await response.write(body)
+        await response.write_eof()
+
+    if await services(request).hub.pull(caller, send):
+        return response
+    return web.Response(status=204)
+
+
+async def delete_pull(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    outcome = await services(request).hub.delete_pull(caller)
+    return web.Response(status=200, text=outcome, content_type="text/plain")
+
+
+async def _release_clients(app: web.Application) -> None:
+    await app[SERVICES].hub.release_clients()  # spec §7: 1001 when the server shuts down; polls answer 204
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_put("/v2/notification/callback", put_callback)
+    app.router.add_get("/v2/notification/callback", get_callback)
+    app.router.add_delete("/v2/notification/callback", delete_callback)
+    app.router.add_put("/v2/notification/websocket", put_websocket)
+    app.router.add_get("/v2/notification/websocket", get_websocket)
+    app.router.add_delete("/v2/notification/websocket", delete_websocket)
+    app.router.add_get("/v2/notification/websocket-connect", websocket_connect)
+    app.router.add_get("/v2/notification/channel", get_channel)
+    app.router.add_get("/v2/notification/pull", get_pull)
+    app.router.add_delete("/v2/notification/pull", delete_pull)
+    app.on_shutdown.append(_release_clients)

@@ -1,0 +1,189 @@
+"""Callback channels (spec §4.5, §6): target validation, the verification PUT and the retrying deliverer.
+
+The 20 s request time-out (spec §8) is a sleep on the injected clock raced against the request, so tests move a
+ManualClock past it instead of waiting; the retry waits (spec §6 rule 7) are clock sleeps too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+import aiohttp
+import yarl
+
+from devicehub.channels.channel import Channel
+from devicehub.channels.options import ChannelOptions
+from devicehub.clock import Clock
+from devicehub.config import ServeSettings
+from devicehub.errors import BadRequest, FieldError, ValidationFailed
+
+log = logging.getLogger("devicehub.channels.callback")
+
+REQUEST_TIMEOUT_S = 20.0  # spec §6 rule 7, §8
+FIRST_RETRY_S = 1.0  # spec §6 rule 7
+MAX_RETRY_S = 120.0  # spec §6 rule 7, §8
+FAIL_TIMEOUT_S = 24 * 3600.0  # spec §6: after 24 hours without success the channel is closed
+MAX_TARGET_CHARS = 400  # wire-format.md: url + headers
+
+
+def retry_wait(failures: int) -> float:
+    """Wait after the `failures`-th failure in a row: 1, 2, 4 … 64, then 120 s each (spec §6 rule 7 table)."""
+    return min(FIRST_RETRY_S * (1 << min(max(failures - 1, 0), 16)), MAX_RETRY_S)
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackTarget:
+    """A validated callback registration body (spec §2.5)."""
+
+    url: str
+    headers: dict[str, str]
+    options: ChannelOptions
+
+
+def parse_registration(raw: object) -> CallbackTarget:
+    """`{"url", "headers", "serialization"}`; raises ValidationFailed (400) naming the bad field."""
+    if not isinstance(raw, Mapping):
+        raise _invalid("body", "must be a JSON object")
+    url = raw.get("url")
+    if not isinstance(url, str) or not url:
+        raise _invalid("url", "is required and must be a string")
+    parsed = yarl.URL(url) if "\n" not in url and " " not in url else None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise _invalid("url", "must be an absolute http or https URL")
+    headers = raw.get("headers") or {}
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, str) and "\r" not in v and "\n" not in v and ":" not in k
+        for k, v in headers.items()
+    ):
+        raise _invalid("headers", "must be an object of header names to string values")
+    if len(url) + sum(len(k) + len(v) for k, v in headers.items()) > MAX_TARGET_CHARS:
+        raise _invalid("url", f"url and headers together exceed {MAX_TARGET_CHARS} characters")
+    return CallbackTarget(url=url, headers=dict(headers), options=ChannelOptions.from_wire(raw.get("serialization")))
+
+
+def _invalid(name: str, message: str) -> ValidationFailed:
+    return ValidationFailed(f"{name}: {message}", fields=(FieldError(name, message),))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """How a callback PUT went: the HTTP status, or None when no answer came."""
+
+    status: int | None
+    text: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (200, 204)  # spec §6 rule 2
+
+
+def tls_context(settings: ServeSettings) -> ssl.SSLContext:
+    """Verify callback servers against the system CAs or `callback_ca_file`; present `callback_client_cert`."""
+    context = ssl.create_default_context(cafile=settings.callback_ca_file or None)
+    if settings.callback_client_cert:
+        context.load_cert_chain(settings.callback_client_cert)
+    return context
+
+
+class CallbackClient:
+    """The HTTP client of every callback channel: one session, PUTs raced against the clock."""
+
+    def __init__(self, clock: Clock, tls: ssl.SSLContext, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self._clock = clock
+        self._tls = tls
+        self.timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(ssl=self._tls, limit=1000)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def put(self, url: str, headers: Mapping[str, str], body: bytes) -> Answer:
+        request = asyncio.ensure_future(self._put(url, headers, body))
+        timer = asyncio.ensure_future(self._clock.sleep(self.timeout_s))
+        try:
+            await asyncio.wait((request, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (request, timer):
+                task.cancel()
+            await asyncio.gather(request, timer, return_exceptions=True)
+        if request.done() and not request.cancelled():
+            return request.result()
+        return Answer(None, f"no answer within {self.timeout_s:g} s", timed_out=True)
+
+    async def _put(self, url: str, headers: Mapping[str, str], body: bytes) -> Answer:
+        assert self._session is not None, "CallbackClient.start() first"
+        try:
+            async with self._session.put(
+                url, data=body, allow_redirects=False, headers={"Content-Type": "application/json", **headers}
+            ) as response:
+                await response.read()
+                return Answer(response.status, f"{response.status} {response.reason or ''}".strip())
+        except (aiohttp.ClientError, OSError, ValueError) as error:
+            return Answer(None, f"unreachable ({type(error).__name__}: {error})")
+
+    async def verify(self, url: str, headers: Mapping[str, str]) -> None:
+        """spec §4.5: PUT `{}` with the headers must be answered 200, else 400 naming what the URL answered."""
+        answer = await self.put(url, headers, b"{}")
+        if answer.status == 200:
+            return
+        if answer.timed_out:
+            token = "CALLBACK_URL_DID_NOT_ANSWER"
+        elif answer.status is None:
+            token = "CALLBACK_URL_UNREACHABLE"
+        else:
+            token = f"CALLBACK_URL_ANSWERED_{answer.status}"
+        raise BadRequest(f"the verification PUT to {url} got {answer.text}; 200 is required", token=token)
+
+
+Remove = Callable[[Channel, str], Awaitable[None]]
+
+
+async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove: Remove) -> None:
+    """Deliver the channel's queue, one batch in flight (spec §6 rule 2), until the channel goes."""
+    while not channel.closed:
+        batch = channel.take(int(clock.now() * 1000))
+        if batch is None:
+            await channel.wait_for_events()
+            continue
+        try:
+            answer = await client.put(channel.config.url, channel.config.headers, batch.body)
+        except BaseException:
+            channel.give_back(batch)
+            raise
+        now = clock.now()
+        if answer.ok:
+            channel.delivered(batch, now)
+            continue
+        channel.failed(now)
+        log.info(
+            "callback %s of key %s failed (%s), attempt %d in a row",
+            channel.config.url,
+            channel.key_id,
+            answer.text,
+            channel.consecutive_failures,
+        )
+        if channel.config.free_tier:
+            channel.discard(batch)  # spec §8: free tier sends once; the next batch goes
+        else:
+            channel.give_back(batch)
+        assert channel.failing_since is not None
+        if now - channel.failing_since >= FAIL_TIMEOUT_S:
+            await remove(channel, "callback delivery failing for 24 hours")
+            return
+        if channel.config.free_tier:
+            continue
+        wait = retry_wait(channel.consecutive_failures)
+        channel.retry_at = now + wait
+        await clock.sleep(wait)
+        channel.retry_at = None

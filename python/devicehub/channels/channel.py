@@ -1,0 +1,228 @@
+"""One API key's channel at run time: its config, its Rust queue, the journal mirror of it and delivery state."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from devicehub._core import DEFAULT_MAX_BYTES, Batch, ChannelQueue
+from devicehub.channels.journal import Journal
+from devicehub.channels.options import ChannelOptions
+from devicehub.domain.timefmt import rfc3339
+from devicehub.store.records import ChannelConfig, StoredEvent
+
+if TYPE_CHECKING:
+    from devicehub.channels.websocket import WebSocketSession
+
+CALLBACK = "callback"
+WEBSOCKET = "websocket"
+PULL = "pull"
+
+
+@dataclass(slots=True)
+class Counters:
+    """Hub-wide event and channel counters since start (exported by `ChannelHub.metrics`)."""
+
+    events_queued: int = 0
+    events_delivered: int = 0
+    dropped_overflow: int = 0
+    dropped_expired: int = 0
+    dropped_failed: int = 0  # free tier: a batch whose one attempt failed (spec §8)
+    delivery_failures: int = 0
+    channels_removed: int = 0
+
+
+class ChannelStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the channel GETs show besides the config."""
+
+    queue_size: int
+    queue_bytes: int
+    dropped_overflow: int
+    dropped_expired: int
+    dropped_failed: int
+    consecutive_failures: int
+    last_delivery_at: str | None = None
+    next_retry_at: str | None = None
+
+
+class Channel:
+    """Queue and delivery state of one key; at most one batch is out for delivery at a time."""
+
+    def __init__(
+        self,
+        config: ChannelConfig,
+        journal: Journal,
+        counters: Counters,
+        now: float,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.config = config
+        self.options = ChannelOptions.from_stored(config.serialization)
+        self.queue = ChannelQueue(max_bytes)  # spec §8: 50 MB per key, oldest dropped beyond
+        self.closed = False
+        self.last_data_at = now  # spec §8: 48 h without incoming data removes the channel
+        self.last_delivery_at: float | None = None
+        self.consecutive_failures = 0
+        self.failing_since: float | None = None  # first failure of the current run (spec §6: 24 h → closed)
+        self.retry_at: float | None = None
+        self.dropped_failed = 0
+        # transports: a callback deliverer task, a bound WebSocket, or pull bookkeeping
+        self.deliverer: asyncio.Task[None] | None = None
+        self.session: WebSocketSession | None = None
+        self.disconnected_since: float | None = None  # when its socket closed (spec §3.3: 24 h to reconnect)
+        self.last_polled_at = now
+        self.polling = False
+        self.poll_idle = asyncio.Event()
+        self.poll_idle.set()
+        self.stopping = False  # the transport is being replaced or removed: waiters give up
+        self._journal = journal
+        self._counters = counters
+        self._in_flight: Batch | None = None
+        self._behind = 0  # events that left from behind the batch that is out (see journal.py)
+        self._seen_overflow = 0
+        self._seen_expired = 0
+        self._wake = asyncio.Event()
+
+    @property
+    def key_id(self) -> str:
+        return self.config.key_id
+
+    @property
+    def kind(self) -> str:
+        return self.config.kind
+
+    def reconfigure(self, config: ChannelConfig) -> None:
+        """A new config for the same key: the queue stays, new events use the new options."""
+        self.config = config
+        self.options = ChannelOptions.from_stored(config.serialization)
+        self.stopping = False
+        self.consecutive_failures = 0
+        self.failing_since = None
+        self.retry_at = None
+
+    # ---- queue operations ----------------------------------------------------------------------
+    def push(self, kind: int, data: bytes, now_ms: int) -> None:
+        self.queue.push(kind, data, now_ms)
+        self._journal.append(self.key_id, StoredEvent(kind, data, now_ms))
+        self._counters.events_queued += 1
+        self.last_data_at = now_ms / 1000
+        self._account()
+        self._wake.set()
+
+    def restore(self, events: list[StoredEvent]) -> None:
+        """Refill the queue from the journal at start; only what the cap or the lifetime drops is journaled."""
+        for event in events:
+            self.queue.push(event.kind, event.data, event.queued_at_ms)
+        self._account()
+
+    def take(self, now_ms: int) -> Batch | None:
+        """The next batch (up to max_chunk_size, spec §6 rule 1), or None when the queue is empty."""
+        if self._in_flight is not None:
+            raise RuntimeError(f"channel {self.key_id} already has a batch out")
+        batch = self.queue.take_batch(self.options.max_chunk_size, now_ms)
+        self._account()
+        self._in_flight = batch
+        return batch
+
+    def delivered(self, batch: Batch, now: float) -> None:
+        self._settle(batch)
+        self._counters.events_delivered += batch.count
+        self.last_delivery_at = now
+        self.consecutive_failures = 0
+        self.failing_since = None
+        self.retry_at = None
+
+    def discard(self, batch: Batch) -> None:
+        """Free tier (spec §8): the batch's one attempt failed; it is dropped and the next batch goes."""
+        self._settle(batch)
+        self.dropped_failed += batch.count
+        self._counters.dropped_failed += batch.count
+
+    def give_back(self, batch: Batch) -> None:
+        """Delivery did not happen: the batch returns to the head, order kept (spec §6 rule 4)."""
+        if self._in_flight is not batch:
+            return
+        self._in_flight = None
+        self.queue.put_back(batch)
+        if self._behind and not self.closed:
+            self._behind = 0
+            self._account(journal=False)
+            events = [StoredEvent(kind, data, at) for kind, data, at in self.queue.snapshot()]
+            self._journal.rewrite(self.key_id, events)
+        else:
+            self._account()
+        if len(self.queue):
+            self._wake.set()
+
+    def failed(self, now: float) -> None:
+        """A delivery attempt failed (the batch is given back or discarded separately)."""
+        self.consecutive_failures += 1
+        self._counters.delivery_failures += 1
+        if self.failing_since is None:
+            self.failing_since = now
+
+    def expire(self, now_ms: int) -> None:
+        self.queue.expire(now_ms)
+        self._account()
+
+    def close(self) -> None:
+        """The channel is removed: nothing is journaled any more and waiters wake up."""
+        self.closed = True
+        self.queue.clear()
+        self._wake.set()
+
+    def interrupt(self) -> None:
+        """Wake whoever waits for events: its transport is going away."""
+        self.stopping = True
+        self._wake.set()
+
+    async def wait_for_events(self) -> None:
+        while not len(self.queue) and not self.closed and not self.stopping:
+            self._wake.clear()
+            await self._wake.wait()
+
+    @property
+    def size(self) -> int:
+        """Events not yet delivered, the batch that is out included."""
+        return len(self.queue) + (self._in_flight.count if self._in_flight is not None else 0)
+
+    def status(self) -> ChannelStatus:
+        return ChannelStatus(
+            queue_size=self.size,
+            queue_bytes=self.queue.bytes_used,
+            dropped_overflow=self.queue.dropped_overflow,
+            dropped_expired=self.queue.dropped_expired,
+            dropped_failed=self.dropped_failed,
+            consecutive_failures=self.consecutive_failures,
+            last_delivery_at=rfc3339(self.last_delivery_at) if self.last_delivery_at is not None else None,
+            next_retry_at=rfc3339(self.retry_at) if self.retry_at is not None else None,
+        )
+
+    # ---- journal mirror --------------------------------------------------------------------------
+    def _settle(self, batch: Batch) -> None:
+        """The batch that was out leaves for good: it and whatever left behind it come off the journal's head."""
+        self._in_flight = None
+        if not self.closed:
+            self._journal.drop(self.key_id, batch.count + self._behind)
+        self._behind = 0
+
+    def _account(self, *, journal: bool = True) -> None:
+        """Count what the cap and the lifetime dropped since the last look; all of it left from the head."""
+        overflow = self.queue.dropped_overflow - self._seen_overflow
+        expired = self.queue.dropped_expired - self._seen_expired
+        if not overflow and not expired:
+            return
+        self._seen_overflow += overflow
+        self._seen_expired += expired
+        self._counters.dropped_overflow += overflow
+        self._counters.dropped_expired += expired
+        if self.closed or not journal:
+            return
+        if self._in_flight is not None:
+            self._behind += overflow + expired  # they were queued behind the batch that is out
+        else:
+            self._journal.drop(self.key_id, overflow + expired)

@@ -1,0 +1,1 @@
+"""The core: registry, subscriptions, presubscriptions, snapshot, device-request queue, event routing."""

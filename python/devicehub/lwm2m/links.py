@@ -1,0 +1,137 @@
+"""CoRE link format (RFC 6690) as LwM2M clients send it in Register and Update, parsed tolerantly.
+
+Plain clients send object/instance links (`</3/0>,</3303>;ver=1.1`); the Pelion client sends one link per resource
+with attributes `rt`, `if`, `obs`, `v` (value, base64 when opaque), `aobs` (auto-observe token) and `d` (deleted,
+updates only) — lwm2m-device-side.md §2, §8. Quoted values may contain commas and semicolons.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from devicehub.lwm2m.ports import ResourceLink
+
+MAX_LINKS = 20_000
+OPAQUE_CF = 42
+
+
+class LinkFormatError(ValueError):
+    """The payload is not link format devicehub can read."""
+
+
+def _split(text: str, separator: str) -> list[str]:
+    """Split on `separator` outside double quotes and angle brackets."""
+    parts: list[str] = []
+    start = 0
+    quoted = bracketed = False
+    for index, char in enumerate(text):
+        if char == '"' and not bracketed:
+            quoted = not quoted
+        elif char == "<" and not quoted:
+            bracketed = True
+        elif char == ">" and not quoted:
+            bracketed = False
+        elif char == separator and not quoted and not bracketed:
+            parts.append(text[start:index])
+            start = index + 1
+    if quoted or bracketed:
+        raise LinkFormatError("unterminated quote or bracket")
+    parts.append(text[start:])
+    return parts
+
+
+def _valid_path(path: str) -> bool:
+    if path == "/":
+        return True
+    segments = path.split("/")
+    return (
+        path.startswith("/")
+        and 2 <= len(segments) <= 5
+        and all(s.isdigit() and len(s) <= 5 and int(s) <= 65535 for s in segments[1:])
+    )
+
+
+def parse_links(payload: bytes) -> list[ResourceLink]:
+    """Every object, instance or resource link; the root link (`</>`) and non-LwM2M paths are skipped."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise LinkFormatError("link format is not UTF-8") from error
+    links: list[ResourceLink] = []
+    for raw in _split(text.strip(), ","):
+        raw = raw.strip()
+        if not raw:
+            continue
+        fields = _split(raw, ";")
+        target = fields[0].strip()
+        if not (target.startswith("<") and target.endswith(">")):
+            raise LinkFormatError(f"link target must be <…>: {target[:40]!r}")
+        path = target[1:-1].rstrip("/") or "/"
+        if path == "/" or not _valid_path(path):
+            continue  # alternate root path `</>;rt="oma.lwm2m"`, or something that is not an LwM2M path
+        links.append(_link(path, fields[1:]))
+        if len(links) > MAX_LINKS:
+            raise LinkFormatError(f"more than {MAX_LINKS} links")
+    return links
+
+
+def _link(path: str, fields: list[str]) -> ResourceLink:
+    attrs: dict[str, str | None] = {}
+    for field in fields:
+        name, eq, value = field.strip().partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        attrs[name.strip()] = value if eq else None
+    ct = _int(attrs.get("ct"))
+    raw_value = attrs.get("v")
+    data: bytes | None = None
+    if raw_value is not None:
+        data = raw_value.encode()
+        if ct == OPAQUE_CF:
+            try:
+                data = base64.b64decode(raw_value, validate=True)
+            except (binascii.Error, ValueError):
+                data = raw_value.encode()
+    aobs = _int(attrs.get("aobs"))
+    return ResourceLink(
+        path=path,
+        rt=attrs.get("rt"),
+        ct=ct,
+        obs="obs" in attrs,
+        iface=attrs.get("if"),
+        value=data,
+        aobs=aobs if aobs is not None and 0 <= aobs <= 0xFFFF else None,
+        deleted="d" in attrs,
+    )
+
+
+def _int(text: str | None) -> int | None:
+    if text is None or not text.isdigit() or len(text) > 10:
+        return None
+    return int(text)
+
+
+def format_links(links: list[ResourceLink]) -> bytes:
+    """The inverse, as the simulator sends it (Pelion attribute spelling)."""
+    parts = []
+    for link in links:
+        part = f"<{link.path}>"
+        if link.rt is not None:
+            part += f';rt="{link.rt}"'
+        if link.ct is not None:
+            part += f";ct={link.ct}"
+        if link.iface is not None:
+            part += f';if="{link.iface}"'
+        if link.obs:
+            part += ";obs"
+        if link.value is not None:
+            shown = base64.b64encode(link.value).decode() if link.ct == OPAQUE_CF else link.value.decode()
+            part += f';v="{shown}"'
+        if link.aobs is not None:
+            part += f';aobs="{link.aobs}"'
+        if link.deleted:
+            part += ";d"
+        parts.append(part)
+    return ",".join(parts).encode()

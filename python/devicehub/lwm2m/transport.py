@@ -1,0 +1,416 @@
+"""A CoAP endpoint (RFC 7252) on one UDP socket, used by both the LwM2M server and the device simulator.
+
+What it owns: message IDs and tokens of what it sends, retransmission of its confirmable messages with
+exponential back-off, de-duplication of what it receives by (remote, message ID), piggy-backed or separate
+responses, Block1 reassembly of large requests and Block2 fetching of large responses (RFC 7959, up to 1 MiB).
+What it leaves to its owner: what a request means (`on_request`) and whether an unsolicited response belongs to
+an observation (`on_notification`): that is how a device's auto-observe tokens can be adopted and why an unknown
+confirmable notification gets RST while an unknown non-confirmable one is ignored (lwm2m-device-side.md §0, §4).
+Message encoding and decoding is the Rust codec. Malformed datagrams are counted and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicehub._core import CoapError, CoapMessage, coap_decode, coap_encode, coap_encode_uint
+from devicehub.clock import Clock
+from devicehub.lwm2m import codes
+from devicehub.lwm2m.errors import DeviceReset, DeviceTimeout
+
+log = logging.getLogger("devicehub.coap")
+
+Address = tuple[str, int]
+Options = list[tuple[int, bytes]]
+
+# RFC 7252 §4.8 transmission parameters
+ACK_TIMEOUT = 2.0
+ACK_RANDOM_FACTOR = 1.5
+MAX_RETRANSMIT = 4
+EXCHANGE_LIFETIME = 247.0
+MAX_TRANSMIT_WAIT = 93.0
+MAX_BODY = 1 << 20  # Block-wise bodies are capped at 1 MiB (issue 8)
+MAX_DATAGRAM = 65_535
+BLOCK_SZX = 6  # 1024-byte blocks, the largest RFC 7959 allows
+BLOCK_SIZE = 1 << (BLOCK_SZX + 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a request handler answers."""
+
+    code: int
+    options: Options = field(default_factory=list)
+    payload: bytes = b""
+
+
+Handler = Callable[[CoapMessage, bytes, Address], Awaitable[Reply | None]]
+NotificationHandler = Callable[[CoapMessage, Address], bool]
+
+
+@dataclass(slots=True)
+class Stats:
+    received: int = 0
+    sent: int = 0
+    malformed: int = 0
+    duplicates: int = 0
+    retransmissions: int = 0
+    timeouts: int = 0
+    resets: int = 0
+    notifications: int = 0
+    unknown_notifications: int = 0
+
+
+@dataclass(slots=True)
+class _Exchange:
+    remote: Address
+    token: bytes
+    mid: int
+    confirmable: bool
+    expect_response: bool
+    acked: asyncio.Event = field(default_factory=asyncio.Event)
+    done: asyncio.Future[CoapMessage] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class CoapEndpoint(asyncio.DatagramProtocol):
+    """One UDP socket speaking CoAP; see the module docstring for the split of work."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        on_request: Handler,
+        on_notification: NotificationHandler | None = None,
+        *,
+        ack_timeout: float = ACK_TIMEOUT,
+        max_retransmit: int = MAX_RETRANSMIT,
+        response_timeout: float = MAX_TRANSMIT_WAIT,
+    ) -> None:
+        self._clock = clock
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._ack_timeout = ack_timeout
+        self._max_retransmit = max_retransmit
+        self._response_timeout = response_timeout
+        self._transport: asyncio.DatagramTransport | None = None
+        self._next_mid = random.randrange(0x10000)
+        self._token_prefix = os.urandom(4)
+        self._token_counter = random.randrange(1 << 32)
+        self._by_mid: dict[tuple[Address, int], _Exchange] = {}
+        self._by_token: dict[bytes, _Exchange] = {}
+        # (remote, mid) → encoded reply (None while the handler runs); pruned after EXCHANGE_LIFETIME
+        self._seen: OrderedDict[tuple[Address, int], tuple[float, bytes | None]] = OrderedDict()
+        self._block1: dict[tuple[Address, str], bytearray] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.stats = Stats()
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+    @classmethod
+    async def bind(
+        cls, host: str, port: int, clock: Clock, on_request: Handler, on_notification: NotificationHandler | None = None
+    ) -> CoapEndpoint:
+        loop = asyncio.get_running_loop()
+        _, protocol = await loop.create_datagram_endpoint(
+            lambda: cls(clock, on_request, on_notification), local_addr=(host, port)
+        )
+        return protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.DatagramTransport)
+        self._transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        for exchange in list(self._by_token.values()):
+            if not exchange.done.done():
+                exchange.done.set_exception(DeviceTimeout("endpoint closed"))
+
+    @property
+    def address(self) -> Address:
+        assert self._transport is not None
+        host, port = self._transport.get_extra_info("sockname")[:2]
+        return str(host), int(port)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    # ---- sending ------------------------------------------------------------------------------------
+    def new_token(self) -> bytes:
+        self._token_counter = (self._token_counter + 1) & 0xFFFFFFFF
+        return self._token_prefix + self._token_counter.to_bytes(4, "big")
+
+    def _mid(self) -> int:
+        self._next_mid = (self._next_mid + 1) & 0xFFFF
+        return self._next_mid
+
+    def _send(self, data: bytes, remote: Address) -> None:
+        if self._transport is None:
+            raise DeviceTimeout("endpoint closed")
+        self._transport.sendto(data, remote)
+        self.stats.sent += 1
+
+    async def request(
+        self,
+        remote: Address,
+        code: int,
+        options: Options,
+        payload: bytes = b"",
+        *,
+        confirmable: bool = True,
+        token: bytes | None = None,
+    ) -> CoapMessage:
+        """Send a request and return the response; Block2 continuations are fetched and joined."""
+        response = await self._exchange(remote, code, options, payload, confirmable, token, expect_response=True)
+        block2 = response.block2
+        if block2 is None or not block2[1]:
+            return response
+        return await self._fetch_rest(remote, code, options, response, confirmable)
+
+    async def send_notification(
+        self, remote: Address, code: int, token: bytes, options: Options, payload: bytes, *, confirmable: bool
+    ) -> None:
+        """Send an observation notification; a confirmable one waits for the ACK (DeviceReset on RST)."""
+        if not confirmable:
+            self._send(coap_encode(codes.NON, code, self._mid(), token, options, payload), remote)
+            return
+        await self._exchange(remote, code, options, payload, True, token, expect_response=False)
+
+    async def _exchange(
+        self,
+        remote: Address,
+        code: int,
+        options: Options,
+        payload: bytes,
+        confirmable: bool,
+        token: bytes | None,
+        *,
+        expect_response: bool,
+    ) -> CoapMessage:
+        token = self.new_token() if token is None else token
+        exchange = _Exchange(remote, token, self._mid(), confirmable, expect_response)
+        data = coap_encode(codes.CON if confirmable else codes.NON, code, exchange.mid, token, options, payload)
+        self._by_mid[(remote, exchange.mid)] = exchange
+        if expect_response:
+            self._by_token[token] = exchange
+        try:
+            self._send(data, remote)
+            if confirmable:
+                await self._retransmit(exchange, data)
+            if not expect_response:
+                return exchange.done.result() if exchange.done.done() else _ACKED
+            return await self._await_response(exchange)
+        finally:
+            self._by_mid.pop((remote, exchange.mid), None)
+            if self._by_token.get(token) is exchange:
+                del self._by_token[token]
+
+    async def _retransmit(self, exchange: _Exchange, data: bytes) -> None:
+        """Resend until ACKed (or answered, or reset); RFC 7252 §4.2 back-off."""
+        timeout = self._ack_timeout * random.uniform(1.0, ACK_RANDOM_FACTOR)
+        for attempt in range(self._max_retransmit + 1):
+            if await self._wait(exchange, timeout):
+                return
+            if attempt == self._max_retransmit:
+                break
+            self.stats.retransmissions += 1
+            self._send(data, exchange.remote)
+            timeout *= 2
+        self.stats.timeouts += 1
+        raise DeviceTimeout(f"no ACK from {exchange.remote[0]}:{exchange.remote[1]}")
+
+    async def _wait(self, exchange: _Exchange, timeout: float) -> bool:
+        """True once the exchange is ACKed or settled; False when `timeout` (clock seconds) passes first."""
+        if exchange.acked.is_set() or exchange.done.done():
+            return True
+        acked = asyncio.ensure_future(exchange.acked.wait())
+        timer = asyncio.ensure_future(self._clock.sleep(timeout))
+        try:
+            await asyncio.wait((acked, timer, exchange.done), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            acked.cancel()
+            timer.cancel()
+        if exchange.done.done() and exchange.done.exception() is not None:
+            exchange.done.result()  # raises DeviceReset
+        return exchange.acked.is_set() or exchange.done.done()
+
+    async def _await_response(self, exchange: _Exchange) -> CoapMessage:
+        if not exchange.done.done():
+            timer = asyncio.ensure_future(self._clock.sleep(self._response_timeout))
+            try:
+                await asyncio.wait((timer, exchange.done), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+        if not exchange.done.done():
+            self.stats.timeouts += 1
+            raise DeviceTimeout(f"no response from {exchange.remote[0]}:{exchange.remote[1]}")
+        return exchange.done.result()
+
+    async def _fetch_rest(
+        self, remote: Address, code: int, options: Options, first: CoapMessage, confirmable: bool
+    ) -> CoapMessage:
+        body = bytearray(first.payload)
+        block2 = first.block2
+        base = [(n, v) for n, v in options if n not in (codes.BLOCK2, codes.OBSERVE)]
+        while block2 is not None and block2[1]:
+            num, _more, szx = block2
+            if len(body) > MAX_BODY:
+                raise DeviceTimeout(f"response body from {remote[0]}:{remote[1]} exceeds {MAX_BODY} bytes")
+            option = (codes.BLOCK2, coap_encode_uint(((num + 1) << 4) | szx))
+            part = await self._exchange(remote, code, [*base, option], b"", confirmable, None, expect_response=True)
+            body.extend(part.payload)
+            block2 = part.block2
+            last = part
+        kept = [(n, v) for n, v in last.options if n not in (codes.BLOCK2, codes.SIZE2)]
+        return coap_decode(coap_encode(last.mtype, last.code, last.mid, first.token, kept, bytes(body)))
+
+    # ---- receiving ------------------------------------------------------------------------------------
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+        remote: Address = (addr[0], addr[1])
+        self.stats.received += 1
+        if len(data) > MAX_DATAGRAM:
+            self.stats.malformed += 1
+            return
+        try:
+            message = coap_decode(data)
+        except CoapError as error:
+            self.stats.malformed += 1
+            log.debug("dropped malformed datagram from %s:%d: %s", remote[0], remote[1], error)
+            return
+        mtype, code = message.mtype, message.code
+        if mtype == codes.ACK or mtype == codes.RST:
+            self._settle(message, remote)
+        elif codes.is_request(code):
+            self._incoming_request(message, remote)
+        elif codes.is_response(code):
+            self._incoming_response(message, remote)
+        elif mtype == codes.CON and code == codes.EMPTY:
+            self._send(coap_encode(codes.RST, 0, message.mid, b"", [], b""), remote)  # CoAP ping
+        else:
+            self.stats.malformed += 1
+
+    def _settle(self, message: CoapMessage, remote: Address) -> None:
+        exchange = self._by_mid.get((remote, message.mid))
+        if exchange is None:
+            return
+        if message.mtype == codes.RST:
+            self.stats.resets += 1
+            if not exchange.done.done():
+                exchange.done.set_exception(DeviceReset(f"{remote[0]}:{remote[1]} answered RST"))
+            return
+        exchange.acked.set()
+        if message.code != codes.EMPTY and not exchange.done.done():
+            exchange.done.set_result(message)  # piggy-backed response
+
+    def _incoming_response(self, message: CoapMessage, remote: Address) -> None:
+        if message.mtype == codes.CON and self._duplicate(message, remote):
+            return
+        exchange = self._by_token.get(message.token)
+        if exchange is not None and exchange.remote == remote and not exchange.done.done():
+            exchange.acked.set()
+            exchange.done.set_result(message)
+            accepted = True
+        elif self._on_notification is not None:
+            self.stats.notifications += 1
+            accepted = self._on_notification(message, remote)
+        else:
+            accepted = False
+        if not accepted:
+            self.stats.unknown_notifications += 1
+        if message.mtype == codes.CON:
+            kind = codes.ACK if accepted else codes.RST
+            reply = coap_encode(kind, 0, message.mid, b"", [], b"")
+            self._remember(remote, message.mid, reply)
+            self._send(reply, remote)
+
+    def _duplicate(self, message: CoapMessage, remote: Address) -> bool:
+        """True for a retransmission already seen; the cached reply (if any) is sent again."""
+        now = self._clock.now()
+        while self._seen:
+            key, (seen_at, _) = next(iter(self._seen.items()))
+            if now - seen_at < EXCHANGE_LIFETIME:
+                break
+            del self._seen[key]
+        entry = self._seen.get((remote, message.mid))
+        if entry is None:
+            self._seen[(remote, message.mid)] = (now, None)
+            return False
+        self.stats.duplicates += 1
+        if entry[1] is not None:
+            self._send(entry[1], remote)
+        return True
+
+    def _remember(self, remote: Address, mid: int, reply: bytes) -> None:
+        self._seen[(remote, mid)] = (self._clock.now(), reply)
+
+    def _incoming_request(self, message: CoapMessage, remote: Address) -> None:
+        if self._duplicate(message, remote):
+            return
+        block1 = message.block1
+        if block1 is not None:
+            assembled = self._assemble(message, remote, block1)
+            if assembled is None:
+                return
+            payload = assembled
+        else:
+            payload = message.payload
+        task = asyncio.ensure_future(self._answer(message, payload, remote))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _assemble(self, message: CoapMessage, remote: Address, block1: tuple[int, bool, int]) -> bytes | None:
+        """Collect Block1 parts (RFC 7959 §2.3); None while more are to come (2.31 already sent)."""
+        num, more, szx = block1
+        key = (remote, message.uri_path)
+        size = 1 << (szx + 4)
+        if num == 0:
+            self._block1[key] = bytearray()
+        body = self._block1.get(key)
+        if body is None or len(body) != num * size or len(body) + len(message.payload) > MAX_BODY:
+            self._block1.pop(key, None)
+            code = codes.ENTITY_TOO_LARGE if body is not None and len(body) == num * size else codes.REQUEST_INCOMPLETE
+            self._reply(message, remote, Reply(code))
+            return None
+        body.extend(message.payload)
+        if more:
+            self._reply(
+                message, remote, Reply(codes.CONTINUE, [(codes.BLOCK1, coap_encode_uint(num << 4 | 0x8 | szx))])
+            )
+            return None
+        del self._block1[key]
+        return bytes(body)
+
+    async def _answer(self, message: CoapMessage, payload: bytes, remote: Address) -> None:
+        try:
+            reply = await self._on_request(message, payload, remote)
+        except Exception:
+            log.exception("request handler failed for %s from %s:%d", message.uri_path, remote[0], remote[1])
+            reply = Reply(codes.INTERNAL_ERROR)
+        if reply is not None:
+            self._reply(message, remote, reply)
+
+    def _reply(self, message: CoapMessage, remote: Address, reply: Reply) -> None:
+        if message.mtype == codes.CON:
+            data = coap_encode(codes.ACK, reply.code, message.mid, message.token, reply.options, reply.payload)
+        else:
+            data = coap_encode(codes.NON, reply.code, self._mid(), message.token, reply.options, reply.payload)
+        self._remember(remote, message.mid, data)
+        self._send(data, remote)
+
+
+# stands in for the "response" of a confirmable notification, which has only an ACK
+_ACKED: CoapMessage = coap_decode(bytes([0x60, 0x00, 0x00, 0x00]))
+
+
+def option_values(options: Sequence[tuple[int, bytes]], number: int) -> list[bytes]:
+    return [value for n, value in options if n == number]

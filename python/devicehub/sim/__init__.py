@@ -1,0 +1,1 @@
+"""The device simulator: real LwM2M clients on UDP sockets (a product feature used by tests and bench)."""

@@ -1,0 +1,466 @@
+"""One simulated LwM2M client on its own UDP socket: registers, updates, answers the server, notifies.
+
+Two flavours (lwm2m-device-side.md §0, §8): `oma` behaves like Wakaama/Anjay (object-instance links, NON
+notifications, LwM2M 1.1); `pelion` like the Mbed/Pelion client (one link per resource with `;v=` values,
+an `aobs` auto-observed resource that notifies with no Observe request, CON notifications, LwM2M 1.0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicehub._core import CoapMessage, coap_encode_uint
+from devicehub.clock import Clock
+from devicehub.lwm2m import codes
+from devicehub.lwm2m.errors import DeviceError, DeviceReset
+from devicehub.lwm2m.links import format_links
+from devicehub.lwm2m.ports import ResourceLink
+from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.sim import attributes
+from devicehub.sim.objects import (
+    BATTERY,
+    FLOAT,
+    INT,
+    LEGACY_TLV_CF,
+    OPAQUE,
+    OPAQUE_CF,
+    TEMPERATURE,
+    TEXT_CF,
+    TLV_CF,
+    BadValue,
+    Resource,
+    Value,
+    standard_model,
+)
+
+log = logging.getLogger("devicehub.sim")
+
+OMA, PELION = "oma", "pelion"
+MAX_REGISTER_BACKOFF = 60.0
+
+
+@dataclass(slots=True)
+class _Observer:
+    path: str
+    token: bytes
+    accept: int | None
+    seq: int = 0
+    last_sent_at: float = 0.0
+    last_value: float | None = None
+    pending: asyncio.TimerHandle | None = None
+    periodic: asyncio.Task[None] | None = None
+
+
+@dataclass(slots=True)
+class DeviceCounters:
+    registrations: int = 0
+    updates: int = 0
+    notifications: int = 0
+    errors: int = 0
+    requests: int = 0
+
+
+@dataclass(slots=True)
+class DeviceLog:
+    """What the server asked of this device, for tests and the progress line."""
+
+    writes: list[tuple[str, Value]] = field(default_factory=list)
+    executes: list[tuple[str, bytes]] = field(default_factory=list)
+    attribute_queries: list[tuple[str, list[str]]] = field(default_factory=list)
+
+
+class SimDevice:
+    """A real LwM2M client (see module docstring)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        server: Address,
+        endpoint_name: str,
+        *,
+        endpoint_type: str = "devicehub-sim",
+        lifetime: int = 300,
+        queue_mode: bool = False,
+        flavor: str = PELION,
+        host: str = "127.0.0.1",
+    ) -> None:
+        if flavor not in (OMA, PELION):
+            raise ValueError(f"flavor must be {OMA} or {PELION}")
+        self.clock = clock
+        self.server = server
+        self.endpoint_name = endpoint_name
+        self.endpoint_type = endpoint_type
+        self.lifetime = lifetime
+        self.queue_mode = queue_mode
+        self.flavor = flavor
+        self.host = host
+        self.model = standard_model(endpoint_name, lifetime, clock.now())
+        self.device_id: str | None = None
+        self.location: list[str] = []
+        self.registered = asyncio.Event()
+        self.counters = DeviceCounters()
+        self.log = DeviceLog()
+        self._endpoint: CoapEndpoint | None = None
+        self._observers: dict[bytes, _Observer] = {}
+        self._attributes: dict[str, dict[str, float]] = {}
+        self._auto_token = random.randrange(1, 1024).to_bytes(2, "big")
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._lifecycle: asyncio.Task[None] | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+    async def start(self, *, lifecycle: bool = True) -> None:
+        """Bind the socket; with `lifecycle`, register and keep the registration updated in the background."""
+        self._endpoint = await CoapEndpoint.bind(self.host, 0, self.clock, self._handle)
+        if lifecycle:
+            self._lifecycle = asyncio.create_task(self._run(), name=f"sim-{self.endpoint_name}")
+
+    async def stop(self, *, deregister: bool = True) -> None:
+        if self._lifecycle is not None:
+            self._lifecycle.cancel()
+            await asyncio.gather(self._lifecycle, return_exceptions=True)
+        for observer in self._observers.values():
+            self._cancel_timers(observer)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if deregister and self.registered.is_set():
+            try:
+                await self.deregister()
+            except DeviceError:
+                pass
+        if self._endpoint is not None:
+            await self._endpoint.close()
+
+    @property
+    def address(self) -> Address:
+        assert self._endpoint is not None
+        return self._endpoint.address
+
+    @property
+    def endpoint(self) -> CoapEndpoint:
+        assert self._endpoint is not None, "start() first"
+        return self._endpoint
+
+    async def _run(self) -> None:
+        backoff = 1.0
+        while True:
+            try:
+                if not self.registered.is_set():
+                    await self.register()
+                    backoff = 1.0
+                await self.clock.sleep(self._update_interval())
+                await self.update()
+            except DeviceError as error:
+                self.counters.errors += 1
+                log.debug("%s: %s; retrying in %.0f s", self.endpoint_name, error, backoff)
+                self.registered.clear()
+                await self.clock.sleep(backoff)
+                backoff = min(backoff * 2, MAX_REGISTER_BACKOFF)
+
+    def _update_interval(self) -> float:
+        # Wakaama's rule (lwm2m-device-side.md §2): lt − 93 s, or lt/2 for short lifetimes
+        return self.lifetime - 93 if self.lifetime > 186 else self.lifetime / 2
+
+    # ---- registration interface -------------------------------------------------------------------
+    def links(self) -> list[ResourceLink]:
+        if self.flavor == OMA:
+            return [ResourceLink(path=p) for p in self.model.instances()]
+        links = []
+        for path in self.model.paths():
+            resource = self.model.resource(path)
+            assert resource is not None
+            links.append(
+                ResourceLink(
+                    path=path,
+                    ct=OPAQUE_CF if resource.kind == OPAQUE else None,
+                    obs=not resource.executable,
+                    value=resource.text() if resource.published else None,
+                    aobs=int.from_bytes(self._auto_token, "big") if path == BATTERY else None,
+                )
+            )
+        return links
+
+    async def register(self) -> None:
+        binding = "UQ" if self.queue_mode else "U"
+        query = [
+            f"ep={self.endpoint_name}",
+            f"lt={self.lifetime}",
+            f"b={binding}",
+            "lwm2m=1.1" if self.flavor == OMA else "lwm2m=1.0",
+        ]
+        if self.endpoint_type:
+            query.append(f"et={self.endpoint_type}")
+        options = [(codes.URI_PATH, b"rd"), (codes.CONTENT_FORMAT, coap_encode_uint(40))]
+        options += [(codes.URI_QUERY, q.encode()) for q in query]
+        for observer in self._observers.values():
+            self._cancel_timers(observer)
+        self._observers.clear()  # a new registration ends every observation (lwm2m-device-side.md §4)
+        response = await self.endpoint.request(self.server, codes.POST, options, format_links(self.links()))
+        if response.code != codes.CREATED:
+            raise DeviceError(f"register answered {codes.dotted(response.code)}")
+        self.location = response.location_path
+        self.device_id = self.location[-1]  # Pelion client: the last segment is the device id
+        self.counters.registrations += 1
+        if self.flavor == PELION:
+            self._observers[self._auto_token] = _Observer(path=BATTERY, token=self._auto_token, accept=None)
+        self.registered.set()
+
+    async def update(self, links: list[ResourceLink] | None = None) -> int:
+        """Registration update; a 4.04 answer makes the client register afresh. Returns the CoAP code."""
+        options = [(codes.URI_PATH, segment.encode()) for segment in self.location]
+        payload = b""
+        if links:
+            options.append((codes.CONTENT_FORMAT, coap_encode_uint(40)))
+            payload = format_links(links)
+        response = await self.endpoint.request(self.server, codes.POST, options, payload)
+        if response.code == codes.NOT_FOUND:
+            self.registered.clear()
+            await self.register()
+        elif response.code != codes.CHANGED:
+            raise DeviceError(f"update answered {codes.dotted(response.code)}")
+        else:
+            self.counters.updates += 1
+        return response.code
+
+    async def deregister(self) -> None:
+        options = [(codes.URI_PATH, segment.encode()) for segment in self.location]
+        self.registered.clear()
+        await self.endpoint.request(self.server, codes.DELETE, options)
+
+    async def send_values(self, paths: list[str]) -> int:
+        """LwM2M 1.1 Send (`POST /dp`) of the current values in SenML JSON; returns the CoAP code."""
+        import msgspec
+
+        records = []
+        for path in paths:
+            resource = self.model.resource(path)
+            assert resource is not None
+            value = resource.value
+            records.append({"n": path, "v": value} if resource.kind in (INT, FLOAT) else {"n": path, "vs": str(value)})
+        options = [(codes.URI_PATH, b"dp"), (codes.CONTENT_FORMAT, coap_encode_uint(110))]
+        response = await self.endpoint.request(self.server, codes.POST, options, msgspec.json.encode(records))
+        return response.code
+
+    # ---- values ------------------------------------------------------------------------------------
+    def set_value(self, path: str, value: Value) -> None:
+        """Change a value as the device's own sensor would, and notify observers that want it."""
+        resource = self.model.resource(path)
+        if resource is None:
+            raise KeyError(path)
+        resource.value = value
+        self._changed(path)
+
+    def _changed(self, path: str) -> None:
+        now = self.clock.now()
+        for observer in list(self._observers.values()):
+            if path == observer.path or path.startswith(observer.path + "/"):
+                self._maybe_notify(observer, now)
+
+    def _maybe_notify(self, observer: _Observer, now: float) -> None:
+        rules = attributes.effective(self._attributes, observer.path)
+        current = self._numeric(observer.path)
+        if not rules.should_notify(observer.last_value, current, now - observer.last_sent_at):
+            return
+        wait = (rules.pmin or 0) - (now - observer.last_sent_at)
+        if wait > 0 and observer.seq > 0:
+            if observer.pending is None:  # pmin: one deferred notification carries the latest value
+                observer.pending = asyncio.get_running_loop().call_later(wait, self._deferred, observer)
+            return
+        self._spawn(self._notify(observer))
+
+    def _deferred(self, observer: _Observer) -> None:
+        observer.pending = None
+        self._spawn(self._notify(observer))
+
+    def _numeric(self, path: str) -> float | None:
+        resource = self.model.resource(path)
+        if resource is None or resource.kind not in (INT, FLOAT):
+            return None
+        return float(resource.value)
+
+    async def _notify(self, observer: _Observer) -> None:
+        if observer.token not in self._observers or not self.registered.is_set():
+            return
+        reply = self._read(observer.path, observer.accept)
+        observer.seq = (observer.seq + 1) & 0xFFFFFF
+        observer.last_sent_at = self.clock.now()
+        observer.last_value = self._numeric(observer.path)
+        options = [(codes.OBSERVE, coap_encode_uint(observer.seq)), *reply.options]
+        try:
+            await self.endpoint.send_notification(
+                self.server, reply.code, observer.token, options, reply.payload, confirmable=self.flavor == PELION
+            )
+            self.counters.notifications += 1
+        except DeviceReset:
+            self._drop_observer(observer.token)  # reactive cancel (RFC 7641 §3.6)
+        except DeviceError:
+            self.counters.errors += 1
+
+    def _drop_observer(self, token: bytes) -> None:
+        observer = self._observers.pop(token, None)
+        if observer is not None:
+            self._cancel_timers(observer)
+
+    @staticmethod
+    def _cancel_timers(observer: _Observer) -> None:
+        if observer.pending is not None:
+            observer.pending.cancel()
+        if observer.periodic is not None:
+            observer.periodic.cancel()
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _periodic(self, observer: _Observer) -> None:
+        """pmax: notify at least every pmax seconds even without a change."""
+        while True:
+            pmax = attributes.effective(self._attributes, observer.path).pmax
+            if not pmax:
+                return
+            await self.clock.sleep(max(pmax - (self.clock.now() - observer.last_sent_at), 0.05))
+            if self.clock.now() - observer.last_sent_at >= pmax:
+                await self._notify(observer)
+
+    # ---- requests from the server ------------------------------------------------------------------
+    async def _handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
+        self.counters.requests += 1
+        path = message.uri_path
+        code = message.code
+        if code == codes.GET:
+            if message.observe == 0:
+                return self._observe(message, path)
+            if message.observe == 1:
+                self._drop_observer(message.token)
+            return self._read(path, message.accept)
+        if code == codes.PUT:
+            if not payload and message.uri_query:
+                return self._write_attributes(path, message.uri_query)
+            return self._write(path, message.content_format, payload)
+        if code == codes.POST:
+            if self.model.resource(path) is not None:
+                return self._execute(path, payload)
+            return self._write(path, message.content_format, payload)
+        return Reply(codes.METHOD_NOT_ALLOWED)
+
+    def _read(self, path: str, accept: int | None) -> Reply:
+        if not self.model.exists(path):
+            return Reply(codes.NOT_FOUND)
+        resource = self.model.resource(path)
+        if resource is not None and resource.executable:
+            return Reply(codes.METHOD_NOT_ALLOWED)
+        cf_option = codes.CONTENT_FORMAT
+        if resource is not None and accept in (None, TEXT_CF, OPAQUE_CF):
+            if resource.kind == OPAQUE and accept != TEXT_CF:
+                return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(OPAQUE_CF))], resource.tlv_value())
+            if accept == OPAQUE_CF:
+                return Reply(codes.NOT_ACCEPTABLE)
+            return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TEXT_CF))], resource.text())
+        if accept not in (None, TLV_CF, LEGACY_TLV_CF):
+            return Reply(codes.NOT_ACCEPTABLE)
+        return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TLV_CF))], self.model.read_tlv(path))
+
+    def _observe(self, message: CoapMessage, path: str) -> Reply:
+        reply = self._read(path, message.accept)
+        if reply.code != codes.CONTENT:
+            return reply
+        observer = self._observers.get(message.token)
+        if observer is None or observer.path != path:
+            observer = _Observer(path=path, token=message.token, accept=message.accept)
+            self._observers[message.token] = observer
+        observer.last_sent_at = self.clock.now()
+        observer.last_value = self._numeric(path)
+        self._start_periodic(observer)
+        return Reply(reply.code, [(codes.OBSERVE, coap_encode_uint(observer.seq)), *reply.options], reply.payload)
+
+    def _start_periodic(self, observer: _Observer) -> None:
+        if observer.periodic is None or observer.periodic.done():
+            if attributes.effective(self._attributes, observer.path).pmax:
+                observer.periodic = asyncio.ensure_future(self._periodic(observer))
+
+    def _write(self, path: str, content_format: int | None, payload: bytes) -> Reply:
+        if not self.model.exists(path):
+            return Reply(codes.NOT_FOUND)
+        try:
+            if content_format in (TLV_CF, LEGACY_TLV_CF):
+                values = self.model.decode_tlv_write(path, payload)
+            else:
+                resource = self.model.resource(path)
+                if resource is None:
+                    return Reply(codes.BAD_REQUEST, payload=b"instance writes need TLV")
+                if content_format == OPAQUE_CF:
+                    if resource.kind != OPAQUE:
+                        return Reply(codes.UNSUPPORTED_FORMAT)
+                    values = {path: payload}
+                elif content_format in (None, TEXT_CF):
+                    values = {path: resource.parse_text(payload)}
+                else:
+                    return Reply(codes.UNSUPPORTED_FORMAT)
+        except KeyError:
+            return Reply(codes.NOT_FOUND)
+        except BadValue as error:
+            return Reply(codes.BAD_REQUEST, payload=str(error).encode()[:100])
+        resources: list[tuple[str, Resource]] = []
+        for target in values:
+            resource = self.model.resource(target)
+            assert resource is not None
+            if not resource.writable:
+                return Reply(codes.METHOD_NOT_ALLOWED)  # nothing is written when any target is read-only
+            resources.append((target, resource))
+        for target, resource in resources:
+            resource.value = values[target]
+            self.log.writes.append((target, values[target]))
+            self._changed(target)
+        return Reply(codes.CHANGED)
+
+    def _write_attributes(self, path: str, query: list[str]) -> Reply:
+        if not self.model.exists(path):
+            return Reply(codes.NOT_FOUND)
+        try:
+            self._attributes[path] = attributes.parse_query(query, self._attributes.get(path, {}))
+        except attributes.BadAttribute as error:
+            return Reply(codes.BAD_REQUEST, payload=str(error).encode()[:100])
+        self.log.attribute_queries.append((path, list(query)))
+        for observer in self._observers.values():
+            if observer.path == path or observer.path.startswith(path + "/") or path.startswith(observer.path + "/"):
+                self._start_periodic(observer)
+        return Reply(codes.CHANGED)
+
+    def _execute(self, path: str, payload: bytes) -> Reply:
+        resource = self.model.resource(path)
+        assert resource is not None
+        if not resource.executable:
+            return Reply(codes.METHOD_NOT_ALLOWED)
+        self.log.executes.append((path, payload))
+        if path == "/1/0/8":
+            self._spawn(self._update_soon())
+        return Reply(codes.CHANGED)
+
+    async def _update_soon(self) -> None:
+        try:
+            await self.update()
+        except DeviceError as error:
+            log.debug("%s: triggered update failed: %s", self.endpoint_name, error)
+
+    # ---- the simulated sensor ------------------------------------------------------------------------
+    async def vary(self, rate: float, rng: random.Random) -> None:
+        """Random-walk the temperature `rate` times a second (and drain the battery now and then)."""
+        if rate <= 0:
+            return
+        while True:
+            await self.clock.sleep(rng.expovariate(rate))
+            if not self.registered.is_set():
+                continue
+            temperature = self.model.resource(TEMPERATURE)
+            assert temperature is not None
+            self.set_value(TEMPERATURE, round(float(temperature.value) + rng.uniform(-0.5, 0.5), 2))
+            if rng.random() < 0.05:
+                battery = self.model.resource(BATTERY)
+                assert battery is not None
+                self.set_value(BATTERY, max(int(battery.value) - 1, 0))

@@ -1,0 +1,98 @@
+"""`devicehub simulate`: N simulated devices in one process, ramped up, with a live progress line."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import sys
+from urllib.parse import urlsplit
+
+from devicehub.clock import Clock, SystemClock
+from devicehub.config import SimulateSettings
+from devicehub.lwm2m.transport import Address
+from devicehub.sim.device import SimDevice
+
+PROGRESS_INTERVAL = 1.0
+
+
+def server_address(uri: str) -> Address:
+    """`coap://host:port` → (host, port); the port defaults to 5683."""
+    parts = urlsplit(uri)
+    if parts.scheme != "coap" or not parts.hostname:
+        raise ValueError(f"--server must look like coap://host:5683, not {uri!r}")
+    return parts.hostname, parts.port or 5683
+
+
+class Fleet:
+    """The devices of one `simulate` run."""
+
+    def __init__(self, settings: SimulateSettings, clock: Clock | None = None, *, seed: int | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.rng = random.Random(seed)
+        server = server_address(settings.server)
+        self.devices = [
+            SimDevice(
+                self.clock,
+                server,
+                f"{settings.prefix}{n}",
+                endpoint_type=settings.endpoint_type,
+                lifetime=settings.lifetime,
+                queue_mode=settings.queue_mode,
+                flavor=settings.flavor,
+            )
+            for n in range(settings.count)
+        ]
+        self._varying: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Start every device at `register_rate` per second; value changes begin as each one registers."""
+        gap = 1.0 / self.settings.register_rate if self.settings.register_rate > 0 else 0.0
+        for device in self.devices:
+            await device.start()
+            self._varying.append(asyncio.create_task(device.vary(self.settings.rate, random.Random(self.rng.random()))))
+            if gap:
+                await self.clock.sleep(gap)
+
+    async def wait_registered(self) -> None:
+        await asyncio.gather(*(device.registered.wait() for device in self.devices))
+
+    async def stop(self) -> None:
+        for task in self._varying:
+            task.cancel()
+        await asyncio.gather(*self._varying, return_exceptions=True)
+        await asyncio.gather(*(device.stop() for device in self.devices))
+
+    def progress(self) -> str:
+        registered = sum(d.registered.is_set() for d in self.devices)
+        notifications = sum(d.counters.notifications for d in self.devices)
+        notifying = sum(d.counters.notifications > 0 for d in self.devices)
+        errors = sum(d.counters.errors for d in self.devices)
+        return (
+            f"registered {registered}/{len(self.devices)}  notifying {notifying}  "
+            f"notifications {notifications}  errors {errors}"
+        )
+
+
+async def simulate(settings: SimulateSettings) -> int:
+    fleet = Fleet(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if settings.duration > 0:
+        loop.call_later(settings.duration, stop.set)
+    starting = asyncio.create_task(fleet.start())
+    live = sys.stderr.isatty()
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), PROGRESS_INTERVAL)
+        except TimeoutError:
+            pass
+        print(("\r" if live else "") + fleet.progress(), end="" if live else "\n", file=sys.stderr, flush=True)
+    starting.cancel()
+    await asyncio.gather(starting, return_exceptions=True)
+    await fleet.stop()
+    print(("\n" if live else "") + "stopped: " + fleet.progress(), file=sys.stderr, flush=True)
+    return 0

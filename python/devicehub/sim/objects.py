@@ -1,0 +1,226 @@
+"""The simulated device's LwM2M objects: 3 Device, 1 Server, 3303 Temperature, 3311 Light Control.
+
+Values are typed so that text, opaque and TLV encodings come out as a real client's would
+(lwm2m-device-side.md §5, §6). Reads of an instance or object answer TLV.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+
+from devicehub._core import (
+    TLV_OBJECT_INSTANCE,
+    TLV_RESOURCE,
+    TlvError,
+    TlvNode,
+    tlv_bool,
+    tlv_decode,
+    tlv_encode,
+    tlv_float,
+    tlv_int,
+    tlv_read_bool,
+    tlv_read_float,
+    tlv_read_int,
+)
+
+Value = int | float | bool | str | bytes
+
+INT, FLOAT, BOOL, STRING, OPAQUE, TIME = "int", "float", "bool", "string", "opaque", "time"
+
+TEXT_CF, OPAQUE_CF, TLV_CF, LEGACY_TLV_CF = 0, 42, 11542, 99
+
+TEMPERATURE = "/3303/0/5700"
+BATTERY = "/3/0/9"  # auto-observed by the Pelion flavour: notifies with no subscription (spec §3.2)
+READ_ONLY = "/3/0/0"  # Manufacturer: writes answer 4.05
+
+
+class BadValue(ValueError):
+    """A written payload does not hold a value of the resource's type."""
+
+
+@dataclass(slots=True)
+class Resource:
+    rid: int
+    kind: str
+    value: Value
+    writable: bool = False
+    executable: bool = False
+    published: bool = False  # Pelion: announced with its value in the registration (`;v=`)
+
+    def text(self) -> bytes:
+        if self.kind == OPAQUE:
+            assert isinstance(self.value, bytes)
+            return base64.b64encode(self.value)
+        if self.kind == BOOL:
+            return b"1" if self.value else b"0"
+        if self.kind == FLOAT:
+            return repr(float(self.value)).encode()
+        if isinstance(self.value, bytes):
+            return self.value
+        return str(self.value).encode()
+
+    def tlv_value(self) -> bytes:
+        if self.kind in (INT, TIME):
+            return tlv_int(int(self.value))
+        if self.kind == FLOAT:
+            return tlv_float(float(self.value))
+        if self.kind == BOOL:
+            return tlv_bool(bool(self.value))
+        if isinstance(self.value, bytes):
+            return self.value
+        return str(self.value).encode()
+
+    def tlv(self) -> TlvNode:
+        return TlvNode(TLV_RESOURCE, self.rid, self.tlv_value())
+
+    def parse_text(self, payload: bytes) -> Value:
+        try:
+            text = payload.decode()
+            if self.kind in (INT, TIME):
+                return int(text)
+            if self.kind == FLOAT:
+                return float(text)
+            if self.kind == BOOL:
+                if text not in ("0", "1", "true", "false"):
+                    raise BadValue(f"not a boolean: {text!r}")
+                return text in ("1", "true")
+            if self.kind == OPAQUE:
+                return base64.b64decode(text, validate=True)
+            return text
+        except (UnicodeDecodeError, ValueError, binascii.Error) as error:
+            raise BadValue(str(error)) from error
+
+    def parse_tlv_value(self, data: bytes) -> Value:
+        try:
+            if self.kind in (INT, TIME):
+                return tlv_read_int(data)
+            if self.kind == FLOAT:
+                return tlv_read_float(data)
+            if self.kind == BOOL:
+                return tlv_read_bool(data)
+            if self.kind == OPAQUE:
+                return data
+            return data.decode()
+        except (TlvError, UnicodeDecodeError) as error:
+            raise BadValue(str(error)) from error
+
+
+@dataclass(slots=True)
+class Model:
+    """Object → instance → resource."""
+
+    objects: dict[int, dict[int, dict[int, Resource]]] = field(default_factory=dict)
+
+    def resource(self, path: str) -> Resource | None:
+        ids = _ids(path)
+        if ids is None or len(ids) != 3:
+            return None
+        return self.objects.get(ids[0], {}).get(ids[1], {}).get(ids[2])
+
+    def exists(self, path: str) -> bool:
+        ids = _ids(path)
+        if ids is None or not 1 <= len(ids) <= 3:
+            return False
+        node: object = self.objects
+        for part in ids:
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    def read_tlv(self, path: str) -> bytes:
+        """TLV of a resource, an instance (its resources) or an object (its instances)."""
+        ids = _ids(path) or []
+        if len(ids) == 3:
+            resource = self.resource(path)
+            assert resource is not None
+            return tlv_encode([resource.tlv()])
+        if len(ids) == 2:
+            return tlv_encode([r.tlv() for r in self.objects[ids[0]][ids[1]].values()])
+        return tlv_encode(
+            [
+                TlvNode(TLV_OBJECT_INSTANCE, iid, b"", [r.tlv() for r in inst.values()])
+                for iid, inst in self.objects[ids[0]].items()
+            ]
+        )
+
+    def decode_tlv_write(self, path: str, payload: bytes) -> dict[str, Value]:
+        """Values a TLV write to a resource or instance carries, by path; BadValue when not writable data."""
+        ids = _ids(path) or []
+        try:
+            nodes = tlv_decode(payload)
+        except TlvError as error:
+            raise BadValue(str(error)) from error
+        if len(ids) == 2 and len(nodes) == 1 and nodes[0].kind == TLV_OBJECT_INSTANCE:
+            nodes = nodes[0].children
+        base = f"/{ids[0]}/{ids[1]}"
+        values: dict[str, Value] = {}
+        for node in nodes:
+            if node.kind != TLV_RESOURCE:
+                raise BadValue("only single resources can be written here")
+            target = f"{base}/{node.id}"
+            if len(ids) == 3 and target != path:
+                raise BadValue(f"TLV for resource {node.id} written to {path}")
+            resource = self.resource(target)
+            if resource is None:
+                raise KeyError(target)
+            values[target] = resource.parse_tlv_value(node.value)
+        return values
+
+    def paths(self) -> list[str]:
+        return [f"/{o}/{i}/{r}" for o, insts in self.objects.items() for i, res in insts.items() for r in res]
+
+    def instances(self) -> list[str]:
+        return [f"/{o}/{i}" for o, insts in self.objects.items() for i in insts]
+
+
+def _ids(path: str) -> list[int] | None:
+    parts = [p for p in path.split("/") if p]
+    if not parts or not all(p.isdigit() and len(p) <= 5 for p in parts):
+        return None
+    return [int(p) for p in parts]
+
+
+def standard_model(endpoint_name: str, lifetime: int, now: float) -> Model:
+    """The objects every simulated device has (issue 8 §5)."""
+    return Model(
+        objects={
+            1: {
+                0: {
+                    0: Resource(0, INT, 1),  # Short Server ID
+                    1: Resource(1, INT, lifetime, writable=True),  # Lifetime
+                    7: Resource(7, STRING, "U", writable=True),  # Binding
+                    8: Resource(8, STRING, "", executable=True),  # Registration Update Trigger
+                }
+            },
+            3: {
+                0: {
+                    0: Resource(0, STRING, "devicehub", published=True),  # Manufacturer (read-only)
+                    1: Resource(1, STRING, "simulator", published=True),  # Model Number
+                    2: Resource(2, STRING, endpoint_name, published=True),  # Serial Number
+                    3: Resource(3, STRING, "1.0", published=True),  # Firmware Version
+                    4: Resource(4, STRING, "", executable=True),  # Reboot
+                    9: Resource(9, INT, 100),  # Battery Level (auto-observed in the Pelion flavour)
+                    13: Resource(13, TIME, int(now), writable=True),  # Current Time
+                    16: Resource(16, STRING, "U"),  # Supported Binding and Modes
+                }
+            },
+            3303: {
+                0: {
+                    5700: Resource(5700, FLOAT, 21.5),  # Sensor Value
+                    5701: Resource(5701, STRING, "Cel"),  # Sensor Units
+                    5601: Resource(5601, FLOAT, 21.5),  # Min Measured Value
+                    5602: Resource(5602, FLOAT, 21.5),  # Max Measured Value
+                }
+            },
+            3311: {
+                0: {
+                    5850: Resource(5850, BOOL, False, writable=True),  # On/Off
+                    5851: Resource(5851, INT, 0, writable=True),  # Dimmer 0-100
+                    5706: Resource(5706, STRING, "#FFFFFF", writable=True),  # Colour
+                }
+            },
+        }
+    )

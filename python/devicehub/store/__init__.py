@@ -1,0 +1,20 @@
+"""Storage backends behind one `Store` protocol: embedded SQLite by default, Redis for several nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devicehub.store.base import Store
+
+__all__ = ["Store", "open_store"]
+
+
+def open_store(data_dir: Path, redis_url: str = "") -> Store:
+    """The Redis store when a URL is given (several nodes share it), else SQLite under `data_dir`."""
+    if redis_url:
+        from devicehub.store.redis import RedisStore  # imported only in Redis mode
+
+        return RedisStore(redis_url)
+    from devicehub.store.sqlite import SqliteStore
+
+    return SqliteStore(data_dir)

@@ -1,0 +1,506 @@
+"""`SqliteStore`: the embedded default, one SQLite file in WAL mode under the data directory.
+
+Every call runs on one dedicated writer thread (style rule 12: the event loop never blocks on disk), each inside
+one transaction, so a failing call leaves nothing half-written. Records are kept as msgpack blobs beside the
+columns that queries filter on; the blobs use the same msgspec Structs as every other backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from devicehub.store.records import (
+    Account,
+    ApiKey,
+    ChannelConfig,
+    DesiredValue,
+    Device,
+    DeviceRequest,
+    PresubscriptionRule,
+    ReportedValue,
+    SnapshotResource,
+    StoredEvent,
+)
+
+T = TypeVar("T")
+
+DB_FILE = "devicehub.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS accounts (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY, account_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE, created_at REAL NOT NULL,
+    data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys (account_id, created_at);
+CREATE TABLE IF NOT EXISTS enrollments (endpoint_name TEXT PRIMARY KEY, account_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS devices (
+    id TEXT PRIMARY KEY, account_id TEXT NOT NULL, endpoint_name TEXT NOT NULL, state TEXT NOT NULL,
+    last_seen_at REAL NOT NULL, data BLOB NOT NULL, UNIQUE (account_id, endpoint_name));
+CREATE INDEX IF NOT EXISTS devices_seen ON devices (last_seen_at);
+CREATE TABLE IF NOT EXISTS subscriptions (
+    key_id TEXT NOT NULL, device_id TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (key_id, device_id, path));
+CREATE INDEX IF NOT EXISTS subscriptions_device ON subscriptions (device_id);
+CREATE TABLE IF NOT EXISTS presubscriptions (key_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, rules BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS presubscriptions_account ON presubscriptions (account_id);
+CREATE TABLE IF NOT EXISTS channels (key_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS channel_events (
+    key_id TEXT NOT NULL, seq INTEGER NOT NULL, kind INTEGER NOT NULL, data BLOB NOT NULL,
+    queued_at_ms INTEGER NOT NULL, PRIMARY KEY (key_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, key_id TEXT NOT NULL, async_id TEXT NOT NULL, device_id TEXT NOT NULL,
+    data BLOB NOT NULL, UNIQUE (key_id, async_id));
+CREATE INDEX IF NOT EXISTS requests_device ON requests (device_id, seq);
+CREATE TABLE IF NOT EXISTS snapshot (
+    device_id TEXT NOT NULL, path TEXT NOT NULL, reported BLOB, desired BLOB, subscribed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (device_id, path)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
+"""
+
+_encode = msgspec.msgpack.Encoder().encode
+_RULES = msgspec.msgpack.Decoder(list[PresubscriptionRule])
+_DECODERS: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
+
+
+def _decode(kind: type[T], data: bytes) -> T:
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
+    value: T = decoder.decode(data)
+    return value
+
+
+class SqliteStore:
+    """The `Store` protocol on one SQLite database file."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._path = Path(data_dir) / DB_FILE
+        self._db: sqlite3.Connection | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work)
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        db = self._db
+        if db is None:
+            raise RuntimeError("store is not open")
+        with db:  # commits on success, rolls back on any exception
+            return work(db)
+
+    async def open(self) -> None:
+        def connect() -> None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS crash
+            # can lose the last transactions, which is what the documented flush bound is about.
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=OFF")
+            db.executescript(_SCHEMA)
+            db.isolation_level = "DEFERRED"
+            self._db = db
+
+        await asyncio.get_running_loop().run_in_executor(self._thread, connect)
+
+    async def close(self) -> None:
+        def disconnect() -> None:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+        await asyncio.get_running_loop().run_in_executor(self._thread, disconnect)
+        self._thread.shutdown(wait=True)
+
+    # ---- accounts and keys ---------------------------------------------------------------------
+    async def create_account(self, account: Account) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO accounts (id, name, data) VALUES (?, ?, ?)", (account.id, account.name, _encode(account))
+            )
+        )
+
+    async def get_account(self, account_id: str) -> Account | None:
+        return await self._one(Account, "SELECT data FROM accounts WHERE id = ?", (account_id,))
+
+    async def find_account_by_name(self, name: str) -> Account | None:
+        return await self._one(Account, "SELECT data FROM accounts WHERE name = ?", (name,))
+
+    async def list_accounts(self) -> list[Account]:
+        return await self._all(Account, "SELECT data FROM accounts ORDER BY name", ())
+
+    async def create_key(self, key: ApiKey) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO api_keys (id, account_id, key_hash, created_at, data) VALUES (?, ?, ?, ?, ?)",
+                (key.id, key.account_id, key.key_hash, key.created_at, _encode(key)),
+            )
+        )
+
+    async def find_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        return await self._one(ApiKey, "SELECT data FROM api_keys WHERE key_hash = ?", (key_hash,))
+
+    async def list_keys(self, account_id: str) -> list[ApiKey]:
+        return await self._all(
+            ApiKey, "SELECT data FROM api_keys WHERE account_id = ? ORDER BY created_at, id", (account_id,)
+        )
+
+    async def revoke_key(self, key_id: str, at: float) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            row = db.execute("SELECT data FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+            if row is None:
+                return False
+            key = _decode(ApiKey, row[0])
+            if key.revoked_at is None:
+                db.execute(
+                    "UPDATE api_keys SET data = ? WHERE id = ?",
+                    (_encode(msgspec.structs.replace(key, revoked_at=at)), key_id),
+                )
+            return True
+
+        return await self._run(work)
+
+    # ---- enrollment and devices ----------------------------------------------------------------
+    async def enroll(self, account_id: str, endpoint_name: str) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO enrollments (endpoint_name, account_id) VALUES (?, ?)",
+                (endpoint_name, account_id),
+            )
+        )
+
+    async def enrolled_account(self, endpoint_name: str) -> str | None:
+        def work(db: sqlite3.Connection) -> str | None:
+            row = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (endpoint_name,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(work)
+
+    async def put_device(self, device: Device) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    device.id,
+                    device.account_id,
+                    device.endpoint_name,
+                    device.state,
+                    device.last_seen_at,
+                    _encode(device),
+                ),
+            )
+        )
+
+    async def get_device(self, device_id: str) -> Device | None:
+        return await self._one(Device, "SELECT data FROM devices WHERE id = ?", (device_id,))
+
+    async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
+        return await self._one(
+            Device, "SELECT data FROM devices WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
+        )
+
+    async def list_devices(
+        self, account_id: str, *, state: str | None = None, after: str | None = None, limit: int = 50
+    ) -> list[Device]:
+        sql = "SELECT data FROM devices WHERE account_id = ?"
+        args: list[object] = [account_id]
+        if state is not None:
+            sql += " AND state = ?"
+            args.append(state)
+        if after is not None:
+            sql += " AND id > ?"
+            args.append(after)
+        sql += " ORDER BY id LIMIT ?"
+        args.append(limit)
+        return await self._all(Device, sql, tuple(args))
+
+    async def count_devices(self, account_id: str, *, state: str | None = None) -> int:
+        sql = "SELECT COUNT(*) FROM devices WHERE account_id = ?"
+        args: tuple[str, ...] = (account_id,)  # widened below when filtering by state
+        if state is not None:
+            sql += " AND state = ?"
+            args = (account_id, state)
+        return await self._run(lambda db: int(db.execute(sql, args).fetchone()[0]))
+
+    async def delete_device(self, device_id: str) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            for table in ("devices", "subscriptions", "requests", "snapshot"):
+                column = "id" if table == "devices" else "device_id"
+                db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
+
+        await self._run(work)
+
+    async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
+        return await self._run(
+            lambda db: [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT id FROM devices WHERE last_seen_at < ? ORDER BY last_seen_at LIMIT ?", (cutoff, limit)
+                )
+            ]
+        )
+
+    # ---- resource subscriptions ------------------------------------------------------------------
+    async def add_subscription(self, key_id: str, device_id: str, path: str) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO subscriptions (key_id, device_id, path) VALUES (?, ?, ?)",
+                (key_id, device_id, path),
+            )
+        )
+
+    async def remove_subscription(self, key_id: str, device_id: str, path: str) -> bool:
+        return await self._run(
+            lambda db: (
+                db.execute(
+                    "DELETE FROM subscriptions WHERE key_id = ? AND device_id = ? AND path = ?",
+                    (key_id, device_id, path),
+                ).rowcount
+                > 0
+            )
+        )
+
+    async def list_subscriptions(self, key_id: str, device_id: str) -> list[str]:
+        return await self._run(
+            lambda db: [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT path FROM subscriptions WHERE key_id = ? AND device_id = ? ORDER BY path",
+                    (key_id, device_id),
+                )
+            ]
+        )
+
+    async def remove_device_subscriptions(self, device_id: str, key_id: str | None = None) -> int:
+        sql = "DELETE FROM subscriptions WHERE device_id = ?"
+        args: tuple[str, ...] = (device_id,)
+        if key_id is not None:
+            sql, args = sql + " AND key_id = ?", (device_id, key_id)
+        return await self._run(lambda db: int(db.execute(sql, args).rowcount))
+
+    async def subscribers(self, device_id: str) -> list[tuple[str, str]]:
+        return await self._run(
+            lambda db: [
+                (str(r[0]), str(r[1]))
+                for r in db.execute(
+                    "SELECT key_id, path FROM subscriptions WHERE device_id = ? ORDER BY key_id, path", (device_id,)
+                )
+            ]
+        )
+
+    # ---- presubscriptions ------------------------------------------------------------------------
+    async def set_presubscriptions(self, key_id: str, account_id: str, rules: Sequence[PresubscriptionRule]) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            if rules:
+                db.execute(
+                    "INSERT OR REPLACE INTO presubscriptions (key_id, account_id, rules) VALUES (?, ?, ?)",
+                    (key_id, account_id, _encode(list(rules))),
+                )
+            else:
+                db.execute("DELETE FROM presubscriptions WHERE key_id = ?", (key_id,))
+
+        await self._run(work)
+
+    async def get_presubscriptions(self, key_id: str) -> list[PresubscriptionRule]:
+        def work(db: sqlite3.Connection) -> list[PresubscriptionRule]:
+            row = db.execute("SELECT rules FROM presubscriptions WHERE key_id = ?", (key_id,)).fetchone()
+            return [] if row is None else _RULES.decode(row[0])
+
+        return await self._run(work)
+
+    async def account_presubscriptions(self, account_id: str) -> list[tuple[str, list[PresubscriptionRule]]]:
+        return await self._run(
+            lambda db: [
+                (str(r[0]), _RULES.decode(r[1]))
+                for r in db.execute(
+                    "SELECT key_id, rules FROM presubscriptions WHERE account_id = ? ORDER BY key_id", (account_id,)
+                )
+            ]
+        )
+
+    # ---- channels and their event journal ---------------------------------------------------------
+    async def put_channel(self, channel: ChannelConfig) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO channels (key_id, account_id, data) VALUES (?, ?, ?)",
+                (channel.key_id, channel.account_id, _encode(channel)),
+            )
+        )
+
+    async def get_channel(self, key_id: str) -> ChannelConfig | None:
+        return await self._one(ChannelConfig, "SELECT data FROM channels WHERE key_id = ?", (key_id,))
+
+    async def delete_channel(self, key_id: str) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            db.execute("DELETE FROM channel_events WHERE key_id = ?", (key_id,))
+            return db.execute("DELETE FROM channels WHERE key_id = ?", (key_id,)).rowcount > 0
+
+        return await self._run(work)
+
+    async def list_channels(self, account_id: str | None = None) -> list[ChannelConfig]:
+        if account_id is None:
+            return await self._all(ChannelConfig, "SELECT data FROM channels ORDER BY key_id", ())
+        return await self._all(
+            ChannelConfig, "SELECT data FROM channels WHERE account_id = ? ORDER BY key_id", (account_id,)
+        )
+
+    async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            row = db.execute("SELECT MAX(seq) FROM channel_events WHERE key_id = ?", (key_id,)).fetchone()
+            start = (row[0] if row[0] is not None else -1) + 1
+            db.executemany(
+                "INSERT INTO channel_events (key_id, seq, kind, data, queued_at_ms) VALUES (?, ?, ?, ?, ?)",
+                [(key_id, start + i, e.kind, e.data, e.queued_at_ms) for i, e in enumerate(events)],
+            )
+
+        if events:
+            await self._run(work)
+
+    async def load_events(self, key_id: str) -> list[StoredEvent]:
+        return await self._run(
+            lambda db: [
+                StoredEvent(int(r[0]), bytes(r[1]), int(r[2]))
+                for r in db.execute(
+                    "SELECT kind, data, queued_at_ms FROM channel_events WHERE key_id = ? ORDER BY seq", (key_id,)
+                )
+            ]
+        )
+
+    async def drop_head_events(self, key_id: str, count: int) -> None:
+        if count <= 0:
+            return
+        await self._run(
+            lambda db: db.execute(
+                "DELETE FROM channel_events WHERE key_id = ? AND seq IN"
+                " (SELECT seq FROM channel_events WHERE key_id = ? ORDER BY seq LIMIT ?)",
+                (key_id, key_id, count),
+            )
+        )
+
+    # ---- device-request queue -----------------------------------------------------------------------
+    async def enqueue_request(self, request: DeviceRequest) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO requests (key_id, async_id, device_id, data) VALUES (?, ?, ?, ?)",
+                (request.key_id, request.async_id, request.device_id, _encode(request)),
+            )
+        )
+
+    async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
+        return await self._all(
+            DeviceRequest, "SELECT data FROM requests WHERE device_id = ? ORDER BY seq", (device_id,)
+        )
+
+    async def all_pending_requests(self) -> list[DeviceRequest]:
+        return await self._all(DeviceRequest, "SELECT data FROM requests ORDER BY seq", ())
+
+    async def find_request(self, key_id: str, async_id: str) -> DeviceRequest | None:
+        return await self._one(
+            DeviceRequest, "SELECT data FROM requests WHERE key_id = ? AND async_id = ?", (key_id, async_id)
+        )
+
+    async def update_request(self, request: DeviceRequest) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "UPDATE requests SET data = ? WHERE key_id = ? AND async_id = ?",
+                (_encode(request), request.key_id, request.async_id),
+            )
+        )
+
+    async def remove_request(self, key_id: str, async_id: str) -> bool:
+        return await self._run(
+            lambda db: (
+                db.execute("DELETE FROM requests WHERE key_id = ? AND async_id = ?", (key_id, async_id)).rowcount > 0
+            )
+        )
+
+    # ---- state snapshot --------------------------------------------------------------------------------
+    async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"
+                " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported",
+                (device_id, path, _encode(reported)),
+            )
+        )
+
+    async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO snapshot (device_id, path, desired) VALUES (?, ?, ?)"
+                " ON CONFLICT (device_id, path) DO UPDATE SET desired = excluded.desired",
+                (device_id, path, _encode(desired)),
+            )
+        )
+
+    async def set_subscribed(self, device_id: str, path: str, subscribed: bool) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO snapshot (device_id, path, subscribed) VALUES (?, ?, ?)"
+                " ON CONFLICT (device_id, path) DO UPDATE SET subscribed = excluded.subscribed",
+                (device_id, path, int(subscribed)),
+            )
+        )
+
+    async def clear_subscribed(self, device_id: str) -> None:
+        await self._run(lambda db: db.execute("UPDATE snapshot SET subscribed = 0 WHERE device_id = ?", (device_id,)))
+
+    async def ensure_resources(self, device_id: str, paths: Sequence[str]) -> None:
+        await self._run(
+            lambda db: db.executemany(
+                "INSERT OR IGNORE INTO snapshot (device_id, path) VALUES (?, ?)", [(device_id, p) for p in paths]
+            )
+        )
+
+    async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
+        def work(db: sqlite3.Connection) -> list[SnapshotResource]:
+            rows = db.execute(
+                "SELECT path, reported, desired, subscribed FROM snapshot WHERE device_id = ? ORDER BY path",
+                (device_id,),
+            )
+            return [
+                SnapshotResource(
+                    path=str(path),
+                    reported=None if reported is None else _decode(ReportedValue, reported),
+                    desired=None if desired is None else _decode(DesiredValue, desired),
+                    subscribed=bool(subscribed),
+                )
+                for path, reported, desired, subscribed in rows
+            ]
+
+        return await self._run(work)
+
+    # ---- cluster coordination (one process, but the same contract as Redis) ---------------------------
+    async def acquire_lease(self, name: str, owner: str, ttl_seconds: float, now: float) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            row = db.execute("SELECT owner, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] != owner and row[1] > now:
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO leases (name, owner, expires_at) VALUES (?, ?, ?)",
+                (name, owner, now + ttl_seconds),
+            )
+            return True
+
+        return await self._run(work)
+
+    async def release_lease(self, name: str, owner: str) -> None:
+        await self._run(lambda db: db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner)))
+
+    # ---- helpers --------------------------------------------------------------------------------------
+    async def _one(self, kind: type[T], sql: str, args: tuple[object, ...]) -> T | None:
+        def work(db: sqlite3.Connection) -> T | None:
+            row = db.execute(sql, args).fetchone()
+            return None if row is None else _decode(kind, row[0])
+
+        return await self._run(work)
+
+    async def _all(self, kind: type[T], sql: str, args: tuple[object, ...]) -> list[T]:
+        return await self._run(lambda db: [_decode(kind, r[0]) for r in db.execute(sql, args)])

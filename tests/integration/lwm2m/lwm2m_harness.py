@@ -1,0 +1,51 @@
+"""An in-process service node on free loopback ports, and simulated devices talking to it over real UDP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from devicehub.clock import Clock, SystemClock
+from devicehub.config import ServeSettings
+from devicehub.node import Node
+from devicehub.sim.device import SimDevice
+
+
+def run(coro: Coroutine[Any, Any, None], timeout: float = 30.0) -> None:
+    asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None:
+    """Wait (real time, bounded) until `predicate` holds: synchronisation on a condition, not a guess."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.002)
+
+
+@contextlib.asynccontextmanager
+async def running_node(data_dir: Path, *, clock: Clock | None = None, dev: bool = True) -> AsyncIterator[Node]:
+    settings = ServeSettings(host="127.0.0.1", http_port=0, coap_port=0, data_dir=data_dir, dev=dev)
+    node = Node(settings, clock=clock)
+    await node.start()
+    try:
+        yield node
+    finally:
+        await node.stop()
+
+
+@contextlib.asynccontextmanager
+async def device(node: Node, name: str, **options: Any) -> AsyncIterator[SimDevice]:
+    """A registered simulated device (its own clock is real time: its lifetime is long enough not to matter)."""
+    sim = SimDevice(SystemClock(), ("127.0.0.1", node.coap_port), name, **options)
+    await sim.start()
+    try:
+        await asyncio.wait_for(sim.registered.wait(), 10)
+        yield sim
+    finally:
+        await sim.stop()
