@@ -1,7 +1,139 @@
-//! placeholder: being written
+//! `ChannelQueue` and `Batch`: conversions around `devicehub_core::queue`.
 
+use devicehub_core::queue::{self, Event};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use crate::errors::QueueError;
+
+/// Carries a core queue error to Python; the orphan rule forbids `From<queue::QueueError> for PyErr`.
+pub struct PyQueueError(queue::QueueError);
+
+impl From<queue::QueueError> for PyQueueError {
+    fn from(err: queue::QueueError) -> Self {
+        Self(err)
+    }
+}
+
+impl From<PyQueueError> for PyErr {
+    fn from(err: PyQueueError) -> Self {
+        QueueError::new_err(err.0.to_string())
+    }
+}
+
+fn as_tuples<'py>(py: Python<'py>, events: &[Event]) -> Vec<(u8, Bound<'py, PyBytes>, u64)> {
+    events
+        .iter()
+        .map(|e| (e.kind, PyBytes::new(py, &e.data), e.queued_at_ms))
+        .collect()
+}
+
+/// A taken batch; kept whole so that `put_back` restores exactly what was taken.
+#[pyclass(module = "devicehub._core", name = "Batch", frozen)]
+pub struct PyBatch {
+    batch: queue::Batch,
+}
+
+#[pymethods]
+impl PyBatch {
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.batch.body)
+    }
+    #[getter]
+    fn count(&self) -> usize {
+        self.batch.events.len()
+    }
+    fn events<'py>(&self, py: Python<'py>) -> Vec<(u8, Bound<'py, PyBytes>, u64)> {
+        as_tuples(py, &self.batch.events)
+    }
+}
+
+#[pyclass(module = "devicehub._core", name = "ChannelQueue")]
+pub struct PyChannelQueue {
+    queue: queue::ChannelQueue,
+}
+
+#[pymethods]
+impl PyChannelQueue {
+    #[new]
+    #[pyo3(signature = (max_bytes = queue::DEFAULT_MAX_BYTES, lifetime_ms = queue::DEFAULT_LIFETIME_MS))]
+    fn new(max_bytes: usize, lifetime_ms: u64) -> Result<Self, PyQueueError> {
+        Ok(Self {
+            queue: queue::ChannelQueue::new(max_bytes, lifetime_ms)?,
+        })
+    }
+    fn push(&mut self, kind: u8, event: Vec<u8>, now_ms: u64) -> Result<usize, PyQueueError> {
+        Ok(self.queue.push(kind, event, now_ms)?)
+    }
+    fn take_batch(
+        &mut self,
+        max_items: usize,
+        now_ms: u64,
+    ) -> Result<Option<PyBatch>, PyQueueError> {
+        Ok(self
+            .queue
+            .take_batch(max_items, now_ms)?
+            .map(|batch| PyBatch { batch }))
+    }
+    fn put_back(&mut self, batch: &Bound<'_, PyBatch>) -> usize {
+        self.queue.put_back(batch.get().batch.clone())
+    }
+    fn expire(&mut self, now_ms: u64) -> usize {
+        self.queue.expire(now_ms)
+    }
+    fn clear(&mut self) -> usize {
+        self.queue.clear()
+    }
+    fn snapshot<'py>(&self, py: Python<'py>) -> Vec<(u8, Bound<'py, PyBytes>, u64)> {
+        let events: Vec<Event> = self.queue.iter().cloned().collect();
+        as_tuples(py, &events)
+    }
+    fn __len__(&self) -> usize {
+        self.queue.len()
+    }
+    #[getter]
+    fn bytes_used(&self) -> usize {
+        self.queue.bytes_used()
+    }
+    #[getter]
+    fn max_bytes(&self) -> usize {
+        self.queue.max_bytes()
+    }
+    #[getter]
+    fn lifetime_ms(&self) -> u64 {
+        self.queue.lifetime_ms()
+    }
+    #[getter]
+    fn dropped_overflow(&self) -> u64 {
+        self.queue.dropped_overflow
+    }
+    #[getter]
+    fn dropped_expired(&self) -> u64 {
+        self.queue.dropped_expired
+    }
+    #[getter]
+    fn pushed_total(&self) -> u64 {
+        self.queue.pushed_total
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("KIND_NOTIFICATION", queue::KIND_NOTIFICATION)?;
+    m.add("KIND_REGISTRATION", queue::KIND_REGISTRATION)?;
+    m.add("KIND_REG_UPDATE", queue::KIND_REG_UPDATE)?;
+    m.add("KIND_DE_REGISTRATION", queue::KIND_DE_REGISTRATION)?;
+    m.add(
+        "KIND_REGISTRATIONS_EXPIRED",
+        queue::KIND_REGISTRATIONS_EXPIRED,
+    )?;
+    m.add("KIND_ASYNC_RESPONSE", queue::KIND_ASYNC_RESPONSE)?;
+    m.add("EVENT_OVERHEAD_BYTES", queue::EVENT_OVERHEAD_BYTES)?;
+    m.add("DEFAULT_MAX_BYTES", queue::DEFAULT_MAX_BYTES)?;
+    m.add("DEFAULT_LIFETIME_MS", queue::DEFAULT_LIFETIME_MS)?;
+    m.add("DEFAULT_CHUNK_SIZE", queue::DEFAULT_CHUNK_SIZE)?;
+    m.add("MAX_CHUNK_SIZE", queue::MAX_CHUNK_SIZE)?;
+    m.add_class::<PyBatch>()?;
+    m.add_class::<PyChannelQueue>()?;
     Ok(())
 }
