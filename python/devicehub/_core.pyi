@@ -88,7 +88,7 @@ class Batch:
 class ChannelQueue:
     """A per-API-key FIFO of pre-encoded events with a byte cap and an event lifetime."""
 
-    def __init__(self, max_bytes: int = ..., lifetime_ms: int = ...) -> None: ...
+    def __new__(cls, max_bytes: int = ..., lifetime_ms: int = ...) -> ChannelQueue: ...
     def push(self, kind: int, event: bytes, now_ms: int) -> int:
         """Append one event; returns how many oldest events were dropped to stay under the cap."""
     def take_batch(self, max_items: int, now_ms: int) -> Batch | None:

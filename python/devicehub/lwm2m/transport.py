@@ -18,7 +18,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from devicehub._core import CoapError, CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import Clock
@@ -122,8 +122,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         return protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self._transport = transport
+        self._transport = cast(asyncio.DatagramTransport, transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None

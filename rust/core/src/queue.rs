@@ -170,7 +170,11 @@ impl ChannelQueue {
     }
 
     /// Expire, then take up to `max_items` events from the head as one batch (None when empty).
-    pub fn take_batch(&mut self, max_items: usize, now_ms: u64) -> Result<Option<Batch>, QueueError> {
+    pub fn take_batch(
+        &mut self,
+        max_items: usize,
+        now_ms: u64,
+    ) -> Result<Option<Batch>, QueueError> {
         if !(1..=MAX_CHUNK_SIZE).contains(&max_items) {
             return Err(QueueError::BatchSize(max_items));
         }
@@ -294,9 +298,13 @@ mod tests {
     #[test]
     fn batches_group_by_kind_in_queue_order() {
         let mut queue = ChannelQueue::new(DEFAULT_MAX_BYTES, DEFAULT_LIFETIME_MS).unwrap();
-        queue.push(KIND_DE_REGISTRATION, b"\"d1\"".to_vec(), 0).unwrap();
+        queue
+            .push(KIND_DE_REGISTRATION, b"\"d1\"".to_vec(), 0)
+            .unwrap();
         queue.push(KIND_NOTIFICATION, note(1), 0).unwrap();
-        queue.push(KIND_ASYNC_RESPONSE, b"{\"id\":\"a\"}".to_vec(), 0).unwrap();
+        queue
+            .push(KIND_ASYNC_RESPONSE, b"{\"id\":\"a\"}".to_vec(), 0)
+            .unwrap();
         queue.push(KIND_NOTIFICATION, note(2), 0).unwrap();
         let batch = queue.take_batch(10, 0).unwrap().unwrap();
         assert_eq!(
@@ -313,7 +321,10 @@ mod tests {
             queue.push(KIND_NOTIFICATION, note(n), 0).unwrap();
         }
         assert_eq!(queue.take_batch(0, 0), Err(QueueError::BatchSize(0)));
-        assert_eq!(queue.take_batch(20_001, 0), Err(QueueError::BatchSize(20_001)));
+        assert_eq!(
+            queue.take_batch(20_001, 0),
+            Err(QueueError::BatchSize(20_001))
+        );
         assert_eq!(queue.take_batch(1, 0).unwrap().unwrap().events.len(), 1);
         let ten = queue.take_batch(DEFAULT_CHUNK_SIZE, 0).unwrap().unwrap();
         assert_eq!(ten.events.len(), 10_000);
@@ -333,8 +344,14 @@ mod tests {
         let batch = queue.take_batch(3, 10).unwrap().unwrap();
         queue.push(KIND_NOTIFICATION, note(5), 11).unwrap();
         assert_eq!(queue.put_back(batch), 0);
-        let order: Vec<_> = queue.iter().map(|e| (e.data.clone(), e.queued_at_ms)).collect();
-        let expected: Vec<_> = (0..5).map(|n| (note(n), n as u64)).chain([(note(5), 11)]).collect();
+        let order: Vec<_> = queue
+            .iter()
+            .map(|e| (e.data.clone(), e.queued_at_ms))
+            .collect();
+        let expected: Vec<_> = (0..5)
+            .map(|n| (note(n), n as u64))
+            .chain([(note(5), 11)])
+            .collect();
         assert_eq!(order, expected);
     }
 
@@ -354,7 +371,10 @@ mod tests {
     #[test]
     fn constructor_rejects_zero_limits() {
         assert_eq!(ChannelQueue::new(0, 1).unwrap_err(), QueueError::ZeroCap);
-        assert_eq!(ChannelQueue::new(1, 0).unwrap_err(), QueueError::ZeroLifetime);
+        assert_eq!(
+            ChannelQueue::new(1, 0).unwrap_err(),
+            QueueError::ZeroLifetime
+        );
     }
 
     proptest! {

@@ -1,0 +1,103 @@
+"""Event encoding per channel options (wire-format.md NotificationMessage and serialization cfg)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import msgspec
+
+from devicehub.channels.encode import EventEncoder
+from devicehub.channels.options import ChannelOptions
+from devicehub.domain.events import (
+    AsyncResponseEvent,
+    DeregistrationEvent,
+    NotificationEvent,
+    RegistrationEvent,
+    ResourceEntry,
+)
+
+DEVICE = "0123456789abcdef0123456789abcdef"
+NOTE = NotificationEvent(
+    device_id=DEVICE, endpoint_name="node-1", path="/3303/0/5700", content_type="text/plain", payload=b"21.5"
+)
+REG = RegistrationEvent(
+    device_id=DEVICE,
+    endpoint_name="node-1",
+    endpoint_type="sensor",
+    queue_mode=True,
+    resources=(ResourceEntry(path="/3/0/0", rt="x", obs=True, iface="core"), ResourceEntry(path="/3303/0/5700")),
+)
+
+
+def encode(event: Any, options: ChannelOptions, uid: str | None = "u-1") -> Any:
+    return msgspec.json.decode(EventEncoder().encode(event, options, 1_800_000_000_123, uid))
+
+
+def test_notification_default_shape_has_base64_payload_and_no_optional_fields() -> None:
+    assert encode(NOTE, ChannelOptions()) == {
+        "ep": DEVICE,
+        "path": "/3303/0/5700",
+        "ct": "text/plain",
+        "payload": base64.b64encode(b"21.5").decode(),
+        "max-age": 0,
+    }
+
+
+def test_notification_with_every_option() -> None:
+    options = ChannelOptions(include_timestamp=True, include_uid=True, include_original_ep=True, use_endpoint_name=True)
+    assert encode(NOTE, options) == {
+        "ep": "node-1",
+        "path": "/3303/0/5700",
+        "ct": "text/plain",
+        "payload": "MjEuNQ==",
+        "max-age": 0,
+        "timestamp": 1_800_000_000_123,
+        "uid": "u-1",
+        "original-ep": "node-1",
+    }
+
+
+def test_registration_shape_and_resources() -> None:
+    assert encode(REG, ChannelOptions()) == {
+        "ep": DEVICE,
+        "original-ep": "node-1",
+        "ept": "sensor",
+        "q": True,
+        "resources": [{"path": "/3/0/0", "rt": "x", "obs": True, "if": "core"}, {"path": "/3303/0/5700", "obs": False}],
+    }
+    stamped = encode(REG, ChannelOptions(include_timestamp=True, use_endpoint_name=True))
+    assert stamped["timestamp"] == 1_800_000_000_123
+    assert stamped["ep"] == "node-1"
+
+
+def test_deregistration_is_a_string_or_an_object() -> None:
+    gone = DeregistrationEvent(device_id=DEVICE, endpoint_name="node-1")
+    assert encode(gone, ChannelOptions()) == DEVICE
+    assert encode(gone, ChannelOptions(use_endpoint_name=True)) == "node-1"
+    assert encode(
+        gone, ChannelOptions(deregistrations_as_object=True, include_timestamp=True, include_original_ep=True)
+    ) == {"ep": DEVICE, "original-ep": "node-1", "timestamp": 1_800_000_000_123}
+
+
+def test_async_response_omits_absent_fields() -> None:
+    ok = AsyncResponseEvent(async_id="a-1", status=200, payload=b"\x00\x01", content_type="text/plain", max_age=60)
+    assert encode(ok, ChannelOptions()) == {
+        "id": "a-1",
+        "status": 200,
+        "payload": "AAE=",
+        "ct": "text/plain",
+        "max-age": 60,
+    }
+    failed = AsyncResponseEvent(async_id="a-2", status=504, error="TIMEOUT")
+    assert encode(failed, ChannelOptions(include_uid=True)) == {
+        "id": "a-2",
+        "status": 504,
+        "error": "TIMEOUT",
+        "uid": "u-1",
+    }
+
+
+def test_uid_is_sent_only_when_configured() -> None:
+    assert "uid" not in encode(NOTE, ChannelOptions(include_uid=False))
+    assert encode(NOTE, ChannelOptions(include_uid=True), uid="u-9")["uid"] == "u-9"
