@@ -68,9 +68,10 @@ class Node:
         await self._runner.setup()
         site = web.TCPSite(self._runner, settings.host, settings.http_port, reuse_address=True)
         await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.Server)
-        self.http_port = server.sockets[0].getsockname()[1]
+        # asyncio.Server or uvloop's Server: both expose the bound sockets
+        sockets = getattr(site._server, "sockets", None) or ()
+        if sockets:
+            self.http_port = int(sockets[0].getsockname()[1])
         self._sweeper = asyncio.create_task(self._sweep_snapshots())
         log.info(
             "devicehub serving HTTP on %s:%d, CoAP on %s:%d, store %s",

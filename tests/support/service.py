@@ -80,5 +80,7 @@ class ServiceProcess:
             self.process.kill()
             code = self.process.wait()
         self._reader.join(timeout=5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         self.process = None
         return code
