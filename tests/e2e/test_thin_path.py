@@ -50,8 +50,7 @@ async def _scenario(service: ServiceProcess, other_key: str) -> None:
             # the other key of the same account sees the lifecycle event but no notification
             async with http.get("/v2/notification/websocket", headers=other) as r:
                 assert r.status == 200
-            other_ws = await http.ws_connect("/v2/notification/websocket-connect",
-                                             headers=other)
+            other_ws = await http.ws_connect("/v2/notification/websocket-connect", headers=other)
             other_reader = EventReader(other_ws)
             await other_reader.wait_for("registrations", lambda e: e["ep"] == device_id)
             assert other_reader.events("notifications") == []

@@ -42,7 +42,9 @@ def create_key(data_dir: str, account: str = "development") -> str:
     """A second key through the real admin command (its last output line is the key)."""
     out = subprocess.run(
         [sys.executable, "-m", "devicehub", "keys", "create", "--account", account, "--data-dir", data_dir],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return out.stdout.strip().splitlines()[-1]
 
@@ -50,7 +52,9 @@ def create_key(data_dir: str, account: str = "development") -> str:
 def simulator(server_uri: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "devicehub", "simulate", "--server", server_uri, *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

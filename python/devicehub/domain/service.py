@@ -32,9 +32,9 @@ MAX_RULES = 1024
 
 def _resources(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
     return tuple(
-        ResourceInfo(path=l.path, rt=l.rt, ct=l.ct, obs=l.obs or l.aobs is not None, iface=l.iface)
-        for l in links
-        if not l.deleted
+        ResourceInfo(path=link.path, rt=link.rt, ct=link.ct, obs=link.obs or link.aobs is not None, iface=link.iface)
+        for link in links
+        if not link.deleted
     )
 
 
@@ -56,7 +56,10 @@ class DeviceService:
         self._gateway: DeviceGateway | None = None
         self._router: SubscriptionRouter | None = None
         self._requests: RequestQueue | None = None
-        self._devices: dict[str, Device] = {}  # device-id → record of registered devices (hot path)
+        self._devices: dict[str, Device] = {}
+        self._deliveries: set[asyncio.Future[None]] = (
+            set()
+        )  # values on their way to the snapshot and channels  # device-id → record of registered devices (hot path)
 
     async def start(self, gateway: DeviceGateway) -> None:
         self._gateway = gateway
@@ -65,6 +68,7 @@ class DeviceService:
         await self._requests.start()
 
     async def stop(self) -> None:
+        await asyncio.gather(*self._deliveries, return_exceptions=True)
         if self._requests is not None:
             await self._requests.stop()
         if self._router is not None:
@@ -136,7 +140,9 @@ class DeviceService:
         device = self._devices.get(device_id)
         if device is None:
             return
-        asyncio.ensure_future(self.router.deliver_value(device, path, content_format, payload))
+        task = asyncio.ensure_future(self.router.deliver_value(device, path, content_format, payload))
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
 
     async def _save(self, registration: Registration) -> Device:
         now = self._clock.now()

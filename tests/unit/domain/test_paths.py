@@ -8,7 +8,12 @@ from devicehub.errors import ValidationFailed
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [("3303/0/5700", "/3303/0/5700"), ("/3303/0/5700", "/3303/0/5700"), ("3/0", "/3/0"), ("3303/0/5700/", "/3303/0/5700")],
+    [
+        ("3303/0/5700", "/3303/0/5700"),
+        ("/3303/0/5700", "/3303/0/5700"),
+        ("3/0", "/3/0"),
+        ("3303/0/5700/", "/3303/0/5700"),
+    ],
 )
 def test_normalise_accepts_sdk_and_slash_forms(raw: str, expected: str) -> None:
     assert normalise(raw, wildcard=False) == expected

@@ -45,8 +45,8 @@ links = st.builds(
     rt=st.none() | st.text(st.characters(min_codepoint=32, max_codepoint=126, exclude_characters='"'), max_size=10),
     obs=st.booleans(),
     aobs=st.none() | st.integers(1, 1023),
-    value=st.none() | st.text(st.characters(min_codepoint=32, max_codepoint=126, exclude_characters='"'),
-                              max_size=10).map(str.encode),
+    value=st.none()
+    | st.text(st.characters(min_codepoint=32, max_codepoint=126, exclude_characters='"'), max_size=10).map(str.encode),
 )
 
 
