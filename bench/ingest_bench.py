@@ -38,14 +38,19 @@ RESULTS = Path(__file__).resolve().parent / "results" / "ingest.json"
 class CountingCore:
     """A core that admits everyone and counts notifications (the domain's cost is not measured here)."""
 
-    def __init__(self) -> None:
+    def __init__(self, devices: int) -> None:
         self.events = 0
+        self.devices = devices
+        self.registrations = 0
+        self.all_registered = asyncio.Event()
 
     async def admit(self, endpoint_name: str, endpoint_type: str) -> Admission | None:
         return Admission(account_id="a" * 32, device_id=f"{hash(endpoint_name) & (1 << 128) - 1:032x}")
 
     async def registered(self, registration: Registration) -> None:
-        return None
+        self.registrations += 1
+        if self.registrations >= self.devices:
+            self.all_registered.set()
 
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         return None
@@ -74,8 +79,13 @@ class BareCounter(asyncio.DatagramProtocol):
         self.events += 1
         # empty ACK with the datagram's message id (bytes 2-3), or a 2.01 for a register
         if data[1] == codes.POST:
-            reply = coap_encode(codes.ACK, codes.CREATED, int.from_bytes(data[2:4], "big"), b"", [
-                (codes.LOCATION_PATH, b"rd"), (codes.LOCATION_PATH, b"x"), (codes.LOCATION_PATH, b"y")])
+            reply = coap_encode(
+                codes.ACK,
+                codes.CREATED,
+                int.from_bytes(data[2:4], "big"),
+                b"",
+                [(codes.LOCATION_PATH, b"rd"), (codes.LOCATION_PATH, b"x"), (codes.LOCATION_PATH, b"y")],
+            )
         else:
             reply = b"\x60\x00" + data[2:4]
         self.transport.sendto(reply, addr)
@@ -100,9 +110,14 @@ class Driver(asyncio.DatagramProtocol):
     def send(self) -> None:
         self.seq = (self.seq + 1) & 0xFFFFFF
         self.mid = (self.mid + 1) & 0xFFFF
-        data = coap_encode(codes.CON, codes.CONTENT, self.mid, self.token,
-                           [(codes.OBSERVE, coap_encode_uint(self.seq)), (codes.CONTENT_FORMAT, b"")],
-                           str(self.seq % 100).encode())
+        data = coap_encode(
+            codes.CON,
+            codes.CONTENT,
+            self.mid,
+            self.token,
+            [(codes.OBSERVE, coap_encode_uint(self.seq)), (codes.CONTENT_FORMAT, b"")],
+            str(self.seq % 100).encode(),
+        )
         self.transport.sendto(data, self.server)
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
@@ -121,7 +136,8 @@ async def _generate(server: tuple[str, int], devices: int, window: int, seconds:
         sock = sock.dup()
         sim.endpoint._transport.close()
         _, driver = await loop.create_datagram_endpoint(
-            lambda token=sim._auto_token: Driver(token, server, window), sock=sock)  # type: ignore[misc]
+            lambda token=sim._auto_token: Driver(token, server, window), sock=sock
+        )  # type: ignore[misc]
         drivers.append(driver)
     for driver in drivers:
         driver.start()
@@ -143,15 +159,15 @@ async def _windows(counter: Any, runs: int, seconds: float) -> list[float]:
 
 
 async def measure_server(args: argparse.Namespace) -> list[float]:
-    core = CountingCore()
+    core = CountingCore(args.devices)
     server = LwM2MServer(core, SystemClock())
     await server.start("127.0.0.1", 0)
     proc = multiprocessing.get_context("spawn").Process(
-        target=generator, args=(server.address, args.devices, args.window, args.runs * args.seconds + 3))
+        target=generator, args=(server.address, args.devices, args.window, args.runs * args.seconds + 3)
+    )
     proc.start()
     try:
-        while server.metrics()["lwm2m_registered_devices"] < args.devices:
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(core.all_registered.wait(), 60)
         return await _windows(core, args.runs, args.seconds)
     finally:
         proc.terminate()
@@ -164,7 +180,8 @@ async def measure_baseline(args: argparse.Namespace) -> list[float]:
     transport, counter = await loop.create_datagram_endpoint(BareCounter, local_addr=("127.0.0.1", 0))
     address = transport.get_extra_info("sockname")[:2]
     proc = multiprocessing.get_context("spawn").Process(
-        target=generator, args=(address, args.devices, args.window, args.runs * args.seconds + 3))
+        target=generator, args=(address, args.devices, args.window, args.runs * args.seconds + 3)
+    )
     proc.start()
     try:
         return await _windows(counter, args.runs, args.seconds)
@@ -187,13 +204,23 @@ def main() -> None:
     ingest = statistics.median(uvloop.run(measure_server(args)))
     baseline = statistics.median(uvloop.run(measure_baseline(args)))
     coap_decode(b"\x40\x01\x00\x00")  # the codec is the one measured
-    result = {"devices": args.devices, "window": args.window, "seconds": args.seconds, "runs": args.runs,
-              "ingest_events_per_s": ingest, "bare_udp_per_s": baseline, "ratio": ingest / baseline,
-              "machine": platform.machine(), "smoke": args.smoke}
+    result = {
+        "devices": args.devices,
+        "window": args.window,
+        "seconds": args.seconds,
+        "runs": args.runs,
+        "ingest_events_per_s": ingest,
+        "bare_udp_per_s": baseline,
+        "ratio": ingest / baseline,
+        "machine": platform.machine(),
+        "smoke": args.smoke,
+    }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"ingest: {ingest:,.0f} CON notifications/s into the core ({args.devices} devices, window {args.window}); "
-          f"bare UDP count+ACK {baseline:,.0f}/s; ratio {ingest / baseline:.2f}; median of {args.runs}")
+    print(
+        f"ingest: {ingest:,.0f} CON notifications/s into the core ({args.devices} devices, window {args.window}); "
+        f"bare UDP count+ACK {baseline:,.0f}/s; ratio {ingest / baseline:.2f}; median of {args.runs}"
+    )
 
 
 if __name__ == "__main__":

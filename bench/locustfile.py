@@ -31,8 +31,11 @@ class Application(HttpUser):
     @task(2)
     def device_request(self) -> None:
         device = random.choice(self.devices)
-        self.client.post(f"/v2/device-requests/{device}?async-id=load-{os.getpid()}-{next(_ids)}",
-                         json={"method": "GET", "uri": "/3303/0/5700"}, name="POST /v2/device-requests/{id}")
+        self.client.post(
+            f"/v2/device-requests/{device}?async-id=load-{os.getpid()}-{next(_ids)}",
+            json={"method": "GET", "uri": "/3303/0/5700"},
+            name="POST /v2/device-requests/{id}",
+        )
 
     @task(5)
     def echo(self) -> None:

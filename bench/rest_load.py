@@ -27,8 +27,9 @@ from support.service import ServiceProcess  # noqa: E402
 def _devices(base_url: str, key: str, want: int, timeout: float) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
-        request = urllib.request.Request(f"{base_url}/v3/devices?limit=1000&filter=state%3Dregistered",
-                                         headers={"Authorization": f"Bearer {key}"})
+        request = urllib.request.Request(
+            f"{base_url}/v3/devices?limit=1000&filter=state%3Dregistered", headers={"Authorization": f"Bearer {key}"}
+        )
         with urllib.request.urlopen(request) as response:
             ids = [d["id"] for d in json.load(response)["data"]]
         if len(ids) >= want or time.monotonic() > deadline:
@@ -47,33 +48,88 @@ def main() -> int:
         args.devices, args.users, args.seconds = 3, 2, 3
     with tempfile.TemporaryDirectory() as tmp:
         service = ServiceProcess(data_dir=Path(tmp) / "data").start()
-        sim = subprocess.Popen([sys.executable, "-m", "devicehub", "simulate", "--server", service.coap_uri,
-                                "--count", str(args.devices), "--prefix", "load-", "--rate", "0.2"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sim = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "devicehub",
+                "simulate",
+                "--server",
+                service.coap_uri,
+                "--count",
+                str(args.devices),
+                "--prefix",
+                "load-",
+                "--rate",
+                "0.2",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             devices = _devices(service.base_url, service.api_key, args.devices, 30)
             env = {**os.environ, "DEVICEHUB_API_KEY": service.api_key, "DEVICEHUB_DEVICES": ",".join(devices)}
             prefix = Path(tmp) / "locust"
-            subprocess.run([sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "locustfile.py"),
-                            "--headless", "-u", str(args.users), "-r", str(args.users), "-t", f"{args.seconds}s",
-                            "--host", service.base_url, "--csv", str(prefix), "--only-summary"],
-                           env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "locust",
+                    "-f",
+                    str(ROOT / "bench" / "locustfile.py"),
+                    "--headless",
+                    "-u",
+                    str(args.users),
+                    "-r",
+                    str(args.users),
+                    "-t",
+                    f"{args.seconds}s",
+                    "--host",
+                    service.base_url,
+                    "--csv",
+                    str(prefix),
+                    "--only-summary",
+                ],
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             rows = list(csv.DictReader(open(f"{prefix}_stats.csv")))
         finally:
             sim.terminate()
             sim.wait(timeout=20)
             service.stop()
-    results = {row["Name"]: {"requests_per_s": float(row["Requests/s"]), "p50_ms": float(row["50%"]),
-                             "p99_ms": float(row["99%"]), "failures": int(row["Failure Count"]),
-                             "requests": int(row["Request Count"])} for row in rows}
+    results = {
+        row["Name"]: {
+            "requests_per_s": float(row["Requests/s"]),
+            "p50_ms": float(row["50%"]),
+            "p99_ms": float(row["99%"]),
+            "failures": int(row["Failure Count"]),
+            "requests": int(row["Request Count"]),
+        }
+        for row in rows
+    }
     out = ROOT / "bench" / "results" / "rest_load.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"devices": args.devices, "users": args.users, "seconds": args.seconds,
-                               "smoke": args.smoke, "calls": results}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "devices": args.devices,
+                "users": args.users,
+                "seconds": args.seconds,
+                "smoke": args.smoke,
+                "calls": results,
+            },
+            indent=2,
+        )
+    )
     total = results.get("Aggregated", {})
-    print(f"rest_load: {total.get('requests_per_s', 0):.0f} req/s, p50 {total.get('p50_ms', 0):.0f} ms, "
-          f"p99 {total.get('p99_ms', 0):.0f} ms, {total.get('failures', 0)} failures "
-          f"({args.users} users, {len(devices)} devices)")
+    print(
+        f"rest_load: {total.get('requests_per_s', 0):.0f} req/s, p50 {total.get('p50_ms', 0):.0f} ms, "
+        f"p99 {total.get('p99_ms', 0):.0f} ms, {total.get('failures', 0)} failures "
+        f"({args.users} users, {len(devices)} devices)"
+    )
     return 0
 
 
