@@ -1,0 +1,378 @@
+"""`RedisStore`: all shared state in Redis, so that several `devicehub serve` nodes act as one service.
+
+Records are msgpack blobs (the same msgspec Structs as SQLite); indexes are sets and sorted sets beside them.
+Every write that touches more than one key runs in one MULTI/EXEC transaction, so a failing call leaves nothing
+half-written; the lease is one Lua script (compare-and-set on the owner). Key names all start with `prefix`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import redis.asyncio as aioredis
+
+from devicehub.store.records import (
+    Account,
+    ApiKey,
+    ChannelConfig,
+    DesiredValue,
+    Device,
+    DeviceRequest,
+    PresubscriptionRule,
+    ReportedValue,
+    SnapshotResource,
+    StoredEvent,
+)
+
+T = TypeVar("T")
+
+_encode = msgspec.msgpack.Encoder().encode
+_DECODERS: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
+_LUA = Path(__file__).with_name("lua")
+SEP = "\x1f"  # joins two ids inside one member; never part of an id, path or key
+
+
+def _decode(kind: type[T], data: Any) -> T:  # redis-py types replies loosely; they are bytes here
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
+    value: T = decoder.decode(data)
+    return value
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class RedisStore:
+    """The `Store` protocol on one Redis database."""
+
+    def __init__(self, url: str, *, prefix: str = "devicehub:") -> None:
+        self._url = url
+        self._p = prefix
+        self._redis: aioredis.Redis | None = None
+        self._acquire: Any = None
+        self._release: Any = None
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        if self._redis is None:
+            raise RuntimeError("store is not open")
+        return self._redis
+
+    def _k(self, *parts: str) -> str:
+        return self._p + ":".join(parts)
+
+    async def open(self) -> None:
+        self._redis = aioredis.from_url(self._url, decode_responses=False)
+        await self._redis.ping()
+        self._acquire = self._redis.register_script((_LUA / "acquire_lease.lua").read_text())
+        self._release = self._redis.register_script((_LUA / "release_lease.lua").read_text())
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+            self._redis = None
+
+    async def _blob(self, kind: type[T], key: str) -> T | None:
+        data = await self.redis.get(key)
+        return None if data is None else _decode(kind, data)
+
+    async def _blobs(self, kind: type[T], keys: Sequence[str]) -> list[T]:
+        if not keys:
+            return []
+        return [_decode(kind, data) for data in await self.redis.mget(keys) if data is not None]
+
+    # ---- accounts and keys ---------------------------------------------------------------------
+    async def create_account(self, account: Account) -> None:
+        if not await self.redis.set(self._k("account_name", account.name), account.id, nx=True):
+            raise ValueError(f"account name {account.name!r} exists")
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.set(self._k("account", account.id), _encode(account))
+            tx.sadd(self._k("accounts"), account.id)
+            await tx.execute()
+
+    async def get_account(self, account_id: str) -> Account | None:
+        return await self._blob(Account, self._k("account", account_id))
+
+    async def find_account_by_name(self, name: str) -> Account | None:
+        account_id = await self.redis.get(self._k("account_name", name))
+        return None if account_id is None else await self.get_account(_text(account_id))
+
+    async def list_accounts(self) -> list[Account]:
+        ids = sorted(_text(i) for i in await self.redis.smembers(self._k("accounts")))
+        accounts = await self._blobs(Account, [self._k("account", i) for i in ids])
+        return sorted(accounts, key=lambda a: a.name)
+
+    async def create_key(self, key: ApiKey) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.set(self._k("key", key.id), _encode(key))
+            tx.set(self._k("key_hash", key.key_hash), key.id)
+            tx.zadd(self._k("keys", key.account_id), {key.id: key.created_at})
+            await tx.execute()
+
+    async def find_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        key_id = await self.redis.get(self._k("key_hash", key_hash))
+        return None if key_id is None else await self._blob(ApiKey, self._k("key", _text(key_id)))
+
+    async def list_keys(self, account_id: str) -> list[ApiKey]:
+        ids = [_text(i) for i in await self.redis.zrange(self._k("keys", account_id), 0, -1)]
+        return await self._blobs(ApiKey, [self._k("key", i) for i in ids])
+
+    async def revoke_key(self, key_id: str, at: float) -> bool:
+        key = await self._blob(ApiKey, self._k("key", key_id))
+        if key is None:
+            return False
+        if key.revoked_at is None:
+            await self.redis.set(self._k("key", key_id), _encode(msgspec.structs.replace(key, revoked_at=at)))
+        return True
+
+    # ---- enrollment and devices ----------------------------------------------------------------
+    async def enroll(self, account_id: str, endpoint_name: str) -> None:
+        await self.redis.set(self._k("enroll", endpoint_name), account_id)
+
+    async def enrolled_account(self, endpoint_name: str) -> str | None:
+        account_id = await self.redis.get(self._k("enroll", endpoint_name))
+        return None if account_id is None else _text(account_id)
+
+    async def put_device(self, device: Device) -> None:
+        previous = await self.get_device(device.id)
+        async with self.redis.pipeline(transaction=True) as tx:
+            if previous is not None:
+                tx.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
+                tx.zrem(self._k("devices", previous.account_id, previous.state), device.id)
+                tx.zrem(self._k("devices", previous.account_id), device.id)
+            tx.set(self._k("device", device.id), _encode(device))
+            tx.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
+            tx.zadd(self._k("devices", device.account_id), {device.id: 0})
+            tx.zadd(self._k("devices", device.account_id, device.state), {device.id: 0})
+            tx.zadd(self._k("seen"), {device.id: device.last_seen_at})
+            await tx.execute()
+
+    async def get_device(self, device_id: str) -> Device | None:
+        return await self._blob(Device, self._k("device", device_id))
+
+    async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
+        device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))
+        return None if device_id is None else await self.get_device(_text(device_id))
+
+    async def list_devices(
+        self, account_id: str, *, state: str | None = None, after: str | None = None, limit: int = 50
+    ) -> list[Device]:
+        index = self._k("devices", account_id, state) if state is not None else self._k("devices", account_id)
+        low = f"({after}" if after is not None else "-"
+        ids = [_text(i) for i in await self.redis.zrangebylex(index, low, "+", start=0, num=limit)]
+        return await self._blobs(Device, [self._k("device", i) for i in ids])
+
+    async def count_devices(self, account_id: str, *, state: str | None = None) -> int:
+        index = self._k("devices", account_id, state) if state is not None else self._k("devices", account_id)
+        return int(await self.redis.zcard(index))
+
+    async def delete_device(self, device_id: str) -> None:
+        device = await self.get_device(device_id)
+        subscribers = await self.subscribers(device_id)
+        requests = [_text(m) for m in await self.redis.zrange(self._k("reqs", device_id), 0, -1)]
+        async with self.redis.pipeline(transaction=True) as tx:
+            if device is not None:
+                tx.delete(self._k("device_ep", device.account_id, device.endpoint_name))
+                tx.zrem(self._k("devices", device.account_id), device_id)
+                tx.zrem(self._k("devices", device.account_id, device.state), device_id)
+            tx.delete(self._k("device", device_id), self._k("subscribers", device_id), self._k("reqs", device_id))
+            tx.zrem(self._k("seen"), device_id)
+            for key_id, _ in subscribers:
+                tx.delete(self._k("subs", key_id, device_id))
+            for member in requests:
+                key_id, _, async_id = member.partition(SEP)
+                tx.delete(self._k("req", key_id, async_id))
+                tx.zrem(self._k("reqs"), member)
+            tx.delete(*(self._k(part, device_id) for part in ("snap_paths", "snap_rep", "snap_des", "snap_sub")))
+            await tx.execute()
+
+    async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
+        ids = await self.redis.zrangebyscore(self._k("seen"), "-inf", f"({cutoff}", start=0, num=limit)
+        return [_text(i) for i in ids]
+
+    # ---- resource subscriptions ------------------------------------------------------------------
+    async def add_subscription(self, key_id: str, device_id: str, path: str) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.sadd(self._k("subs", key_id, device_id), path)
+            tx.sadd(self._k("subscribers", device_id), f"{key_id}{SEP}{path}")
+            await tx.execute()
+
+    async def remove_subscription(self, key_id: str, device_id: str, path: str) -> bool:
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.srem(self._k("subs", key_id, device_id), path)
+            tx.srem(self._k("subscribers", device_id), f"{key_id}{SEP}{path}")
+            removed, _ = await tx.execute()
+        return bool(removed)
+
+    async def list_subscriptions(self, key_id: str, device_id: str) -> list[str]:
+        return sorted(_text(p) for p in await self.redis.smembers(self._k("subs", key_id, device_id)))
+
+    async def remove_device_subscriptions(self, device_id: str, key_id: str | None = None) -> int:
+        pairs = await self.subscribers(device_id)
+        doomed = [(k, p) for k, p in pairs if key_id is None or k == key_id]
+        if not doomed:
+            return 0
+        async with self.redis.pipeline(transaction=True) as tx:
+            for k, p in doomed:
+                tx.srem(self._k("subs", k, device_id), p)
+                tx.srem(self._k("subscribers", device_id), f"{k}{SEP}{p}")
+            await tx.execute()
+        return len(doomed)
+
+    async def subscribers(self, device_id: str) -> list[tuple[str, str]]:
+        members = [_text(m) for m in await self.redis.smembers(self._k("subscribers", device_id))]
+        return sorted((m.partition(SEP)[0], m.partition(SEP)[2]) for m in members)
+
+    # ---- presubscriptions ------------------------------------------------------------------------
+    async def set_presubscriptions(self, key_id: str, account_id: str, rules: Sequence[PresubscriptionRule]) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            if rules:
+                tx.set(self._k("presub", key_id), _encode(list(rules)))
+                tx.sadd(self._k("presub_keys", account_id), key_id)
+            else:
+                tx.delete(self._k("presub", key_id))
+                tx.srem(self._k("presub_keys", account_id), key_id)
+            await tx.execute()
+
+    async def get_presubscriptions(self, key_id: str) -> list[PresubscriptionRule]:
+        data = await self.redis.get(self._k("presub", key_id))
+        return [] if data is None else _decode(list[PresubscriptionRule], data)
+
+    async def account_presubscriptions(self, account_id: str) -> list[tuple[str, list[PresubscriptionRule]]]:
+        keys = sorted(_text(k) for k in await self.redis.smembers(self._k("presub_keys", account_id)))
+        result = []
+        for key_id in keys:
+            rules = await self.get_presubscriptions(key_id)
+            if rules:
+                result.append((key_id, rules))
+        return result
+
+    # ---- channels and their event journal ---------------------------------------------------------
+    async def put_channel(self, channel: ChannelConfig) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.set(self._k("channel", channel.key_id), _encode(channel))
+            tx.sadd(self._k("channels"), channel.key_id)
+            tx.sadd(self._k("channels", channel.account_id), channel.key_id)
+            await tx.execute()
+
+    async def get_channel(self, key_id: str) -> ChannelConfig | None:
+        return await self._blob(ChannelConfig, self._k("channel", key_id))
+
+    async def delete_channel(self, key_id: str) -> bool:
+        channel = await self.get_channel(key_id)
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.delete(self._k("channel", key_id), self._k("events", key_id))
+            tx.srem(self._k("channels"), key_id)
+            if channel is not None:
+                tx.srem(self._k("channels", channel.account_id), key_id)
+            await tx.execute()
+        return channel is not None
+
+    async def list_channels(self, account_id: str | None = None) -> list[ChannelConfig]:
+        index = self._k("channels") if account_id is None else self._k("channels", account_id)
+        keys = sorted(_text(k) for k in await self.redis.smembers(index))
+        return await self._blobs(ChannelConfig, [self._k("channel", k) for k in keys])
+
+    async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None:
+        if events:
+            await self.redis.rpush(self._k("events", key_id), *(_encode(e) for e in events))
+
+    async def load_events(self, key_id: str) -> list[StoredEvent]:
+        return [_decode(StoredEvent, data) for data in await self.redis.lrange(self._k("events", key_id), 0, -1)]
+
+    async def drop_head_events(self, key_id: str, count: int) -> None:
+        if count > 0:
+            await self.redis.ltrim(self._k("events", key_id), count, -1)
+
+    # ---- device-request queue -----------------------------------------------------------------------
+    async def enqueue_request(self, request: DeviceRequest) -> None:
+        seq = await self.redis.incr(self._k("reqseq"))
+        member = f"{request.key_id}{SEP}{request.async_id}"
+        if not await self.redis.set(self._k("req", request.key_id, request.async_id), _encode(request), nx=True):
+            raise ValueError(f"async-id {request.async_id!r} is pending")
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.zadd(self._k("reqs", request.device_id), {member: seq})
+            tx.zadd(self._k("reqs"), {member: seq})
+            await tx.execute()
+
+    async def _requests(self, index: str) -> list[DeviceRequest]:
+        members = [_text(m) for m in await self.redis.zrange(index, 0, -1)]
+        keys = [self._k("req", m.partition(SEP)[0], m.partition(SEP)[2]) for m in members]
+        return await self._blobs(DeviceRequest, keys)
+
+    async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
+        return await self._requests(self._k("reqs", device_id))
+
+    async def all_pending_requests(self) -> list[DeviceRequest]:
+        return await self._requests(self._k("reqs"))
+
+    async def find_request(self, key_id: str, async_id: str) -> DeviceRequest | None:
+        return await self._blob(DeviceRequest, self._k("req", key_id, async_id))
+
+    async def update_request(self, request: DeviceRequest) -> None:
+        await self.redis.set(self._k("req", request.key_id, request.async_id), _encode(request), xx=True)
+
+    async def remove_request(self, key_id: str, async_id: str) -> bool:
+        request = await self.find_request(key_id, async_id)
+        if request is None:
+            return False
+        member = f"{key_id}{SEP}{async_id}"
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.delete(self._k("req", key_id, async_id))
+            tx.zrem(self._k("reqs", request.device_id), member)
+            tx.zrem(self._k("reqs"), member)
+            await tx.execute()
+        return True
+
+    # ---- state snapshot: one hash per column, so each setter is one field write ------------------------
+    async def _set_field(self, column: str, device_id: str, path: str, value: bytes) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.zadd(self._k("snap_paths", device_id), {path: 0})
+            tx.hset(self._k(column, device_id), path, value)
+            await tx.execute()
+
+    async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
+        await self._set_field("snap_rep", device_id, path, _encode(reported))
+
+    async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:
+        await self._set_field("snap_des", device_id, path, _encode(desired))
+
+    async def set_subscribed(self, device_id: str, path: str, subscribed: bool) -> None:
+        await self._set_field("snap_sub", device_id, path, b"1" if subscribed else b"0")
+
+    async def clear_subscribed(self, device_id: str) -> None:
+        await self.redis.delete(self._k("snap_sub", device_id))
+
+    async def ensure_resources(self, device_id: str, paths: Sequence[str]) -> None:
+        if paths:
+            await self.redis.zadd(self._k("snap_paths", device_id), dict.fromkeys(paths, 0), nx=True)
+
+    async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.zrange(self._k("snap_paths", device_id), 0, -1)
+            tx.hgetall(self._k("snap_rep", device_id))
+            tx.hgetall(self._k("snap_des", device_id))
+            tx.hgetall(self._k("snap_sub", device_id))
+            paths, reported, desired, subscribed = await tx.execute()
+        return [
+            SnapshotResource(
+                path=_text(path),
+                reported=_decode(ReportedValue, reported[path]) if path in reported else None,
+                desired=_decode(DesiredValue, desired[path]) if path in desired else None,
+                subscribed=subscribed.get(path) == b"1",
+            )
+            for path in paths
+        ]
+
+    # ---- cluster coordination -------------------------------------------------------------------------
+    async def acquire_lease(self, name: str, owner: str, ttl_seconds: float, now: float) -> bool:
+        result = await self._acquire(keys=[self._k("lease", name)], args=[owner, repr(now), repr(now + ttl_seconds)])
+        return bool(result)
+
+    async def release_lease(self, name: str, owner: str) -> None:
+        await self._release(keys=[self._k("lease", name)], args=[owner])

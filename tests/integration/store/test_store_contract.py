@@ -1,0 +1,262 @@
+"""The Store contract (store/base.py), checked on SQLite and on a real Redis with the same tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from devicehub.store.base import Store
+from devicehub.store.records import (
+    Account,
+    ApiKey,
+    ChannelConfig,
+    DesiredValue,
+    Device,
+    DeviceRequest,
+    PresubscriptionRule,
+    ReportedValue,
+    SnapshotResource,
+    StoredEvent,
+)
+
+StoreFactory = Callable[[], Store]  # the `make_store` fixture (conftest.py)
+
+A = "a" * 32
+B = "b" * 32
+
+
+def run(make_store: StoreFactory, scenario: Callable[[Store], Awaitable[None]]) -> None:
+    async def main() -> None:
+        store = make_store()
+        await store.open()
+        try:
+            await scenario(store)
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def reopen(make_store: StoreFactory, check: Callable[[Store], Coroutine[Any, Any, None]]) -> None:
+    run(make_store, check)
+
+
+def device(device_id: str, name: str, *, account: str = A, state: str = "registered", seen: float = 100.0) -> Device:
+    return Device(
+        id=device_id,
+        account_id=account,
+        endpoint_name=name,
+        state=state,
+        created_at=1.0,
+        updated_at=2.0,
+        last_seen_at=seen,
+    )
+
+
+def request(async_id: str, device_id: str = "d1", key: str = "k1") -> DeviceRequest:
+    return DeviceRequest(
+        async_id=async_id,
+        key_id=key,
+        account_id=A,
+        device_id=device_id,
+        method="GET",
+        uri="/3/0/0",
+        created_at=1.0,
+        expires_at=9.0,
+    )
+
+
+def test_accounts_and_keys(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        await store.create_account(Account(id=A, name="zeta", created_at=1.0))
+        await store.create_account(Account(id=B, name="alpha", tier="free", created_at=2.0))
+        assert [a.name for a in await store.list_accounts()] == ["alpha", "zeta"]
+        assert (await store.find_account_by_name("alpha")) == Account(id=B, name="alpha", tier="free", created_at=2.0)
+        assert await store.get_account("c" * 32) is None
+        key = ApiKey(id="k1", account_id=A, name="app", key_hash="h1", created_at=5.0)
+        await store.create_key(key)
+        await store.create_key(ApiKey(id="k0", account_id=A, name="old", key_hash="h0", created_at=4.0))
+        assert [k.id for k in await store.list_keys(A)] == ["k0", "k1"]
+        assert await store.find_key_by_hash("h1") == key
+        assert await store.revoke_key("k1", 7.0)
+        assert not await store.revoke_key("nope", 7.0)
+        revoked = await store.find_key_by_hash("h1")
+        assert revoked is not None and revoked.revoked_at == 7.0
+
+    run(make_store, scenario)
+
+
+def test_devices_are_unique_per_endpoint_and_listed_by_id_with_cursor_and_state(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        for n in range(5):
+            await store.put_device(device(f"d{n}", f"ep{n}", state="registered" if n % 2 == 0 else "deregistered"))
+        await store.put_device(device("z9", "other", account=B))
+        assert [d.id for d in await store.list_devices(A)] == ["d0", "d1", "d2", "d3", "d4"]
+        assert [d.id for d in await store.list_devices(A, after="d1", limit=2)] == ["d2", "d3"]
+        assert [d.id for d in await store.list_devices(A, state="registered")] == ["d0", "d2", "d4"]
+        assert await store.count_devices(A) == 5 and await store.count_devices(A, state="deregistered") == 2
+        await store.put_device(device("d1", "ep1", state="registered"))  # replaced in place, index follows
+        assert await store.count_devices(A, state="deregistered") == 1
+        found = await store.find_device(A, "ep1")
+        assert found is not None and found.state == "registered"
+        assert await store.find_device(B, "ep1") is None
+
+    run(make_store, scenario)
+
+
+def test_delete_device_removes_snapshot_subscriptions_and_requests(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        await store.put_device(device("d1", "ep1"))
+        await store.add_subscription("k1", "d1", "/3/0/0")
+        await store.ensure_resources("d1", ["/3/0/0"])
+        await store.enqueue_request(request("r1"))
+        await store.delete_device("d1")
+        assert await store.get_device("d1") is None and await store.find_device(A, "ep1") is None
+        assert await store.subscribers("d1") == [] and await store.list_subscriptions("k1", "d1") == []
+        assert await store.pending_requests("d1") == [] and await store.all_pending_requests() == []
+        assert await store.get_snapshot("d1") == []
+        assert await store.count_devices(A) == 0
+
+    run(make_store, scenario)
+
+
+def test_devices_last_seen_before_a_cutoff(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        await store.put_device(device("old", "e1", seen=10.0))
+        await store.put_device(device("new", "e2", seen=50.0))
+        assert await store.devices_last_seen_before(50.0) == ["old"]
+
+    run(make_store, scenario)
+
+
+def test_subscriptions_are_per_key_idempotent_and_removable(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        await store.add_subscription("k1", "d1", "/3303/0/5700")
+        await store.add_subscription("k1", "d1", "/3303/0/5700")
+        await store.add_subscription("k1", "d1", "/3/0/0")
+        await store.add_subscription("k2", "d1", "/3/0/0")
+        assert await store.list_subscriptions("k1", "d1") == ["/3/0/0", "/3303/0/5700"]
+        assert await store.subscribers("d1") == [("k1", "/3/0/0"), ("k1", "/3303/0/5700"), ("k2", "/3/0/0")]
+        assert await store.remove_subscription("k1", "d1", "/3/0/0")
+        assert not await store.remove_subscription("k1", "d1", "/3/0/0")
+        assert await store.remove_device_subscriptions("d1", "k2") == 1
+        assert await store.remove_device_subscriptions("d1") == 1
+        assert await store.subscribers("d1") == []
+
+    run(make_store, scenario)
+
+
+def test_presubscriptions_replace_clear_and_list_per_account(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        rules = [PresubscriptionRule(endpoint_name="node-*", resource_path=("/3303/0/5700",))]
+        await store.set_presubscriptions("k1", A, rules)
+        await store.set_presubscriptions("k2", A, [PresubscriptionRule(endpoint_type="sensor")])
+        await store.set_presubscriptions("k3", B, rules)
+        assert await store.get_presubscriptions("k1") == rules
+        assert [k for k, _ in await store.account_presubscriptions(A)] == ["k1", "k2"]
+        await store.set_presubscriptions("k2", A, [])
+        assert await store.get_presubscriptions("k2") == []
+        assert await store.account_presubscriptions(A) == [("k1", rules)]
+
+    run(make_store, scenario)
+
+
+def test_channel_replace_and_delete_takes_its_events(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        await store.put_channel(ChannelConfig(key_id="k1", account_id=A, kind="websocket", created_at=1.0))
+        await store.put_channel(
+            ChannelConfig(
+                key_id="k1", account_id=A, kind="callback", url="https://x", headers={"a": "b"}, created_at=2.0
+            )
+        )
+        await store.put_channel(ChannelConfig(key_id="k2", account_id=B, kind="pull", created_at=1.0))
+        channel = await store.get_channel("k1")
+        assert channel is not None and channel.kind == "callback" and channel.headers == {"a": "b"}
+        assert [c.key_id for c in await store.list_channels()] == ["k1", "k2"]
+        assert [c.key_id for c in await store.list_channels(B)] == ["k2"]
+        await store.append_events("k1", [StoredEvent(0, b"{}", 1)])
+        assert await store.delete_channel("k1")
+        assert not await store.delete_channel("k1")
+        assert await store.load_events("k1") == [] and await store.get_channel("k1") is None
+
+    run(make_store, scenario)
+
+
+def test_event_journal_appends_at_the_tail_and_drops_from_the_head(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        await store.append_events("k1", [StoredEvent(0, f"{n}".encode(), n) for n in range(3)])
+        await store.append_events("k1", [StoredEvent(5, b"3", 3)])
+        await store.drop_head_events("k1", 2)
+        assert await store.load_events("k1") == [StoredEvent(0, b"2", 2), StoredEvent(5, b"3", 3)]
+        await store.drop_head_events("k1", 10)
+        assert await store.load_events("k1") == []
+
+    run(make_store, scenario)
+
+
+def test_request_queue_keeps_enqueue_order_and_updates(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        await store.enqueue_request(request("b", "d1"))
+        await store.enqueue_request(request("a", "d2"))
+        await store.enqueue_request(request("c", "d1"))
+        assert [r.async_id for r in await store.pending_requests("d1")] == ["b", "c"]
+        assert [r.async_id for r in await store.all_pending_requests()] == ["b", "a", "c"]
+        updated = DeviceRequest(
+            **{**{f: getattr(request("b"), f) for f in DeviceRequest.__struct_fields__}, "retries_left": 3}
+        )
+        await store.update_request(updated)
+        assert await store.find_request("k1", "b") == updated
+        assert await store.remove_request("k1", "b")
+        assert not await store.remove_request("k1", "b")
+        assert [r.async_id for r in await store.all_pending_requests()] == ["a", "c"]
+
+    run(make_store, scenario)
+
+
+def test_snapshot_fields_merge_and_new_resources_do_not_overwrite(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        reported = ReportedValue(value=b"21.5", content_type="text/plain", reported_at=3.0)
+        desired = DesiredValue(value=b"1", desired_at=4.0, status=0, status_updated_at=4.0)
+        await store.set_reported("d1", "/3303/0/5700", reported)
+        await store.set_desired("d1", "/3303/0/5700", desired)
+        await store.set_subscribed("d1", "/3303/0/5700", True)
+        await store.ensure_resources("d1", ["/3303/0/5700", "/3/0/0"])
+        assert await store.get_snapshot("d1") == [
+            SnapshotResource(path="/3/0/0"),
+            SnapshotResource(path="/3303/0/5700", reported=reported, desired=desired, subscribed=True),
+        ]
+        await store.clear_subscribed("d1")
+        assert [r.subscribed for r in await store.get_snapshot("d1")] == [False, False]
+
+    run(make_store, scenario)
+
+
+def test_leases_are_exclusive_until_expiry_and_released_only_by_their_owner(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.acquire_lease("sweep", "node-a", 10, now=100.0)
+        assert await store.acquire_lease("sweep", "node-a", 10, now=105.0)  # renew
+        assert not await store.acquire_lease("sweep", "node-b", 10, now=114.0)
+        await store.release_lease("sweep", "node-b")  # not the owner: no effect
+        assert not await store.acquire_lease("sweep", "node-b", 10, now=114.0)
+        assert await store.acquire_lease("sweep", "node-b", 10, now=115.0)  # node-a's lease ran out
+        await store.release_lease("sweep", "node-b")
+        assert await store.acquire_lease("sweep", "node-a", 10, now=116.0)
+
+    run(make_store, scenario)
+
+
+def test_data_survives_close_and_reopen(make_store: StoreFactory) -> None:
+    async def write(store: Store) -> None:
+        await store.put_device(device("d1", "ep1"))
+        await store.set_reported("d1", "/3/0/0", ReportedValue(value=b"x", content_type="text/plain", reported_at=1))
+        await store.append_events("k1", [StoredEvent(0, b"{}", 1)])
+
+    async def check(store: Store) -> None:
+        assert await store.get_device("d1") is not None
+        (resource,) = await store.get_snapshot("d1")
+        assert resource.reported is not None
+        assert await store.load_events("k1") == [StoredEvent(0, b"{}", 1)]
+
+    run(make_store, write)
+    reopen(make_store, check)
