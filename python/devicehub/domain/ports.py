@@ -24,7 +24,9 @@ class DeviceGateway(Protocol):
         accept: int | None = None,
     ) -> DeviceResponse: ...
 
-    async def observe(self, device_id: str, path: str, accept: int | None = None) -> DeviceResponse: ...
+    async def observe(self, device_id: str, path: str, accept: int | None = None) -> DeviceResponse:
+        """Observe `path`; the first value is also reported through `DeviceEvents.notification`, in order
+        with the notifications that follow it (never after a newer one)."""
 
     async def cancel_observe(self, device_id: str, path: str) -> None: ...
 

@@ -174,8 +174,7 @@ class SubscriptionRouter:
                             content_type=mime_for(response.content_format) if response.payload else None,
                         ),
                     )
-                if response.success and response.payload:
-                    await self.deliver_value(device, target, response.content_format, response.payload)
+                # the first value comes through DeviceEvents.notification, in order with later notifications
 
     async def deliver_value(self, device: Device, path: str, content_format: int | None, payload: bytes) -> None:
         """A value from the device: snapshot first, then every subscribed key (spec §3.2 steps 3–4)."""

@@ -146,10 +146,14 @@ class LwM2MServer:
             raise
         if response.observe is None or response.code >> 5 != 2:
             self._forget_observation(device_id, token, only_ours=True)
-        else:
-            observation = device.observations.get(token)
-            if observation is not None:
-                observation.last_seq, observation.last_at = response.observe, self._clock.now()
+            return _response(response)
+        observation = device.observations.get(token)
+        # a notification that overtook this response while it was being handled is newer: keep it
+        if observation is not None and observation.last_seq is None:
+            observation.last_seq, observation.last_at = response.observe, self._clock.now()
+            if response.payload:
+                self.stats.notifications += 1
+                self._events.notification(device_id, path, response.content_format, response.payload, response.observe)
         return _response(response)
 
     async def cancel_observe(self, device_id: str, path: str) -> None:
