@@ -1,128 +1,239 @@
-"""End-to-end throughput: devices → LwM2M server → core → channel queue → application WebSocket.
+"""End-to-end throughput and latency: devices → LwM2M server → core → channel queue → application.
 
-Starts `devicehub serve` (embedded store, or `--redis` with two nodes: devices on node A, the WebSocket on
-node B), a simulator with N devices changing their temperature at `--rate` per second each, sets a
-presubscription on /3303/0/5700 and counts the notifications that arrive on one WebSocket over a window.
-Reports events/s delivered (median of `--runs` windows) and the offered rate as the baseline ratio.
-Prints one summary line and writes bench/results/e2e.json. `--smoke` runs a few seconds.
-Reproduce: `python bench/e2e_bench.py --devices 200 --rate 5 --seconds 10 --runs 3`.
+Starts `devicehub serve` (embedded store) as its own process and an application in this process with either a
+WebSocket channel or an HTTP callback receiver (`--channel websocket|callback`); a presubscription on `/3/0/9`
+routes the devices' values to it. A load process registers `--devices` Pelion-flavoured devices (real UDP, each
+with the auto-observed resource `/3/0/9`) and then sends confirmable notifications paced to `--rate` events/s in
+total (at most `--window` unacknowledged per device); each payload is the send time, so the application measures
+device-to-application latency on the one machine clock.
+Reports delivered events/s (median of `--runs` windows of `--seconds`), p50/p99 latency, and the ratio of
+delivered to offered events (the baseline measured in the same run). Prints one summary line and writes
+bench/results/e2e-<channel>.json. `--smoke` runs a few seconds.
+Reproduce: `python bench/e2e_bench.py --channel websocket --devices 200 --rate 20000 --seconds 5 --runs 3`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
+import multiprocessing
+import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+import uvloop
+from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from devicehub._core import coap_encode, coap_encode_uint  # noqa: E402
+from devicehub.clock import SystemClock  # noqa: E402
+from devicehub.lwm2m import codes  # noqa: E402
+from devicehub.sim.device import PELION, SimDevice  # noqa: E402
+from support.ports import free_tcp_port  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402
 
+RESULTS = Path(__file__).resolve().parent / "results"
+TICK = 0.01
 
-async def _measure(base_url: str, key: str, coap_uri: str, args: argparse.Namespace) -> list[float]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with aiohttp.ClientSession(base_url, headers=headers) as http:
-        async with http.put("/v2/subscriptions", json=[{"resource-path": ["/3303/0/5700"]}]) as r:
-            assert r.status == 202, r.status
-        async with http.put("/v2/notification/websocket") as r:
-            assert r.status in (200, 201), r.status
-        ws = await http.ws_connect("/v2/notification/websocket-connect")
-        sim = subprocess.Popen(  # noqa: ASYNC220 - starting a process does not wait for it
-            [
-                sys.executable,
-                "-m",
-                "devicehub",
-                "simulate",
-                "--server",
-                coap_uri,
-                "--count",
-                str(args.devices),
-                "--prefix",
-                "bench-",
-                "--rate",
-                str(args.rate),
-                "--flavor",
-                "oma",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+
+class Pump(asyncio.DatagramProtocol):
+    """One device's auto-observe notifications; counts what is in flight so the pacer respects the window."""
+
+    def __init__(self, token: bytes, server: tuple[str, int]) -> None:
+        self.token, self.server = token, server
+        self.seq = self.mid = self.in_flight = 0
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def send(self) -> None:
+        self.seq = (self.seq + 1) & 0xFFFFFF
+        self.mid = (self.mid + 1) & 0xFFFF
+        self.in_flight += 1
+        payload = f"{time.time():.6f}".encode()
+        options = [(codes.OBSERVE, coap_encode_uint(self.seq)), (codes.CONTENT_FORMAT, b"")]
+        self.transport.sendto(
+            coap_encode(codes.CON, codes.CONTENT, self.mid, self.token, options, payload), self.server
         )
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        if len(data) >= 4 and data[0] >> 4 & 3 == codes.ACK:
+            self.in_flight = max(self.in_flight - 1, 0)
+
+
+async def _load(server: tuple[str, int], devices: int, rate: float, window: int, seconds: float) -> None:
+    loop = asyncio.get_running_loop()
+    pumps: list[Pump] = []
+    for n in range(devices):
+        sim = SimDevice(SystemClock(), server, f"bench-{n}", flavor=PELION)
+        await sim.start(lifecycle=False)
+        await sim.register()
+        sock = sim.endpoint._transport.get_extra_info("socket").dup()  # keep the registered source address
+        sim.endpoint._transport.close()
+        _, pump = await loop.create_datagram_endpoint(lambda t=sim._auto_token: Pump(t, server), sock=sock)  # type: ignore[misc]
+        pumps.append(pump)
+    owed = 0.0
+    end = loop.time() + seconds
+    turn = 0
+    while loop.time() < end:
+        owed += rate * TICK
+        while owed >= 1:
+            for _ in range(len(pumps)):  # next device with room in its window
+                pump = pumps[turn % len(pumps)]
+                turn += 1
+                if pump.in_flight < window:
+                    pump.send()
+                    break
+            owed -= 1
+        await asyncio.sleep(TICK)
+
+
+def load_process(server: tuple[str, int], devices: int, rate: float, window: int, seconds: float) -> None:
+    uvloop.run(_load(server, devices, rate, window, seconds))
+
+
+class Collector:
+    """Counts notifications and their latencies inside measurement windows."""
+
+    def __init__(self, expected_devices: int) -> None:
+        self.count = 0
+        self.latencies: list[float] = []
+        self.measuring = False
+
+    def take(self, message: dict[str, Any]) -> None:
+        now = time.time()
+        notes = message.get("notifications", [])
+        if not self.measuring:
+            return
+        self.count += len(notes)
+        for note in notes:
+            try:
+                self.latencies.append(now - float(base64.b64decode(note["payload"])))
+            except ValueError:
+                continue
+
+
+async def _windows(collector: Collector, args: argparse.Namespace) -> list[float]:
+    await asyncio.sleep(args.warmup)
+    rates = []
+    for _ in range(args.runs):
+        collector.count, collector.measuring = 0, True
+        start = time.perf_counter()
+        await asyncio.sleep(args.seconds)
+        rates.append(collector.count / (time.perf_counter() - start))
+        collector.measuring = False
+    return rates
+
+
+async def _measure(service: ServiceProcess, args: argparse.Namespace) -> tuple[list[float], list[float]]:
+    headers = {"Authorization": f"Bearer {service.api_key}"}
+    collector = Collector(args.devices)
+    serialization = {"serialization": {"type": "v2", "max_chunk_size": 10000, "cfg": {"include_timestamp": True}}}
+    receiver: web.AppRunner | None = None
+    async with aiohttp.ClientSession(service.base_url, headers=headers) as http:
+        async with http.put("/v2/subscriptions", json=[{"resource-path": ["/3/0/9"]}]) as r:
+            assert r.status == 202, r.status
+        if args.channel == "websocket":
+            async with http.put("/v2/notification/websocket", json=serialization) as r:
+                assert r.status in (200, 201), await r.text()
+            ws = await http.ws_connect("/v2/notification/websocket-connect")
+
+            async def read() -> None:
+                async for frame in ws:
+                    collector.take(json.loads(frame.data))
+
+            reader = asyncio.create_task(read())
+        else:
+
+            async def receive(request: web.Request) -> web.Response:
+                collector.take(json.loads(await request.read() or b"{}"))
+                return web.Response(status=200)  # verification needs 200; deliveries take 200 or 204
+
+            app = web.Application(client_max_size=64 * 1024 * 1024)
+            app.router.add_put("/callback", receive)
+            receiver = web.AppRunner(app, access_log=None)
+            await receiver.setup()
+            port = free_tcp_port()
+            await web.TCPSite(receiver, "127.0.0.1", port).start()
+            body = {"url": f"http://127.0.0.1:{port}/callback", **serialization}
+            async with http.put("/v2/notification/callback", json=body) as r:
+                assert r.status == 204, await r.text()
+        load = multiprocessing.get_context("spawn").Process(
+            target=load_process,
+            args=(
+                ("127.0.0.1", service.coap_port),
+                args.devices,
+                args.rate,
+                args.window,
+                args.warmup + args.runs * args.seconds + 30,
+            ),
+        )
+        load.start()
         try:
-            rates: list[float] = []
-            registered = 0
-            warm_until = time.monotonic() + args.warmup
-            window_start = 0.0
-            count = 0
-            while len(rates) < args.runs:
-                frame = await asyncio.wait_for(ws.receive(), 30)
-                message = json.loads(frame.data)
-                registered += len(message.get("registrations", []))
-                now = time.monotonic()
-                if now < warm_until:
-                    continue
-                if window_start == 0.0:
-                    window_start, count = now, 0
-                count += len(message.get("notifications", []))
-                if now - window_start >= args.seconds:
-                    rates.append(count / (now - window_start))
-                    window_start, count = now, 0
-            await ws.close()
-            return rates
+            rates = await _windows(collector, args)
         finally:
-            sim.terminate()
-            sim.wait(timeout=30)
+            load.terminate()
+            load.join()
+            if args.channel == "websocket":
+                await ws.close()
+                reader.cancel()
+            if receiver is not None:
+                await receiver.cleanup()
+    return rates, collector.latencies
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--channel", choices=("websocket", "callback"), default="websocket")
     parser.add_argument("--devices", type=int, default=200)
-    parser.add_argument("--rate", type=float, default=5.0, help="value changes per second per device")
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--rate", type=float, default=20_000.0, help="offered notifications per second in total")
+    parser.add_argument("--window", type=int, default=16, help="unacknowledged notifications per device")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=5.0, help="registration and ramp-up before measuring")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        args.devices, args.rate, args.seconds, args.warmup, args.runs = 5, 5.0, 1.0, 1.0, 1
+        args.devices, args.rate, args.seconds, args.warmup, args.runs = 5, 200.0, 1.0, 2.0, 1
     with tempfile.TemporaryDirectory() as tmp:
         service = ServiceProcess(data_dir=Path(tmp) / "data").start()
         try:
-            rates = asyncio.run(_measure(service.base_url, service.api_key, service.coap_uri, args))
+            rates, latencies = uvloop.run(_measure(service, args))
         finally:
             service.stop()
-    offered = args.devices * args.rate
-    median = statistics.median(rates)
-    out = ROOT / "bench" / "results" / "e2e.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "mode": "embedded",
-                "devices": args.devices,
-                "rate_per_device": args.rate,
-                "offered_per_s": offered,
-                "delivered_per_s": rates,
-                "median": median,
-                "smoke": args.smoke,
-            },
-            indent=2,
-        )
-    )
+    delivered = statistics.median(rates)
+    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [float("nan")] * 99
+    p50, p99 = quantiles[49] * 1000, quantiles[98] * 1000
+    result = {
+        "channel": args.channel,
+        "devices": args.devices,
+        "offered_per_s": args.rate,
+        "window": args.window,
+        "delivered_per_s": rates,
+        "median": delivered,
+        "ratio": delivered / args.rate,
+        "latency_p50_ms": p50,
+        "latency_p99_ms": p99,
+        "machine": platform.machine(),
+        "smoke": args.smoke,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"e2e-{args.channel}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(
-        f"e2e: {median:.0f} notifications/s delivered to one WebSocket (median of {len(rates)}), "
-        f"offered {offered:.0f}/s, ratio {median / offered:.2f}"
+        f"e2e {args.channel}: {delivered:,.0f} notifications/s delivered (median of {args.runs}), offered "
+        f"{args.rate:,.0f}/s, ratio {delivered / args.rate:.2f}; latency p50 {p50:.1f} ms p99 {p99:.1f} ms"
     )
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -8,3 +8,5 @@ for bench in bench/micro/*.py bench/*_bench.py bench/rest_load.py; do
   echo "-- $bench"
   python3 "$bench" --smoke
 done
+echo "-- bench/e2e_bench.py --channel callback"
+python3 bench/e2e_bench.py --smoke --channel callback

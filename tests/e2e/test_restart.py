@@ -21,10 +21,15 @@ pytestmark = pytest.mark.e2e
 VALUES = [10.5, 11.5, 12.5, 13.5, 14.5]
 
 
-async def _queue_size(http: aiohttp.ClientSession, headers: dict[str, str]) -> int:
-    async with http.get("/v2/notification/websocket", headers=headers) as r:
+async def _reported(http: aiohttp.ClientSession, headers: dict[str, str], device_id: str) -> str | None:
+    """The echo's reported temperature (base64 as the API shows it); the snapshot and the channel are fed
+    in the same step, so once the echo shows a value its event is queued."""
+    async with http.get(f"/v3/devices/{device_id}/echo", headers=headers) as r:
         assert r.status == 200
-        return int((await r.json())["queue_size"])
+        for resource in (await r.json())["resources"]:
+            if resource["resource_path"] == "/3303/0/5700" and "reported" in resource:
+                return str(resource["reported"]["value"])
+    return None
 
 
 async def _before_stop(service: ServiceProcess) -> None:
@@ -44,7 +49,8 @@ async def _before_stop(service: ServiceProcess) -> None:
             for sent, value in enumerate(VALUES, start=1):
                 sim.set_value(TEMPERATURE, value)  # one at a time: a device notifies its current value
                 await _until(lambda sent=sent: sim.counters.notifications == sent)
-            await _until_async(lambda: _queue_size(http, headers), lambda size: size >= 1 + 1 + len(VALUES))
+            last = base64.b64encode(str(VALUES[-1]).encode()).decode()
+            await _until_async(lambda: _reported(http, headers, sim.device_id or ""), lambda value: value == last)
         finally:
             await sim.stop(deregister=False)
 

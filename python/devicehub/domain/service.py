@@ -56,10 +56,11 @@ class DeviceService:
         self._gateway: DeviceGateway | None = None
         self._router: SubscriptionRouter | None = None
         self._requests: RequestQueue | None = None
-        self._devices: dict[str, Device] = {}
-        self._deliveries: set[asyncio.Future[None]] = (
-            set()
-        )  # values on their way to the snapshot and channels  # device-id → record of registered devices (hot path)
+        self._devices: dict[str, Device] = {}  # device-id → record of registered devices (hot path)
+        # values on their way to the snapshot and the channels, in arrival order; one task drains them, so a
+        # notification costs no task of its own and values of one resource can never overtake each other
+        self._inbox: list[tuple[Device, str, int | None, bytes]] = []
+        self._drainer: asyncio.Task[None] | None = None
 
     async def start(self, gateway: DeviceGateway) -> None:
         self._gateway = gateway
@@ -68,7 +69,8 @@ class DeviceService:
         await self._requests.start()
 
     async def stop(self) -> None:
-        await asyncio.gather(*self._deliveries, return_exceptions=True)
+        if self._drainer is not None:
+            await asyncio.gather(self._drainer, return_exceptions=True)
         if self._requests is not None:
             await self._requests.stop()
         if self._router is not None:
@@ -140,9 +142,18 @@ class DeviceService:
         device = self._devices.get(device_id)
         if device is None:
             return
-        task = asyncio.ensure_future(self.router.deliver_value(device, path, content_format, payload))
-        self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
+        self._inbox.append((device, path, content_format, payload))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.ensure_future(self._drain_inbox())
+
+    async def _drain_inbox(self) -> None:
+        while self._inbox:
+            batch, self._inbox = self._inbox, []
+            for device, path, content_format, payload in batch:
+                try:
+                    await self.router.deliver_value(device, path, content_format, payload)
+                except Exception:
+                    log.exception("delivering a value of %s%s failed", device.id, path)
 
     async def _save(self, registration: Registration) -> Device:
         now = self._clock.now()
