@@ -129,13 +129,15 @@ class ChannelHub:
 
     def _push(self, channels: Iterable[Channel], event: Event) -> None:
         now_ms = int(self._clock.now() * 1000)
-        uid = self._uid_source()
+        uid: str | None = None  # one identity for every channel of this event, made only if one shows it
         encoded: dict[tuple[bool, ...], bytes] = {}  # channels with equal options share one encoding
         kind = event.kind
         for channel in channels:
             options = channel.options.encoding
             data = encoded.get(options)
             if data is None:
+                if uid is None and channel.options.include_uid:
+                    uid = self._uid_source()
                 data = encoded[options] = self._encoder.encode(event, channel.options, now_ms, uid)
             channel.push(kind, data, now_ms)
 
