@@ -48,8 +48,8 @@ TICK = 0.01
 class Pump(asyncio.DatagramProtocol):
     """One device's auto-observe notifications; counts what is in flight so the pacer respects the window."""
 
-    def __init__(self, token: bytes, server: tuple[str, int]) -> None:
-        self.token, self.server = token, server
+    def __init__(self, token: bytes, server: tuple[str, int], confirmable: bool) -> None:
+        self.token, self.server, self.confirmable = token, server, confirmable
         self.seq = self.mid = self.in_flight = 0
         self.transport: Any = None
 
@@ -59,11 +59,14 @@ class Pump(asyncio.DatagramProtocol):
     def send(self) -> None:
         self.seq = (self.seq + 1) & 0xFFFFFF
         self.mid = (self.mid + 1) & 0xFFFF
-        self.in_flight += 1
+        self.in_flight += self.confirmable  # a NON notification has no ACK to wait for
         payload = f"{time.time():.6f}".encode()
         options = [(codes.OBSERVE, coap_encode_uint(self.seq)), (codes.CONTENT_FORMAT, b"")]
         self.transport.sendto(
-            coap_encode(codes.CON, codes.CONTENT, self.mid, self.token, options, payload), self.server
+            coap_encode(
+                codes.CON if self.confirmable else codes.NON, codes.CONTENT, self.mid, self.token, options, payload
+            ),
+            self.server,
         )
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
@@ -71,7 +74,9 @@ class Pump(asyncio.DatagramProtocol):
             self.in_flight = max(self.in_flight - 1, 0)
 
 
-async def _load(server: tuple[str, int], devices: int, rate: float, window: int, seconds: float) -> None:
+async def _load(
+    server: tuple[str, int], devices: int, rate: float, window: int, seconds: float, confirmable: bool
+) -> None:
     loop = asyncio.get_running_loop()
     pumps: list[Pump] = []
     for n in range(devices):
@@ -80,7 +85,7 @@ async def _load(server: tuple[str, int], devices: int, rate: float, window: int,
         await sim.register()
         sock = sim.endpoint._transport.get_extra_info("socket").dup()  # keep the registered source address
         sim.endpoint._transport.close()
-        _, pump = await loop.create_datagram_endpoint(lambda t=sim._auto_token: Pump(t, server), sock=sock)  # type: ignore[misc]
+        _, pump = await loop.create_datagram_endpoint(lambda t=sim._auto_token: Pump(t, server, confirmable), sock=sock)  # type: ignore[misc]
         pumps.append(pump)
     owed = 0.0
     last = loop.time()
@@ -101,8 +106,10 @@ async def _load(server: tuple[str, int], devices: int, rate: float, window: int,
         await asyncio.sleep(TICK)
 
 
-def load_process(server: tuple[str, int], devices: int, rate: float, window: int, seconds: float) -> None:
-    uvloop.run(_load(server, devices, rate, window, seconds))
+def load_process(
+    server: tuple[str, int], devices: int, rate: float, window: int, seconds: float, confirmable: bool
+) -> None:
+    uvloop.run(_load(server, devices, rate, window, seconds, confirmable))
 
 
 class Collector:
@@ -192,6 +199,7 @@ async def _measure(service: ServiceProcess, args: argparse.Namespace) -> tuple[l
                 args.rate,
                 args.window,
                 args.warmup + args.runs * args.seconds + 30,
+                not args.non,
             ),
         )
         load.start()
@@ -214,6 +222,9 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=200)
     parser.add_argument("--rate", type=float, default=20_000.0, help="offered notifications per second in total")
     parser.add_argument("--window", type=int, default=16, help="unacknowledged notifications per device")
+    parser.add_argument(
+        "--non", action="store_true", help="non-confirmable notifications (as Wakaama/Anjay send) instead of CON"
+    )
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=5.0, help="registration and ramp-up before measuring")
     parser.add_argument("--runs", type=int, default=3)
@@ -235,6 +246,7 @@ def main() -> None:
         "devices": args.devices,
         "offered_per_s": args.rate,
         "window": args.window,
+        "confirmable": not args.non,
         "delivered_per_s": rates,
         "datagrams_in_per_s": ingested,
         "median": delivered,
