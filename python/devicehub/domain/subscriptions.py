@@ -6,11 +6,23 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from devicehub._core import TLV_RESOURCE, TLV_RESOURCE_INSTANCE, TlvNode, tlv_encode
 from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
 from devicehub.domain.paths import matches, name_matches, observe_targets
 from devicehub.domain.ports import DeviceGateway, EventSink
-from devicehub.lwm2m.content import mime_for
+from devicehub.lwm2m.content import (
+    LWM2M_JSON,
+    SENML_CBOR,
+    SENML_JSON,
+    TEXT,
+    TLV,
+    ContentError,
+    canonical_cf,
+    decode_values,
+    encode_text_value,
+    mime_for,
+)
 from devicehub.lwm2m.ports import DeviceResponse
 from devicehub.store.base import Store
 from devicehub.store.records import Device, PresubscriptionRule, ReportedValue
@@ -36,6 +48,39 @@ _HTTP_FOR_COAP = {
     0xA0: 500,
     0xA3: 503,
 }
+
+
+_MULTI_VALUE = frozenset((TLV, SENML_JSON, SENML_CBOR, LWM2M_JSON))
+_TLV_MIME = mime_for(TLV)
+_TEXT_MIME = mime_for(TEXT)
+
+
+def _snapshot_values(
+    path: str, content_format: int | None, payload: bytes, content_type: str
+) -> list[tuple[str, bytes, str]]:
+    """spec §2.4 keeps values per resource: an object or instance report (TLV, SenML, LwM2M JSON) is split.
+
+    TLV values have no type without the object model, so each is kept as a one-resource TLV; typed formats
+    become text/plain. A payload that does not decode is kept whole under its path.
+    """
+    if content_format is None or canonical_cf(content_format) not in _MULTI_VALUE:
+        return [(path, payload, content_type)]
+    try:
+        values = decode_values(content_format, payload, path)
+    except ContentError:
+        return [(path, payload, content_type)]
+    split: list[tuple[str, bytes, str]] = []
+    for resource_path, value in values.items():
+        if canonical_cf(content_format) == TLV:
+            kind = TLV_RESOURCE_INSTANCE if resource_path.count("/") == 4 else TLV_RESOURCE
+            node = TlvNode(kind, int(resource_path.rsplit("/", 1)[1]), value if isinstance(value, bytes) else b"")
+            split.append((resource_path, tlv_encode([node]), _TLV_MIME))
+        else:
+            try:
+                split.append((resource_path, encode_text_value(value), _TEXT_MIME))
+            except ContentError:
+                continue
+    return split
 
 
 def http_status(response: DeviceResponse) -> int:
@@ -179,9 +224,11 @@ class SubscriptionRouter:
     async def deliver_value(self, device: Device, path: str, content_format: int | None, payload: bytes) -> None:
         """A value from the device: snapshot first, then every subscribed key (spec §3.2 steps 3–4)."""
         content_type = mime_for(content_format)
-        await self._store.set_reported(
-            device.id, path, ReportedValue(value=payload, content_type=content_type, reported_at=self._clock.now())
-        )
+        now = self._clock.now()
+        for resource_path, value, value_type in _snapshot_values(path, content_format, payload, content_type):
+            await self._store.set_reported(
+                device.id, resource_path, ReportedValue(value=value, content_type=value_type, reported_at=now)
+            )
         keys = self.keys_for(device.id, path)
         if keys:
             await self._sink.publish(

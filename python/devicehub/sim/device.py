@@ -267,7 +267,7 @@ class SimDevice:
         if not rules.should_notify(observer.last_value, current, now - observer.last_sent_at):
             return
         wait = (rules.pmin or 0) - (now - observer.last_sent_at)
-        if wait > 0 and observer.seq > 0:
+        if wait > 0:  # the Observe response counts as the first notification
             if observer.pending is None:  # pmin: one deferred notification carries the latest value
                 observer.pending = asyncio.get_running_loop().call_later(wait, self._deferred, observer)
             return

@@ -8,7 +8,7 @@ from pathlib import Path
 import aiohttp
 from lwm2m_harness import device, eventually, run, running_node
 
-from devicehub._core import coap_encode_uint
+from devicehub._core import TLV_RESOURCE, TlvNode, coap_encode_uint, tlv_encode, tlv_float
 from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
 from devicehub.node import Node
@@ -132,5 +132,35 @@ def test_queue_mode_request_waits_for_the_next_update(tmp_path: Path) -> None:
             while await node.store.pending_requests(device_id):
                 assert loop.time() < end, "request still pending after the update"
                 await asyncio.sleep(0.01)
+
+    run(scenario())
+
+
+def test_instance_observation_notifies_tlv_and_the_snapshot_keeps_each_resource(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "wild-1", flavor="oma") as sim:
+            device_id = sim.device_id or ""
+            response = await node.lwm2m.observe(device_id, "/3303/0")
+            assert response.code == codes.CONTENT and response.content_format == 11542
+            sim.set_value(TEMPERATURE, 25.0)
+            expected = tlv_encode([TlvNode(TLV_RESOURCE, 5700, tlv_float(25.0))])
+            await wait_reported(node, device_id, TEMPERATURE, expected)
+            units = await reported(node, device_id, "/3303/0/5701")
+            assert units == tlv_encode([TlvNode(TLV_RESOURCE, 5701, b"Cel")])
+
+    run(scenario())
+
+
+def test_pmin_holds_back_notifications_and_pmax_sends_them_without_a_change(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "pminmax-1", flavor="oma") as sim:
+            device_id = sim.device_id or ""
+            await node.lwm2m.request(device_id, "PUT", "/3303/0/5700?pmin=0.3&pmax=1.5")
+            await node.lwm2m.observe(device_id, TEMPERATURE)
+            sim.set_value(TEMPERATURE, 1.0)
+            sim.set_value(TEMPERATURE, 2.0)  # inside pmin: the two changes leave as one notification
+            await wait_reported(node, device_id, TEMPERATURE, b"2.0")
+            assert sim.counters.notifications == 1
+            await eventually(lambda: sim.counters.notifications >= 2, within=5)  # pmax: again, unchanged
 
     run(scenario())
