@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import aiohttp
 import pytest
 from lwm2m_harness import device, eventually, run, running_node
 
@@ -141,5 +142,30 @@ def test_malformed_datagrams_are_counted_and_do_not_stop_the_server(tmp_path: Pa
             await eventually(lambda: node.lwm2m.metrics()["coap_malformed"] >= 5)
             async with device(node, "after-garbage") as sim:
                 assert sim.registered.is_set()
+
+    run(scenario())
+
+
+def test_full_registration_drops_resource_subscriptions_and_reapplies_presubscriptions(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "full-1", flavor="oma") as sim:
+            device_id = sim.device_id or ""
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                async with http.put(
+                    "/v2/subscriptions", json=[{"endpoint-name": "full-*", "resource-path": ["/3311/0/5850"]}]
+                ) as r:
+                    assert r.status == 202
+                async with http.put(f"/v2/subscriptions/{device_id}/3303/0/5700") as r:
+                    assert r.status == 202
+                await eventually(lambda: {o.path for o in sim._observers.values()} == {"/3303/0/5700"})
+                async with http.get(f"/v2/subscriptions/{device_id}") as r:
+                    assert "/3303/0/5700" in await r.text()
+
+                await sim.register()  # the device restarts: a full registration
+                await eventually(lambda: {o.path for o in sim._observers.values()} == {"/3311/0/5850"})
+                async with http.get(f"/v2/subscriptions/{device_id}") as r:
+                    assert r.status in (200, 404)
+                    assert "/3303/0/5700" not in await r.text()
 
     run(scenario())
