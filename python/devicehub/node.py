@@ -40,7 +40,7 @@ class Node:
 
     async def start(self) -> None:
         settings = self.settings
-        if not settings.redis_url:
+        if not settings.redis_url or settings.dev:  # the dev key file lives there in Redis mode too
             settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = open_store(settings.data_dir, settings.redis_url)
         await self.store.open()
