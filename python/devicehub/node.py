@@ -13,6 +13,7 @@ from aiohttp import web
 
 from devicehub.api.app import create_app
 from devicehub.api.context import Services
+from devicehub.channels.cluster import ClusterLink
 from devicehub.channels.hub import ChannelHub
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import ServeSettings
@@ -20,6 +21,7 @@ from devicehub.domain.accounts import AccountService
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.store import open_store
+from devicehub.store.redis import RedisStore
 
 log = logging.getLogger("devicehub.node")
 
@@ -48,7 +50,11 @@ class Node:
         default_account: str | None = None
         if settings.dev:
             default_account = await self._dev_account()
-        self.hub = ChannelHub(self.store, self.clock, settings)
+        self.node_id = settings.node_id or f"{socket.gethostname()}:{os.getpid()}"
+        cluster = None
+        if isinstance(self.store, RedisStore):  # several nodes: channels are owned across them (cluster.py)
+            cluster = ClusterLink(self.store.redis, self.store.prefix, self.node_id)
+        self.hub = ChannelHub(self.store, self.clock, settings, cluster=cluster)
         await self.hub.start()
         self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
         self.lwm2m = LwM2MServer(self.devices, self.clock, expiry_grace=settings.registration_grace)
@@ -94,7 +100,7 @@ class Node:
 
     async def _sweep_snapshots(self) -> None:
         """spec §2.4 rule 4; in Redis mode only the holder of the sweep lease runs it (once per cluster)."""
-        owner = self.settings.node_id or f"{socket.gethostname()}:{os.getpid()}"
+        owner = self.node_id
         while True:
             if await self.store.acquire_lease("sweep:snapshots", owner, 7200, self.clock.now()):
                 removed = await self.devices.sweep_snapshots()

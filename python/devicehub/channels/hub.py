@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -15,6 +16,7 @@ from devicehub._core import DEFAULT_MAX_BYTES
 from devicehub.channels import callback
 from devicehub.channels.callback import CallbackClient, CallbackTarget
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel, Counters
+from devicehub.channels.cluster import LEASE_TTL, ClusterLink
 from devicehub.channels.encode import EventEncoder
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
@@ -23,9 +25,9 @@ from devicehub.clock import Clock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import Principal
 from devicehub.domain.events import Event
-from devicehub.errors import BadRequest, Conflict, Gone
+from devicehub.errors import BadRequest, Conflict, Gone, Unavailable
 from devicehub.store.base import Store
-from devicehub.store.records import ChannelConfig
+from devicehub.store.records import ChannelConfig, StoredEvent
 
 log = logging.getLogger("devicehub.channels")
 
@@ -55,6 +57,7 @@ class ChannelHub:
         sweep_interval: float = 60.0,
         queue_max_bytes: int = DEFAULT_MAX_BYTES,
         uid_source: Callable[[], str] = lambda: str(uuid.uuid4()),
+        cluster: ClusterLink | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -77,6 +80,13 @@ class ChannelHub:
         self._client: CallbackClient | None = None
         self._lock = asyncio.Lock()  # channel creation, replacement and removal happen one at a time
         self._sweeper: asyncio.Task[None] | None = None
+        # Redis mode (cluster.py): the channels this node owns are in _channels; every channel of the cluster
+        # is in _configs, so events for channels owned elsewhere can be encoded and forwarded
+        self._cluster = cluster
+        self._configs: dict[str, tuple[ChannelConfig, ChannelOptions]] = {}
+        self._cluster_accounts: dict[str, set[str]] = {}
+        self._cluster_tasks: list[asyncio.Task[None]] = []
+        self._adopting: dict[str, asyncio.Lock] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -84,7 +94,14 @@ class ChannelHub:
         self._client = CallbackClient(self._clock, callback.tls_context(self._settings), self._callback_timeout)
         await self._client.start()
         now = self._clock.now()
-        for config in await self._store.list_channels():
+        if self._cluster is not None:
+            await self._refresh_configs()
+            await self._cluster.listen(self._on_control)
+            self._cluster_tasks = [
+                asyncio.create_task(self._drain_forever(), name="cluster-drain"),
+                asyncio.create_task(self._hold_forever(), name="cluster-leases"),
+            ]
+        for config in await self._store.list_channels() if self._cluster is None else []:
             channel = self._add(config, now)
             channel.restore(await self._journal.load(config.key_id))
             if channel.kind == CALLBACK:
@@ -103,10 +120,17 @@ class ChannelHub:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
+        for task in self._cluster_tasks:
+            task.cancel()
+        await asyncio.gather(*self._cluster_tasks, return_exceptions=True)
         await self.release_clients()
         for channel in list(self._channels.values()):
             await self._stop_transport(channel, GOING_AWAY, "server shutting down")
         await self._journal.stop()
+        if self._cluster is not None:
+            for key_id in list(self._channels):
+                await self._store.release_lease(_lease(key_id), self._cluster.node_id)
+            await self._cluster.close()
         await self._client.close()
         self._client = None
 
@@ -121,11 +145,38 @@ class ChannelHub:
     # ---- events in -----------------------------------------------------------------------------------
     async def publish(self, key_ids: Iterable[str], event: Event) -> None:
         """Notifications and async-responses: to those keys' channels (no channel: not stored)."""
+        if self._cluster is not None:
+            await self._forward(key_ids, event)
+            return
         self._push((c for c in map(self._channels.get, key_ids) if c is not None), event)
 
     async def publish_account(self, account_id: str, event: Event) -> None:
         """Lifecycle events: to every channel of the account (architecture.md "Event routing rules")."""
+        if self._cluster is not None:
+            await self._forward(list(self._cluster_accounts.get(account_id, ())), event)
+            return
         self._push((self._channels[k] for k in self._by_account.get(account_id, ())), event)
+
+    async def _forward(self, key_ids: Iterable[str], event: Event) -> None:
+        """Redis mode: every event goes to its keys' inboxes; each key's owner moves it into its queue."""
+        assert self._cluster is not None
+        now_ms = int(self._clock.now() * 1000)
+        uid: str | None = None
+        batches: dict[str, list[StoredEvent]] = {}
+        encoded: dict[tuple[bool, ...], bytes] = {}
+        for key_id in key_ids:
+            entry = self._configs.get(key_id)
+            if entry is None:
+                continue
+            options = entry[1]
+            data = encoded.get(options.encoding)
+            if data is None:
+                if uid is None and options.include_uid:
+                    uid = self._uid_source()
+                data = encoded[options.encoding] = self._encoder.encode(event, options, now_ms, uid)
+            batches[key_id] = [StoredEvent(event.kind, data, now_ms)]
+        if batches:
+            await self._cluster.forward(batches)
 
     def _push(self, channels: Iterable[Channel], event: Event) -> None:
         now_ms = int(self._clock.now() * 1000)
@@ -156,6 +207,14 @@ class ChannelHub:
 
     async def set_websocket(self, caller: Principal, options: ChannelOptions | None) -> tuple[Channel, bool]:
         """spec §4.6: the channel exists (disconnected) and stores events at once; True when it is new."""
+        if self._cluster is not None and caller.key_id not in self._channels:
+            current = await self._store.get_channel(caller.key_id)
+            if current is not None and current.kind == WEBSOCKET:  # owned elsewhere, or by nobody right now
+                if options is not None and options != ChannelOptions.from_stored(current.serialization):
+                    current = self._config(caller, WEBSOCKET, options, free_tier=current.free_tier)
+                    await self._store.put_channel(current)
+                    await self._changed(caller.key_id)
+                return Channel(current, self._journal, self._counters, self._clock.now()), False  # a view
         async with self._lock:
             existing = self._channels.get(caller.key_id)
             if existing is not None and existing.kind == WEBSOCKET:
@@ -169,16 +228,37 @@ class ChannelHub:
 
     async def delete_channel(self, key_id: str, kind: str) -> bool:
         """REST delete of the key's channel of this kind: queue dropped, open socket closed 1001 (spec §7)."""
+        if self._cluster is not None and key_id not in self._channels:
+            return await self._delete_elsewhere(key_id, kind)
         async with self._lock:
             channel = self._channels.get(key_id)
             if channel is None or channel.kind != kind:
                 return False
             await self._remove_locked(channel, "deleted by a REST call", GOING_AWAY, "channel deleted")
-            return True
+        if self._cluster is not None:
+            await self._cluster.drop_inbox(key_id)
+            await self._changed(key_id, "deleted")
+        return True
+
+    async def _delete_elsewhere(self, key_id: str, kind: str) -> bool:
+        """Redis mode, the channel is owned by another node (or none): delete it there through the store."""
+        assert self._cluster is not None
+        config = await self._store.get_channel(key_id)
+        if config is None or config.kind != kind:
+            return False
+        await self._store.delete_channel(key_id)
+        await self._cluster.drop_inbox(key_id)
+        await self._changed(key_id, "deleted")
+        return True
 
     async def _install(self, config: ChannelConfig) -> Channel:
         """Store the key's one channel; a previous one of any kind is replaced, its queue kept (spec §2.5)."""
         await self._store.put_channel(config)
+        if self._cluster is not None and config.key_id not in self._channels:
+            await self._changed(config.key_id)  # a previous owner hands its queue over
+            owned = await self._own(config.key_id, take_over=True)
+            assert owned is not None
+            return owned
         channel = self._channels.get(config.key_id)
         if channel is None:
             return self._add(config, self._clock.now())
@@ -257,6 +337,10 @@ class ChannelHub:
     async def serve_websocket(self, caller: Principal, ws: web.WebSocketResponse) -> None:
         """Bind an opened socket to the key's channel and serve it until it closes (spec §3.3, §4.7)."""
         channel = self._channels.get(caller.key_id)
+        if channel is None and self._cluster is not None:
+            config = await self._store.get_channel(caller.key_id)
+            if config is not None and config.kind == WEBSOCKET:
+                channel = await self._own(caller.key_id, take_over=True)
         if channel is None or channel.kind != WEBSOCKET:
             await ws.close(code=UNEXPECTED, message=b"no websocket channel for this key")  # spec §7
             return
@@ -315,6 +399,12 @@ class ChannelHub:
             channel.last_polled_at = self._clock.now()
 
     async def _pull_channel(self, caller: Principal) -> Channel:
+        if self._cluster is not None and caller.key_id not in self._channels:
+            config = await self._store.get_channel(caller.key_id)
+            if config is not None and config.kind == PULL:
+                owned = await self._own(caller.key_id, take_over=True)
+                if owned is not None:
+                    return owned
         async with self._lock:
             channel = self._channels.get(caller.key_id)
             if channel is not None and channel.kind != PULL:
@@ -327,13 +417,21 @@ class ChannelHub:
 
     async def delete_pull(self, caller: Principal) -> str:
         """`REMOVED`, or `ALREADY_DELETED` when the key has no pull channel (a 2xx either way)."""
+        if self._cluster is not None and caller.key_id not in self._channels:
+            deleted = await self._delete_elsewhere(caller.key_id, PULL)
+            if deleted:
+                self._pull_gone[caller.key_id] = self._clock.now() + self._pull_gone_s
+            return "REMOVED" if deleted else "ALREADY_DELETED"
         async with self._lock:
             channel = self._channels.get(caller.key_id)
             if channel is None or channel.kind != PULL:
                 return "ALREADY_DELETED"
             self._pull_gone[caller.key_id] = self._clock.now() + self._pull_gone_s
             await self._remove_locked(channel, "pull channel deleted", GOING_AWAY, "channel deleted")
-            return "REMOVED"
+        if self._cluster is not None:
+            await self._cluster.drop_inbox(caller.key_id)
+            await self._changed(caller.key_id, "deleted")
+        return "REMOVED"
 
     # ---- sweeper (clock-driven) -------------------------------------------------------------------
     async def _sweep_forever(self) -> None:
@@ -378,6 +476,134 @@ class ChannelHub:
             return "callback delivery failing for 24 hours"
         return None
 
+    # ---- Redis mode: ownership of channels across nodes (cluster.py) -----------------------------------
+    async def _refresh_configs(self) -> None:
+        configs = await self._store.list_channels()
+        self._configs = {c.key_id: (c, ChannelOptions.from_stored(c.serialization)) for c in configs}
+        accounts: dict[str, set[str]] = {}
+        for config in configs:
+            accounts.setdefault(config.account_id, set()).add(config.key_id)
+        self._cluster_accounts = accounts
+
+    async def _changed(self, key_id: str, verb: str = "changed") -> None:
+        assert self._cluster is not None
+        await self._refresh_configs()
+        await self._cluster.send(verb, key_id)
+
+    async def _on_control(self, verb: str, key_id: str, sender: str) -> None:
+        if verb in ("changed", "deleted"):
+            await self._refresh_configs()
+        channel = self._channels.get(key_id)
+        if channel is None:
+            return
+        async with self._lock:
+            if self._channels.get(key_id) is not channel:
+                return
+            if verb == "deleted":
+                await self._remove_locked(channel, f"deleted on node {sender}", GOING_AWAY, "channel deleted")
+            elif verb == "release":
+                await self._release_locked(channel, "another socket opened for this key")
+            elif verb == "changed":
+                entry = self._configs.get(key_id)
+                if entry is not None and entry[0] != channel.config:
+                    await self._release_locked(channel, "channel replaced")
+
+    async def _release_locked(self, channel: Channel, reason: str) -> None:
+        """Hand the channel to another node: close the socket 1001, write the journal, drop the lease."""
+        assert self._cluster is not None
+        await self._stop_transport(channel, GOING_AWAY, reason)
+        del self._channels[channel.key_id]
+        keys = self._by_account.get(channel.config.account_id)
+        if keys is not None:
+            keys.discard(channel.key_id)
+        channel.close()
+        await self._journal.release(channel.key_id)
+        await self._store.release_lease(_lease(channel.key_id), self._cluster.node_id)
+        log.info("channel of key %s handed over (%s)", channel.key_id, reason)
+
+    async def _own(self, key_id: str, *, take_over: bool) -> Channel | None:
+        """Become the owner of the key's channel (lease, journal, queue); None when it has none or is taken."""
+        assert self._cluster is not None
+        lock = self._adopting.setdefault(key_id, asyncio.Lock())
+        async with lock:
+            channel = self._channels.get(key_id)
+            if channel is not None:
+                return channel
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + LEASE_TTL + 2
+            asked = False
+            while not await self._store.acquire_lease(_lease(key_id), self._cluster.node_id, LEASE_TTL, time.time()):
+                if not take_over:
+                    return None
+                if not asked:
+                    await self._cluster.send("release", key_id)
+                    asked = True
+                if loop.time() > deadline:
+                    raise Unavailable("the channel's owner node did not hand it over", token="CHANNEL_BUSY")
+                await asyncio.sleep(0.05)  # the owner answers by releasing, or its lease runs out
+            config = await self._store.get_channel(key_id)
+            if config is None:
+                await self._store.release_lease(_lease(key_id), self._cluster.node_id)
+                return None
+            # not under self._lock: callers installing a channel hold it; the per-key lock keeps adoption single
+            channel = self._add(config, self._clock.now())
+            channel.restore(await self._journal.load(key_id))
+            if channel.kind == WEBSOCKET:
+                channel.disconnected_since = self._clock.now()
+            log.info("node %s owns the channel of key %s", self._cluster.node_id, key_id)
+            return channel
+
+    async def _drain_forever(self) -> None:
+        # real time, like the journal: this bounds how long an event waits in Redis before its owner queues it
+        while True:
+            await asyncio.sleep(0.02)
+            try:
+                await self._drain_once()
+            except Exception:
+                log.exception("draining channel inboxes failed")
+
+    async def _drain_once(self) -> None:
+        """Inbox → local queue → journal in Redis, and only then trim the inbox: a crash loses nothing."""
+        assert self._cluster is not None
+        if not self._channels:
+            return
+        found = await self._cluster.peek(list(self._channels))
+        taken: dict[str, int] = {}
+        for key_id, events in found.items():
+            channel = self._channels.get(key_id)
+            if channel is None:
+                continue  # handed over meanwhile: the events stay for the next owner
+            for event in events:
+                channel.push(event.kind, event.data, event.queued_at_ms)
+            taken[key_id] = len(events)
+        if taken:
+            await self._journal.flush()
+            await self._cluster.trim(taken)
+
+    async def _hold_forever(self) -> None:
+        """Renew this node's leases; adopt callback channels nobody delivers (a dead node's, or new ones)."""
+        assert self._cluster is not None
+        while True:
+            await asyncio.sleep(LEASE_TTL / 3)
+            try:
+                for key_id in list(self._channels):
+                    if not await self._store.acquire_lease(
+                        _lease(key_id), self._cluster.node_id, LEASE_TTL, time.time()
+                    ):
+                        log.warning("lost the lease of key %s to another node", key_id)
+                        channel = self._channels.get(key_id)
+                        if channel is not None:
+                            async with self._lock:
+                                await self._release_locked(channel, "owned by another node")
+                await self._refresh_configs()
+                for key_id, (config, _) in list(self._configs.items()):
+                    if config.kind == CALLBACK and key_id not in self._channels:
+                        channel = await self._own(key_id, take_over=False)
+                        if channel is not None:
+                            self._start_deliverer(channel)
+            except Exception:
+                log.exception("lease upkeep failed")
+
     # ---- state -------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, int | float]:
         """Gauges of the channels now and counters since start (the lead exports them on /metrics)."""
@@ -400,6 +626,10 @@ class ChannelHub:
             "delivery_failures_total": self._counters.delivery_failures,
             "channels_removed_total": self._counters.channels_removed,
         }
+
+
+def _lease(key_id: str) -> str:
+    return f"channel:{key_id}"
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

@@ -71,6 +71,13 @@ class Journal:
             self._stored.pop(key_id, None)
             await self._store.delete_channel(key_id)
 
+    async def release(self, key_id: str) -> None:
+        """Another node takes the channel over: write what is pending for it, then stop tracking it."""
+        await self.flush()
+        async with self._lock:
+            self._pending.pop(key_id, None)
+            self._stored.pop(key_id, None)
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="channel-journal-flusher")
 

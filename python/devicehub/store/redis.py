@@ -63,6 +63,11 @@ class RedisStore:
             raise RuntimeError("store is not open")
         return self._redis
 
+    @property
+    def prefix(self) -> str:
+        """What every key of this store starts with (channels/cluster.py keeps its keys beside them)."""
+        return self._p
+
     def _k(self, *parts: str) -> str:
         return self._p + ":".join(parts)
 

@@ -1,0 +1,104 @@
+"""Redis mode: one key's channel is owned by one node at a time, and events reach it from every node.
+
+Every node forwards the events it produces to the key's inbox in Redis (a list). The node that holds the key's
+lease (where its WebSocket is connected, or that adopted its callback or pull channel) moves inbox events into
+its local queue, writes them to the key's journal in Redis, and only then trims the inbox — so a node that dies
+loses no queued event (delivery stays at least once). Ownership moves by a control message: the node taking over
+asks the owner to release; the owner closes its socket with 1001, writes its journal and drops the lease.
+A dead owner's lease runs out after `LEASE_TTL` seconds and the next node takes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+
+from devicehub.store.records import StoredEvent
+
+log = logging.getLogger("devicehub.cluster")
+
+LEASE_TTL = 5.0  # seconds a dead node keeps its channels before another node can take them
+INBOX_MAX = 1_000_000  # events an unowned key can gather before the oldest go (the queue's byte cap comes after)
+DRAIN_BATCH = 1000
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode_event = msgspec.msgpack.Decoder(StoredEvent).decode
+
+ControlHandler = Callable[[str, str, str], Awaitable[None]]  # (verb, key id, sender node)
+
+
+class ClusterLink:
+    """The Redis side of channel ownership: inboxes, leases and control messages between nodes."""
+
+    def __init__(self, redis: aioredis.Redis, prefix: str, node_id: str) -> None:
+        self._redis = redis
+        self._prefix = prefix
+        self.node_id = node_id
+        self._listener: asyncio.Task[None] | None = None
+        self._pubsub: Any = None
+
+    def _inbox(self, key_id: str) -> str:
+        return f"{self._prefix}inbox:{key_id}"
+
+    @property
+    def _control(self) -> str:
+        return f"{self._prefix}control"
+
+    # ---- inboxes ------------------------------------------------------------------------------
+    async def forward(self, batches: dict[str, list[StoredEvent]]) -> None:
+        """Append events to their keys' inboxes, in order, in one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key_id, events in batches.items():
+                pipe.rpush(self._inbox(key_id), *(_encode(e) for e in events))
+                pipe.ltrim(self._inbox(key_id), -INBOX_MAX, -1)
+            await pipe.execute()
+
+    async def peek(self, key_ids: Sequence[str]) -> dict[str, list[StoredEvent]]:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key_id in key_ids:
+                pipe.lrange(self._inbox(key_id), 0, DRAIN_BATCH - 1)
+            replies = await pipe.execute()
+        return {k: [_decode_event(d) for d in r] for k, r in zip(key_ids, replies, strict=True) if r}
+
+    async def trim(self, counts: dict[str, int]) -> None:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key_id, count in counts.items():
+                pipe.ltrim(self._inbox(key_id), count, -1)
+            await pipe.execute()
+
+    async def drop_inbox(self, key_id: str) -> None:
+        await self._redis.delete(self._inbox(key_id))
+
+    # ---- control messages ---------------------------------------------------------------------
+    async def send(self, verb: str, key_id: str) -> None:
+        await self._redis.publish(self._control, f"{verb} {key_id} {self.node_id}")
+
+    async def listen(self, handler: ControlHandler) -> None:
+        self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        await self._pubsub.subscribe(self._control)
+        self._listener = asyncio.create_task(self._listen(handler), name="cluster-control")
+
+    async def _listen(self, handler: ControlHandler) -> None:
+        async for message in self._pubsub.listen():
+            data = message.get("data")
+            text = data.decode() if isinstance(data, bytes) else str(data)
+            verb, _, rest = text.partition(" ")
+            key_id, _, sender = rest.partition(" ")
+            if sender == self.node_id:
+                continue
+            try:
+                await handler(verb, key_id, sender)
+            except Exception:
+                log.exception("control message %r failed", text)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+        if self._pubsub is not None:
+            await self._pubsub.aclose()
