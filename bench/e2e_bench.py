@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import multiprocessing
 import platform
@@ -39,6 +40,7 @@ from devicehub.clock import SystemClock  # noqa: E402
 from devicehub.lwm2m import codes  # noqa: E402
 from devicehub.sim.device import PELION, SimDevice  # noqa: E402
 from support.ports import free_tcp_port  # noqa: E402
+from support.redis_server import redis_server  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -133,9 +135,9 @@ class Collector:
                 continue
 
 
-async def _received(http: aiohttp.ClientSession) -> float:
-    """Datagrams the service's CoAP endpoint has received (its /metrics)."""
-    async with http.get("/metrics") as r:
+async def _received(http: aiohttp.ClientSession, devices_url: str) -> float:
+    """Datagrams the devices' node has received on its CoAP endpoint (its /metrics)."""
+    async with http.get(f"{devices_url}/metrics") as r:
         for line in (await r.text()).splitlines():
             if line.startswith("devicehub_coap_received "):
                 return float(line.split()[1])
@@ -143,22 +145,26 @@ async def _received(http: aiohttp.ClientSession) -> float:
 
 
 async def _windows(
-    collector: Collector, args: argparse.Namespace, http: aiohttp.ClientSession
+    collector: Collector, args: argparse.Namespace, http: aiohttp.ClientSession, devices_url: str
 ) -> tuple[list[float], list[float]]:
     await asyncio.sleep(args.warmup)
     rates, ingested = [], []
     for _ in range(args.runs):
         collector.count, collector.measuring = 0, True
-        before, start = await _received(http), time.perf_counter()
+        before, start = await _received(http, devices_url), time.perf_counter()
         await asyncio.sleep(args.seconds)
         elapsed = time.perf_counter() - start
         rates.append(collector.count / elapsed)
-        ingested.append((await _received(http) - before) / elapsed)
+        ingested.append((await _received(http, devices_url) - before) / elapsed)
         collector.measuring = False
     return rates, ingested
 
 
-async def _measure(service: ServiceProcess, args: argparse.Namespace) -> tuple[list[float], list[float], list[float]]:
+async def _measure(
+    service: ServiceProcess, devices_node: ServiceProcess, args: argparse.Namespace
+) -> tuple[list[float], list[float], list[float]]:
+    """`service` holds the application's channel; the devices talk to `devices_node` (the same one, or
+    another node of the cluster in `--redis` mode)."""
     headers = {"Authorization": f"Bearer {service.api_key}"}
     collector = Collector(args.devices)
     serialization = {"serialization": {"type": "v2", "max_chunk_size": 10000, "cfg": {"include_timestamp": True}}}
@@ -194,7 +200,7 @@ async def _measure(service: ServiceProcess, args: argparse.Namespace) -> tuple[l
         load = multiprocessing.get_context("spawn").Process(
             target=load_process,
             args=(
-                ("127.0.0.1", service.coap_port),
+                ("127.0.0.1", devices_node.coap_port),
                 args.devices,
                 args.rate,
                 args.window,
@@ -204,7 +210,7 @@ async def _measure(service: ServiceProcess, args: argparse.Namespace) -> tuple[l
         )
         load.start()
         try:
-            rates, ingested = await _windows(collector, args, http)
+            rates, ingested = await _windows(collector, args, http, devices_node.base_url)
         finally:
             load.terminate()
             load.join()
@@ -228,21 +234,33 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=5.0, help="registration and ramp-up before measuring")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--redis", action="store_true", help="two nodes on one redis-server: devices on node A, the channel on B"
+    )
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
         args.devices, args.rate, args.seconds, args.warmup, args.runs = 5, 200.0, 1.0, 2.0, 1
-    with tempfile.TemporaryDirectory() as tmp:
-        service = ServiceProcess(data_dir=Path(tmp) / "data").start()
-        try:
-            rates, ingested, latencies = uvloop.run(_measure(service, args))
-        finally:
-            service.stop()
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if args.redis:
+            url = stack.enter_context(redis_server())
+            node_a = ServiceProcess(data_dir=Path(tmp) / "a", extra_args=("--redis-url", url)).start()
+            stack.callback(node_a.stop)
+            (Path(tmp) / "b").mkdir()
+            (Path(tmp) / "b" / "dev-api-key").write_text(node_a.api_key + "\n")
+            node_b = ServiceProcess(data_dir=Path(tmp) / "b", extra_args=("--redis-url", url)).start()
+            stack.callback(node_b.stop)
+            rates, ingested, latencies = uvloop.run(_measure(node_b, node_a, args))
+        else:
+            service = ServiceProcess(data_dir=Path(tmp) / "data").start()
+            stack.callback(service.stop)
+            rates, ingested, latencies = uvloop.run(_measure(service, service, args))
     delivered = statistics.median(rates)
     quantiles = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [float("nan")] * 99
     p50, p99 = quantiles[49] * 1000, quantiles[98] * 1000
     result = {
         "channel": args.channel,
+        "mode": "redis, two nodes" if args.redis else "embedded, one node",
         "devices": args.devices,
         "offered_per_s": args.rate,
         "window": args.window,
@@ -257,9 +275,12 @@ def main() -> None:
         "smoke": args.smoke,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"e2e-{args.channel}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / f"e2e-{args.channel}{'-redis' if args.redis else ''}.json").write_text(
+        json.dumps(result, indent=2) + "\n"
+    )
     print(
-        f"e2e {args.channel}: {delivered:,.0f} notifications/s delivered (median of {args.runs}), offered "
+        f"e2e {args.channel}{' (redis, 2 nodes)' if args.redis else ''}: {delivered:,.0f} notifications/s "
+        f"delivered (median of {args.runs}), offered "
         f"{args.rate:,.0f}/s (service received {statistics.median(ingested):,.0f} datagrams/s), ratio "
         f"{delivered / args.rate:.2f}; latency p50 {p50:.1f} ms p99 {p99:.1f} ms"
     )

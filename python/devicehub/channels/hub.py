@@ -87,6 +87,8 @@ class ChannelHub:
         self._cluster_accounts: dict[str, set[str]] = {}
         self._cluster_tasks: list[asyncio.Task[None]] = []
         self._adopting: dict[str, asyncio.Lock] = {}
+        self._outbox: dict[str, list[StoredEvent]] = {}
+        self._forwarder: asyncio.Task[None] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -123,6 +125,8 @@ class ChannelHub:
         for task in self._cluster_tasks:
             task.cancel()
         await asyncio.gather(*self._cluster_tasks, return_exceptions=True)
+        if self._forwarder is not None:
+            await asyncio.gather(self._forwarder, return_exceptions=True)
         await self.release_clients()
         for channel in list(self._channels.values()):
             await self._stop_transport(channel, GOING_AWAY, "server shutting down")
@@ -162,7 +166,6 @@ class ChannelHub:
         assert self._cluster is not None
         now_ms = int(self._clock.now() * 1000)
         uid: str | None = None
-        batches: dict[str, list[StoredEvent]] = {}
         encoded: dict[tuple[bool, ...], bytes] = {}
         for key_id in key_ids:
             entry = self._configs.get(key_id)
@@ -174,9 +177,23 @@ class ChannelHub:
                 if uid is None and options.include_uid:
                     uid = self._uid_source()
                 data = encoded[options.encoding] = self._encoder.encode(event, options, now_ms, uid)
-            batches[key_id] = [StoredEvent(event.kind, data, now_ms)]
-        if batches:
-            await self._cluster.forward(batches)
+            self._outbox.setdefault(key_id, []).append(StoredEvent(event.kind, data, now_ms))
+        if self._outbox and (self._forwarder is None or self._forwarder.done()):
+            self._forwarder = asyncio.create_task(self._forward_outbox(), name="cluster-forward")
+
+    async def _forward_outbox(self) -> None:
+        """One writer sends what queued up meanwhile in one round trip, so order holds and Redis is not
+        asked once per event (a stop waits for it: nothing published is left behind)."""
+        assert self._cluster is not None
+        while self._outbox:
+            batches, self._outbox = self._outbox, {}
+            try:
+                await self._cluster.forward(batches)
+            except Exception:
+                log.exception("forwarding %d events to Redis failed; retrying", sum(map(len, batches.values())))
+                for key_id, events in batches.items():  # put them back ahead of newer ones
+                    self._outbox[key_id] = events + self._outbox.get(key_id, [])
+                await asyncio.sleep(0.1)
 
     def _push(self, channels: Iterable[Channel], event: Event) -> None:
         now_ms = int(self._clock.now() * 1000)

@@ -26,6 +26,7 @@ from devicehub.store.records import (
     SnapshotResource,
     StoredEvent,
 )
+from devicehub.store.write_behind import Pending, ReportedWriteBehind
 
 T = TypeVar("T")
 
@@ -56,6 +57,7 @@ class RedisStore:
         self._redis: aioredis.Redis | None = None
         self._acquire: Any = None
         self._release: Any = None
+        self._reported = ReportedWriteBehind(self._write_reported)
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -78,6 +80,7 @@ class RedisStore:
         self._release = self._redis.register_script((_LUA / "release_lease.lua").read_text())
 
     async def close(self) -> None:
+        await self._reported.close()
         if self._redis is not None:
             await self._redis.aclose()
             self._redis = None
@@ -177,6 +180,7 @@ class RedisStore:
         return int(await self.redis.zcard(index))
 
     async def delete_device(self, device_id: str) -> None:
+        await self._reported.flush()
         device = await self.get_device(device_id)
         subscribers = await self.subscribers(device_id)
         requests = [_text(m) for m in await self.redis.zrange(self._k("reqs", device_id), 0, -1)]
@@ -342,7 +346,14 @@ class RedisStore:
             await tx.execute()
 
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
-        await self._set_field("snap_rep", device_id, path, _encode(reported))
+        self._reported.put(device_id, path, reported)
+
+    async def _write_reported(self, pending: Pending) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            for (device_id, path), value in pending.items():
+                tx.zadd(self._k("snap_paths", device_id), {path: 0})
+                tx.hset(self._k("snap_rep", device_id), path, _encode(value))
+            await tx.execute()
 
     async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:
         await self._set_field("snap_des", device_id, path, _encode(desired))
@@ -358,6 +369,7 @@ class RedisStore:
             await self.redis.zadd(self._k("snap_paths", device_id), dict.fromkeys(paths, 0), nx=True)
 
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
+        await self._reported.flush()
         async with self.redis.pipeline(transaction=True) as tx:
             tx.zrange(self._k("snap_paths", device_id), 0, -1)
             tx.hgetall(self._k("snap_rep", device_id))

@@ -33,6 +33,7 @@ from devicehub.store.records import (
     SnapshotResource,
     StoredEvent,
 )
+from devicehub.store.write_behind import Pending, ReportedWriteBehind
 
 T = TypeVar("T")
 
@@ -89,9 +90,7 @@ class SqliteStore:
         self._path = Path(data_dir) / DB_FILE
         self._db: sqlite3.Connection | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
-        self._reported: dict[tuple[str, str], ReportedValue] = {}
-        self._reported_flush: asyncio.TimerHandle | None = None
-        self._flushes: set[asyncio.Task[None]] = set()
+        self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work)
@@ -119,8 +118,7 @@ class SqliteStore:
         await asyncio.get_running_loop().run_in_executor(self._thread, connect)
 
     async def close(self) -> None:
-        await self._flush_reported()
-        await asyncio.gather(*self._flushes, return_exceptions=True)
+        await self._reported.close()
 
         def disconnect() -> None:
             if self._db is not None:
@@ -242,7 +240,7 @@ class SqliteStore:
         return await self._run(lambda db: int(db.execute(sql, args).fetchone()[0]))
 
     async def delete_device(self, device_id: str) -> None:
-        await self._flush_reported()
+        await self._reported.flush()
 
         def work(db: sqlite3.Connection) -> None:
             for table in ("devices", "subscriptions", "requests", "snapshot"):
@@ -437,36 +435,17 @@ class SqliteStore:
 
     # ---- state snapshot --------------------------------------------------------------------------------
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
-        self._reported[(device_id, path)] = reported
-        if self._reported_flush is None:
-            self._reported_flush = asyncio.get_running_loop().call_later(REPORTED_FLUSH_S, self._flush_soon)
+        self._reported.put(device_id, path, reported)
 
-    def _flush_soon(self) -> None:
-        self._reported_flush = None
-        task = asyncio.ensure_future(self._flush_reported())
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
-
-    async def _flush_reported(self) -> None:
-        if self._reported_flush is not None:
-            self._reported_flush.cancel()
-            self._reported_flush = None
-        if not self._reported:
-            return
-        pending, self._reported = self._reported, {}
+    async def _write_reported(self, pending: Pending) -> None:
         rows = [(device_id, path, _encode(value)) for (device_id, path), value in pending.items()]
-        try:
-            await self._run(
-                lambda db: db.executemany(
-                    "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"
-                    " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported",
-                    rows,
-                )
+        await self._run(
+            lambda db: db.executemany(
+                "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"
+                " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported",
+                rows,
             )
-        except BaseException:
-            for key, value in pending.items():  # keep what failed, unless a newer value arrived meanwhile
-                self._reported.setdefault(key, value)
-            raise
+        )
 
     async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:
         await self._run(
@@ -497,7 +476,7 @@ class SqliteStore:
         )
 
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
-        await self._flush_reported()
+        await self._reported.flush()
 
         def work(db: sqlite3.Connection) -> list[SnapshotResource]:
             rows = db.execute(

@@ -1,0 +1,55 @@
+"""Reported values written behind: the snapshot's hot path (one value per device notification) coalesced per
+(device, path) and written in one batch every `interval` seconds, by both store backends.
+
+Readers call `flush()` first, so they read their own writes; `close()` writes what is pending, so a graceful
+stop loses nothing; a crash can lose the values of the last interval (README, "Durability").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from devicehub.store.records import ReportedValue
+
+Pending = dict[tuple[str, str], ReportedValue]
+
+DEFAULT_INTERVAL_S = 0.05
+
+
+class ReportedWriteBehind:
+    def __init__(self, write: Callable[[Pending], Awaitable[None]], interval: float = DEFAULT_INTERVAL_S) -> None:
+        self._write = write
+        self._interval = interval
+        self._pending: Pending = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    def put(self, device_id: str, path: str, value: ReportedValue) -> None:
+        self._pending[(device_id, path)] = value
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._timer = None
+        task = asyncio.ensure_future(self.flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        try:
+            await self._write(pending)
+        except BaseException:
+            for key, value in pending.items():  # keep what failed, unless a newer value arrived meanwhile
+                self._pending.setdefault(key, value)
+            raise
+
+    async def close(self) -> None:
+        await self.flush()
+        await asyncio.gather(*self._flushes, return_exceptions=True)
