@@ -6,13 +6,13 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
-from lwm2m_harness import device, eventually, run, running_node
 
 from devicehub._core import TLV_RESOURCE, TlvNode, coap_encode_uint, tlv_encode, tlv_float
 from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
 from devicehub.node import Node
 from devicehub.sim.objects import BATTERY, TEMPERATURE
+from support.node import device, eventually, run, running_node
 
 
 async def reported(node: Node, device_id: str, path: str) -> bytes | None:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from lwm2m_harness import device, eventually, run, running_node
 
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.ports import ResourceLink
 from devicehub.sim.device import OMA, SimDevice
+from support.node import device, eventually, run, running_node
 
 
 def test_register_answers_location_with_account_and_device_id_and_lists_the_device(tmp_path: Path) -> None:

@@ -1,0 +1,230 @@
+"""The application API through real HTTP against a running node with simulated devices on real UDP (issue 6):
+device requests and their async-responses, the echo snapshot, request expiry, account isolation, bad input."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from devicehub.clock import ManualClock
+from devicehub.node import Node
+from support.apps import EventReader
+from support.node import device, run, running_node
+
+
+@contextlib.asynccontextmanager
+async def app(node: Node, key: str | None = None) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
+    """An application: an HTTP session with its key and its WebSocket channel, connected."""
+    headers = {"Authorization": f"Bearer {key or node.dev_api_key}"}
+    async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+        async with http.put("/v2/notification/websocket") as r:
+            assert r.status in (200, 201)
+        ws = await http.ws_connect("/v2/notification/websocket-connect")
+        try:
+            yield http, EventReader(ws)
+        finally:
+            await ws.close()
+
+
+async def request(http: aiohttp.ClientSession, device_id: str, async_id: str, body: dict[str, Any]) -> None:
+    async with http.post(f"/v2/device-requests/{device_id}?async-id={async_id}", json=body) as r:
+        assert r.status == 202, await r.text()
+
+
+async def echo(http: aiohttp.ClientSession, device_id: str, path: str) -> dict[str, Any]:
+    async with http.get(f"/v3/devices/{device_id}/echo") as r:
+        assert r.status == 200
+        resources = (await r.json())["resources"]
+    return next((x for x in resources if x["resource_path"] == path), {})
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_read_write_attributes_and_execute_answer_with_async_responses_and_fill_the_echo(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with (
+            running_node(tmp_path) as node,
+            device(node, "api-1") as sim,
+            app(node) as (
+                http,
+                events,
+            ),
+        ):
+            device_id = sim.device_id or ""
+            await request(http, device_id, "read-1", {"method": "GET", "uri": "/3/0/0"})
+            read = await events.wait_for("async-responses", lambda e: e["id"] == "read-1")
+            assert read["status"] == 200 and base64.b64decode(read["payload"]) == b"devicehub"
+            assert (await echo(http, device_id, "/3/0/0"))["reported"]["value"] == b64("devicehub")
+
+            await request(
+                http, device_id, "write-1", {"method": "PUT", "uri": "/3311/0/5851", "payload-b64": b64("42")}
+            )
+            write = await events.wait_for("async-responses", lambda e: e["id"] == "write-1")
+            assert write["status"] == 200 and sim.log.writes == [("/3311/0/5851", 42)]
+            desired = (await echo(http, device_id, "/3311/0/5851"))["desired"]
+            assert desired["value"] == b64("42") and desired["status"] == 1  # spec §3.1: success
+            assert desired["desired_at"] and desired["status_updated_at"]
+
+            await request(http, device_id, "attrs-1", {"method": "PUT", "uri": "/3303/0/5700?pmin=5&pmax=60&lt=3"})
+            attrs = await events.wait_for("async-responses", lambda e: e["id"] == "attrs-1")
+            assert attrs["status"] == 200
+            assert sim.log.attribute_queries == [("/3303/0/5700", ["pmin=5", "pmax=60", "lt=3"])]
+            assert "desired" not in await echo(http, device_id, "/3303/0/5700")  # attributes are not values
+
+            await request(http, device_id, "exec-1", {"method": "POST", "uri": "/3/0/4", "payload-b64": b64("now")})
+            execute = await events.wait_for("async-responses", lambda e: e["id"] == "exec-1")
+            assert execute["status"] == 200 and sim.log.executes == [("/3/0/4", b"now")]
+
+    run(scenario())
+
+
+def test_write_to_a_read_only_resource_ends_failed(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with (
+            running_node(tmp_path) as node,
+            device(node, "ro-1", flavor="oma") as sim,
+            app(node) as (
+                http,
+                events,
+            ),
+        ):
+            device_id = sim.device_id or ""
+            await request(http, device_id, "w-ro", {"method": "PUT", "uri": "/3/0/0", "payload-b64": b64("x")})
+            answer = await events.wait_for("async-responses", lambda e: e["id"] == "w-ro")
+            assert answer["status"] == 405
+            desired = (await echo(http, device_id, "/3/0/0"))["desired"]
+            assert desired["status"] == 2 and desired["value"] == b64("x")  # spec §3.1: failure
+
+    run(scenario())
+
+
+def test_subscribed_turns_true_only_after_the_device_confirms(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with (
+            running_node(tmp_path) as node,
+            device(node, "sub-1") as sim,
+            app(node) as (
+                http,
+                events,
+            ),
+        ):
+            device_id = sim.device_id or ""
+            assert (await echo(http, device_id, "/3303/0/5700"))["subscribed"] is False
+            async with http.put(f"/v2/subscriptions/{device_id}/3303/0/5700") as r:
+                assert r.status == 202
+                async_id = (await r.json())["async-response-id"]
+            confirmation = await events.wait_for("async-responses", lambda e: e["id"] == async_id)
+            assert confirmation["status"] == 200
+            assert (await echo(http, device_id, "/3303/0/5700"))["subscribed"] is True
+
+    run(scenario())
+
+
+def test_a_request_to_an_offline_device_expires_with_an_async_response(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        async with running_node(tmp_path, clock=clock) as node, app(node) as (http, events):
+            async with device(node, "gone-1", flavor="oma") as sim:
+                device_id = sim.device_id or ""
+            # the simulator de-registered on leaving: the device is offline
+            await request(http, device_id, "late-1", {"method": "GET", "uri": "/3/0/0"})
+            async with http.get(f"/v3/devices/{device_id}") as r:
+                assert (await r.json())["state"] == "deregistered"
+            await request_with_expiry(http, device_id)  # expiry-seconds=60 (late-1 keeps the default 7200 s)
+            expired = None
+            for _ in range(30):  # move the clock in steps: the expiry loop wakes once a clock second
+                await clock.advance(5)
+                try:
+                    expired = await events.wait_for("async-responses", lambda e: e["id"] == "late-2", timeout=0.3)
+                    break
+                except TimeoutError:
+                    continue
+            assert expired is not None, "no REQUEST_EXPIRED after 150 clock seconds"
+            assert expired["status"] == 429 and expired["error"] == "REQUEST_EXPIRED"
+            assert [r.async_id for r in await node.store.pending_requests(device_id)] == ["late-1"]
+
+    run(scenario())
+
+
+async def request_with_expiry(http: aiohttp.ClientSession, device_id: str) -> None:
+    async with http.post(
+        f"/v2/device-requests/{device_id}?async-id=late-2&expiry-seconds=60", json={"method": "GET", "uri": "/3/0/0"}
+    ) as r:
+        assert r.status == 202, await r.text()
+
+
+def test_another_accounts_device_is_404(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "mine-1") as sim:
+            other = await node.accounts.create_account("other")
+            _, other_key = await node.accounts.create_key(other.id, "app")
+            device_id = sim.device_id or ""
+            headers = {"Authorization": f"Bearer {other_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                for method, url in (
+                    ("GET", f"/v3/devices/{device_id}"),
+                    ("GET", f"/v3/devices/{device_id}/echo"),
+                    ("GET", f"/v2/endpoints/{device_id}"),
+                    ("PUT", f"/v2/subscriptions/{device_id}/3303/0/5700"),
+                ):
+                    async with http.request(method, url) as r:
+                        assert r.status == 404, (method, url, r.status)
+                async with http.post(
+                    f"/v2/device-requests/{device_id}?async-id=x1", json={"method": "GET", "uri": "/3/0/0"}
+                ) as r:
+                    assert r.status == 404
+                async with http.get("/v3/devices") as r:
+                    assert (await r.json())["data"] == []
+
+    run(scenario())
+
+
+def test_bad_input_gets_its_status_and_stores_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "bad-1") as sim, app(node) as (http, _):
+            device_id = sim.device_id or ""
+            rules = [{"endpoint-name": "bad-*", "resource-path": ["/3/0/0"]}]
+            async with http.put("/v2/subscriptions", json=rules) as r:
+                assert r.status == 202
+            async with http.put(
+                "/v2/subscriptions", data=b"[{not json", headers={"Content-Type": "application/json"}
+            ) as r:
+                assert r.status == 400
+            async with http.put("/v2/subscriptions", json=[{"endpoint-name": 7}]) as r:
+                assert r.status == 400
+            async with http.get("/v2/subscriptions") as r:
+                assert await r.json() == rules  # the bad PUTs changed nothing
+            async with http.post(
+                f"/v2/device-requests/{device_id}?async-id=bad%20id", json={"method": "GET", "uri": "/3/0/0"}
+            ) as r:
+                assert r.status == 400
+            async with http.post(f"/v2/device-requests/{device_id}?async-id=ok-1", json={"method": "GET"}) as r:
+                assert r.status == 400
+            async with http.post(
+                f"/v2/device-requests/{'f' * 32}?async-id=ok-2", json={"method": "GET", "uri": "/3/0/0"}
+            ) as r:
+                assert r.status == 404
+            big = json.dumps({"method": "PUT", "uri": "/3311/0/5706", "payload-b64": "A" * (2 * 1024 * 1024)})
+            async with http.post(
+                f"/v2/device-requests/{device_id}?async-id=big-1",
+                data=io.BytesIO(big.encode()),
+                headers={"Content-Type": "application/json"},
+            ) as r:
+                assert r.status == 413
+            assert await node.store.pending_requests(device_id) == []
+            async with http.get(f"/v3/devices/{'f' * 32}") as r:
+                assert r.status == 404
+                assert r.content_type == "application/json" and (await r.json())["code"] == 404
+            async with http.get("/v3/devices", headers={"Authorization": "Bearer ak_wrong"}) as r:
+                assert r.status == 401
+
+    run(scenario())
