@@ -155,6 +155,10 @@ impl ChannelQueue {
     }
 
     /// Remove events whose age reached the lifetime; returns how many.
+    ///
+    /// Only the head is examined: events are pushed in clock order and put back in their original
+    /// place, so the head is the oldest. After a wall-clock step backwards an older event can sit
+    /// behind a newer one and is dropped a little late, never early.
     pub fn expire(&mut self, now_ms: u64) -> usize {
         let mut removed = 0;
         while let Some(head) = self.events.front() {

@@ -1,5 +1,7 @@
 //! `ChannelQueue` and `Batch`: conversions around `devicehub_core::queue`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use devicehub_core::queue::{self, Event};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -9,16 +11,16 @@ use crate::errors::QueueError;
 /// Carries a core queue error to Python; the orphan rule forbids `From<queue::QueueError> for PyErr`.
 pub struct PyQueueError(queue::QueueError);
 
-impl From<queue::QueueError> for PyQueueError {
-    fn from(err: queue::QueueError) -> Self {
-        Self(err)
-    }
-}
-
 impl From<PyQueueError> for PyErr {
     fn from(err: PyQueueError) -> Self {
         QueueError::new_err(err.0.to_string())
     }
+}
+
+/// Python ints are unbounded: a negative or huge argument is an invalid queue argument (QueueError),
+/// not the OverflowError PyO3's own conversion would raise.
+fn in_range<T: TryFrom<i64>>(what: &str, value: i64) -> PyResult<T> {
+    T::try_from(value).map_err(|_| QueueError::new_err(format!("{what} out of range: {value}")))
 }
 
 fn as_tuples<'py>(py: Python<'py>, events: &[Event]) -> Vec<(u8, Bound<'py, PyBytes>, u64)> {
@@ -32,6 +34,8 @@ fn as_tuples<'py>(py: Python<'py>, events: &[Event]) -> Vec<(u8, Bound<'py, PyBy
 #[pyclass(module = "devicehub._core", name = "Batch", frozen)]
 pub struct PyBatch {
     batch: queue::Batch,
+    /// Set by the first `put_back`: a second one would deliver the events twice.
+    returned: AtomicBool,
 }
 
 #[pymethods]
@@ -57,27 +61,35 @@ pub struct PyChannelQueue {
 #[pymethods]
 impl PyChannelQueue {
     #[new]
-    #[pyo3(signature = (max_bytes = queue::DEFAULT_MAX_BYTES, lifetime_ms = queue::DEFAULT_LIFETIME_MS))]
-    fn new(max_bytes: usize, lifetime_ms: u64) -> Result<Self, PyQueueError> {
-        Ok(Self {
-            queue: queue::ChannelQueue::new(max_bytes, lifetime_ms)?,
-        })
+    #[pyo3(signature = (max_bytes = queue::DEFAULT_MAX_BYTES as i64, lifetime_ms = queue::DEFAULT_LIFETIME_MS as i64))]
+    fn new(max_bytes: i64, lifetime_ms: i64) -> PyResult<Self> {
+        let max_bytes = in_range("max_bytes", max_bytes)?;
+        let lifetime_ms = in_range("lifetime_ms", lifetime_ms)?;
+        let queue = queue::ChannelQueue::new(max_bytes, lifetime_ms).map_err(PyQueueError)?;
+        Ok(Self { queue })
     }
-    fn push(&mut self, kind: u8, event: Vec<u8>, now_ms: u64) -> Result<usize, PyQueueError> {
-        Ok(self.queue.push(kind, event, now_ms)?)
+    fn push(&mut self, kind: i64, event: Vec<u8>, now_ms: u64) -> PyResult<usize> {
+        let kind = in_range("event kind", kind)?;
+        Ok(self.queue.push(kind, event, now_ms).map_err(PyQueueError)?)
     }
-    fn take_batch(
-        &mut self,
-        max_items: usize,
-        now_ms: u64,
-    ) -> Result<Option<PyBatch>, PyQueueError> {
-        Ok(self
+    fn take_batch(&mut self, max_items: i64, now_ms: u64) -> PyResult<Option<PyBatch>> {
+        let max_items = in_range("max_items", max_items)?;
+        let batch = self
             .queue
-            .take_batch(max_items, now_ms)?
-            .map(|batch| PyBatch { batch }))
+            .take_batch(max_items, now_ms)
+            .map_err(PyQueueError)?;
+        Ok(batch.map(|batch| PyBatch {
+            batch,
+            returned: AtomicBool::new(false),
+        }))
     }
-    fn put_back(&mut self, batch: &Bound<'_, PyBatch>) -> usize {
-        self.queue.put_back(batch.get().batch.clone())
+    /// The batch stays readable afterwards; only a second `put_back` of it is refused.
+    fn put_back(&mut self, batch: &Bound<'_, PyBatch>) -> PyResult<usize> {
+        let batch = batch.get();
+        if batch.returned.swap(true, Ordering::Relaxed) {
+            return Err(QueueError::new_err("batch was already put back"));
+        }
+        Ok(self.queue.put_back(batch.batch.clone()))
     }
     fn expire(&mut self, now_ms: u64) -> usize {
         self.queue.expire(now_ms)
