@@ -155,7 +155,24 @@ def _add_simulate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     simulate.set_defaults(run=_simulate)
 
 
-_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [_add_serve, _add_simulate]
+def _edge(args: argparse.Namespace) -> int:
+    from devicehub.config import EdgeSettings
+    from devicehub.edge.runner import edge
+
+    return _run(edge(build(EdgeSettings, args)))
+
+
+def _add_edge(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from devicehub.edge.runner import add_edge_command
+
+    add_edge_command(sub, _edge)
+
+
+_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    _add_serve,
+    _add_simulate,
+    _add_edge,
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -113,11 +113,20 @@ class CoapEndpoint(asyncio.DatagramProtocol):
     # ---- lifecycle --------------------------------------------------------------------------------
     @classmethod
     async def bind(
-        cls, host: str, port: int, clock: Clock, on_request: Handler, on_notification: NotificationHandler | None = None
+        cls,
+        host: str,
+        port: int,
+        clock: Clock,
+        on_request: Handler,
+        on_notification: NotificationHandler | None = None,
+        *,
+        ack_timeout: float = ACK_TIMEOUT,
+        max_retransmit: int = MAX_RETRANSMIT,
     ) -> CoapEndpoint:
         loop = asyncio.get_running_loop()
         _, protocol = await loop.create_datagram_endpoint(
-            lambda: cls(clock, on_request, on_notification), local_addr=(host, port)
+            lambda: cls(clock, on_request, on_notification, ack_timeout=ack_timeout, max_retransmit=max_retransmit),
+            local_addr=(host, port),
         )
         return protocol
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceError, DeviceReset
 from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.lwm2m.transport import ACK_TIMEOUT, MAX_RETRANSMIT, Address, CoapEndpoint, Reply
 from devicehub.sim import attributes
 from devicehub.sim.objects import (
     BATTERY,
@@ -33,6 +33,7 @@ from devicehub.sim.objects import (
     TEXT_CF,
     TLV_CF,
     BadValue,
+    Model,
     Resource,
     Value,
     standard_model,
@@ -88,6 +89,9 @@ class SimDevice:
         queue_mode: bool = False,
         flavor: str = PELION,
         host: str = "127.0.0.1",
+        model: Model | None = None,
+        ack_timeout: float = ACK_TIMEOUT,
+        max_retransmit: int = MAX_RETRANSMIT,
     ) -> None:
         if flavor not in (OMA, PELION):
             raise ValueError(f"flavor must be {OMA} or {PELION}")
@@ -99,7 +103,11 @@ class SimDevice:
         self.queue_mode = queue_mode
         self.flavor = flavor
         self.host = host
-        self.model = standard_model(endpoint_name, lifetime, clock.now())
+        self.model = model if model is not None else standard_model(endpoint_name, lifetime, clock.now())
+        self.ack_timeout, self.max_retransmit = ack_timeout, max_retransmit
+        # Edge Core forwards what the cloud writes or executes on a child to its protocol translator
+        self.on_write: Callable[[str, Value], None] | None = None
+        self.on_execute: Callable[[str, bytes], None] | None = None
         self.device_id: str | None = None
         self.location: list[str] = []
         self.registered = asyncio.Event()
@@ -115,7 +123,9 @@ class SimDevice:
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self, *, lifecycle: bool = True) -> None:
         """Bind the socket; with `lifecycle`, register and keep the registration updated in the background."""
-        self._endpoint = await CoapEndpoint.bind(self.host, 0, self.clock, self._handle)
+        self._endpoint = await CoapEndpoint.bind(
+            self.host, 0, self.clock, self._handle, ack_timeout=self.ack_timeout, max_retransmit=self.max_retransmit
+        )
         if lifecycle:
             self._lifecycle = asyncio.create_task(self._run(), name=f"sim-{self.endpoint_name}")
 
@@ -416,6 +426,8 @@ class SimDevice:
         for target, resource in resources:
             resource.value = values[target]
             self.log.writes.append((target, values[target]))
+            if self.on_write is not None:
+                self.on_write(target, values[target])
             self._changed(target)
         return Reply(codes.CHANGED)
 
@@ -438,6 +450,8 @@ class SimDevice:
         if not resource.executable:
             return Reply(codes.METHOD_NOT_ALLOWED)
         self.log.executes.append((path, payload))
+        if self.on_execute is not None:
+            self.on_execute(path, payload)
         if path == "/1/0/8":
             self._spawn(self._update_soon())
         return Reply(codes.CHANGED)

@@ -1,0 +1,106 @@
+"""`devicehub edge`: the upstream connection, the local status API and the protocol translator API, together."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+
+from aiohttp import web
+
+from devicehub.clock import Clock, SystemClock
+from devicehub.config import EdgeSettings
+from devicehub.edge.children import Children
+from devicehub.edge.pt_api import create_pt_app
+from devicehub.edge.status_api import create_status_app
+from devicehub.edge.upstream import EdgeClient
+from devicehub.sim.fleet import server_address
+
+log = logging.getLogger("devicehub.edge")
+
+
+class EdgeCore:
+    """Everything `devicehub edge` runs, startable in tests on free ports and a temporary socket path."""
+
+    def __init__(self, settings: EdgeSettings, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.client = EdgeClient(
+            self.clock,
+            server_address(settings.server),
+            settings.server,
+            settings.endpoint_name,
+            endpoint_type=settings.endpoint_type,
+            lifetime=settings.lifetime,
+            keepalive_time=settings.keepalive_time,
+            keepalive_interval=settings.keepalive_interval,
+        )
+        self.children = Children(self.clock, server_address(settings.server), self.client)
+        self.http_port = settings.http_port
+        self._runners: list[web.AppRunner] = []
+
+    async def start(self) -> None:
+        await self.client.start()
+        status_runner = web.AppRunner(create_status_app(self.client.status), access_log=None)
+        await status_runner.setup()
+        site = web.TCPSite(status_runner, self.settings.bind, self.settings.http_port)
+        await site.start()
+        sockets = getattr(site._server, "sockets", None) or ()
+        if sockets:
+            self.http_port = int(sockets[0].getsockname()[1])
+        self._runners.append(status_runner)
+        socket_path = Path(self.settings.edge_pt_domain_socket)
+        await asyncio.to_thread(_remove_stale, socket_path)
+        pt_runner = web.AppRunner(create_pt_app(self.children), access_log=None)
+        await pt_runner.setup()
+        await web.UnixSite(pt_runner, str(socket_path)).start()
+        self._runners.append(pt_runner)
+        log.info(
+            "edge %s: status on http://%s:%d/status, translators on %s",
+            self.settings.endpoint_name,
+            self.settings.bind,
+            self.http_port,
+            socket_path,
+        )
+
+    async def stop(self) -> None:
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        await self.children.stop()
+        await self.client.stop()
+
+
+def _remove_stale(socket_path: Path) -> None:
+    """A socket file left by an earlier run would make the bind fail."""
+    with contextlib.suppress(FileNotFoundError):
+        socket_path.unlink()
+
+
+async def edge(settings: EdgeSettings) -> int:
+    core = EdgeCore(settings)
+    await core.start()
+    print(f"devicehub edge: status http://{settings.bind}:{core.http_port}/status", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await core.stop()
+    return 0
+
+
+def add_edge_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], run: object) -> None:
+    from devicehub.config import add_arguments
+
+    parser = sub.add_parser(
+        "edge",
+        help="run Edge Core: an LwM2M client of the service with GET /status and the protocol translator API",
+        description="Edge Core. The status follows the real connection and can lag behind it by up to "
+        "keepalive-time + 10.5 × keepalive-interval seconds (spec §2.6). Status ports by convention: 8080 "
+        "(reference release, the default), 9101 (second distribution), 8081 (packaged distribution).",
+    )
+    add_arguments(parser, EdgeSettings)
+    parser.set_defaults(run=run)

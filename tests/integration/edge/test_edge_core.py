@@ -1,0 +1,246 @@
+"""Edge Core against a real service on loopback (issue 7): its status follows the real connection; the status API
+answers 200/400/404/405; child devices added by a protocol translator live upstream as their own endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import socket
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from devicehub.clock import Clock, ManualClock
+from devicehub.config import EdgeSettings
+from devicehub.edge.runner import EdgeCore
+from devicehub.node import Node
+from support.apps import EventReader, until
+from support.node import run, running_node
+
+
+@contextlib.asynccontextmanager
+async def edge_core(
+    tmp_path: Path, coap_port: int, *, clock: Clock | None = None, **overrides: Any
+) -> AsyncIterator[EdgeCore]:
+    settings = EdgeSettings(
+        server=f"coap://127.0.0.1:{coap_port}",
+        endpoint_name="edge-01",
+        http_port=0,
+        edge_pt_domain_socket=str(tmp_path / "edge.sock"),
+        **overrides,
+    )
+    core = EdgeCore(settings, clock=clock)
+    await core.start()
+    try:
+        yield core
+    finally:
+        await core.stop()
+
+
+async def status(core: EdgeCore) -> list[dict[str, Any]]:
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{core.http_port}/status") as r:
+        assert r.status == 200 and r.content_type == "application/json"
+        body: list[dict[str, Any]] = await r.json()
+        return body
+
+
+def test_status_is_connecting_while_the_server_does_not_answer(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:  # a server that never answers
+            silent.bind(("127.0.0.1", 0))
+            async with edge_core(tmp_path, silent.getsockname()[1]) as core:
+                (record,) = await status(core)
+                assert record == {
+                    "account-id": "",
+                    "edge-version": record["edge-version"],
+                    "endpoint-name": "edge-01",
+                    "internal-id": "",
+                    "lwm2m-server-uri": f"coap://127.0.0.1:{silent.getsockname()[1]}",
+                    "status": "connecting",
+                }
+                assert record["edge-version"]
+
+    run(scenario())
+
+
+def test_status_is_connected_with_the_device_id_the_service_assigned(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
+            await until(lambda: core.client.status.status == "connected")
+            (record,) = await status(core)
+            account = await node.store.find_account_by_name("development")
+            assert account is not None
+            device = await node.store.find_device(account.id, "edge-01")
+            assert device is not None
+            assert record["internal-id"] == device.id and record["account-id"] == account.id
+            assert "error_code" not in record and "error_description" not in record
+
+    run(scenario())
+
+
+def test_refused_registration_is_an_error_with_its_code(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path / "svc", dev=False) as node, edge_core(tmp_path, node.coap_port) as core:
+            await until(lambda: core.client.status.status == "error")
+            (record,) = await status(core)
+            assert record["error_code"] == 403 and "refused" in record["error_description"]
+            assert record["internal-id"] == ""
+
+    run(scenario())
+
+
+def test_a_stopped_service_shows_as_error_within_the_keepalive_bound(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        async with running_node(tmp_path / "svc") as node:
+            core_cm = edge_core(tmp_path, node.coap_port, clock=clock, keepalive_time=10.0, keepalive_interval=1.0)
+            core = await core_cm.__aenter__()
+            try:
+                await until(lambda: core.client.status.status == "connected")
+                await node.lwm2m.stop()  # the service stops answering CoAP
+                # keepalive after 10 s, then 3 sends over at most 10.5 × 1 s: move the clock second by second
+                for _ in range(int(10 + 10.5) + 1):
+                    await clock.advance(1)
+                    if core.client.status.status == "error":
+                        break
+                    await asyncio.sleep(0.05)  # the probe's datagram goes out on the real socket
+                (record,) = await status(core)
+                assert record["status"] == "error" and record["error_code"] == 504
+            finally:
+                await core_cm.__aexit__(None, None, None)
+
+    run(scenario())
+
+
+def test_status_api_answers_400_404_and_405(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+            silent.bind(("127.0.0.1", 0))
+            async with edge_core(tmp_path, silent.getsockname()[1]) as core, aiohttp.ClientSession() as http:
+                base = f"http://127.0.0.1:{core.http_port}"
+                async with http.get(f"{base}/status?verbose=1") as r:
+                    assert r.status == 400
+                async with http.get(f"{base}/nothing") as r:
+                    assert r.status == 404
+                async with http.post(f"{base}/status") as r:
+                    assert r.status == 405 and r.headers["Allow"] == "GET"
+                reader, writer = await asyncio.open_connection("127.0.0.1", core.http_port)
+                writer.write(b"GET /sta tus HTTP/1.1\r\nHost: x\r\n\r\n")  # an unparsable request URI
+                await writer.drain()
+                assert (await reader.readline()).split()[1] == b"400"
+                writer.close()
+                await writer.wait_closed()
+
+    run(scenario())
+
+
+class TranslatorClient:
+    """A protocol translator speaking JSON-RPC 2.0 over the Unix socket, as Mbed Edge translators do."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.ids = 0
+        self.requests: asyncio.Queue[dict[str, Any]] = asyncio.Queue()  # what Edge Core asks the translator
+
+    async def next_request(self) -> dict[str, Any]:
+        """The next request Edge Core sends this translator (a cloud write or execute)."""
+        if not self.requests.empty():
+            return self.requests.get_nowait()
+        message: dict[str, Any] = msgspec.json.decode((await self.ws.receive()).data)
+        assert "method" in message, message
+        return message
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.ids += 1
+        await self.ws.send_str(
+            msgspec.json.encode({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}).decode()
+        )
+        while True:
+            message = msgspec.json.decode((await self.ws.receive()).data)
+            if "method" in message:
+                await self.requests.put(message)
+                continue
+            assert message["id"] == self.ids
+            return dict(message)
+
+
+def objects(temperature: float) -> list[dict[str, Any]]:
+    value = base64.b64encode(struct.pack(">d", temperature)).decode()
+    return [
+        {
+            "objectId": 3303,
+            "objectInstances": [
+                {
+                    "objectInstanceId": 0,
+                    "resources": [{"resourceId": 5700, "operations": 1 | 2, "type": "float", "value": value}],
+                }
+            ],
+        }
+    ]
+
+
+async def _api(node: Node) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        f"http://127.0.0.1:{node.http_port}", headers={"Authorization": f"Bearer {node.dev_api_key}"}
+    )
+
+
+def test_child_device_lives_upstream_and_round_trips_values_and_writes(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port):
+            connector = aiohttp.UnixConnector(path=str(tmp_path / "edge.sock"))
+            async with aiohttp.ClientSession(connector=connector) as local, await _api(node) as http:
+                translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
+                answer = await translator.call("device_register", {"deviceId": "child-1", "objects": objects(20.0)})
+                assert answer["error"]["code"] == -30001  # the translator must register itself first
+                assert (await translator.call("protocol_translator_register", {"name": "pt-1"}))["result"] == "ok"
+                added = await translator.call(
+                    "device_register",
+                    {"deviceId": "child-1", "lifetime": 300, "queuemode": "-", "objects": objects(20.0)},
+                )
+                assert added["result"] == "ok"
+                again = await translator.call("device_register", {"deviceId": "child-1", "objects": objects(20.0)})
+                assert again["error"]["code"] == -30005
+
+                async with http.get("/v3/devices") as r:
+                    devices = {d["endpoint_name"]: d for d in (await r.json())["data"]}
+                assert devices["child-1"]["state"] == "registered" and "edge-01" in devices
+                child_id = devices["child-1"]["id"]
+
+                async with http.put("/v2/notification/websocket") as r:
+                    assert r.status == 201
+                ws = await http.ws_connect("/v2/notification/websocket-connect")
+                events = EventReader(ws)
+                async with http.put(f"/v2/subscriptions/{child_id}/3303/0/5700") as r:
+                    assert r.status == 202
+                await events.wait_for("notifications", lambda e: e["ep"] == child_id)  # the current value
+                assert (await translator.call("write", {"deviceId": "child-1", "objects": objects(23.5)}))[
+                    "result"
+                ] == "ok"
+                await events.wait_for("notifications", lambda e: base64.b64decode(e["payload"]) == b"23.5")
+
+                async with http.post(
+                    f"/v2/device-requests/{child_id}?async-id=w1",
+                    json={"method": "PUT", "uri": "/3303/0/5700", "payload-b64": base64.b64encode(b"18.25").decode()},
+                ) as r:
+                    assert r.status == 202
+                forwarded = await asyncio.wait_for(translator.next_request(), 10)
+                assert forwarded["method"] == "write" and forwarded["params"]["uri"] == {
+                    "deviceId": "child-1",
+                    "objectId": 3303,
+                    "objectInstanceId": 0,
+                    "resourceId": 5700,
+                }
+                assert struct.unpack(">d", base64.b64decode(forwarded["params"]["value"]))[0] == 18.25
+
+                assert (await translator.call("device_unregister", {"deviceId": "child-1"}))["result"] == "ok"
+                await events.wait_for("de-registrations", lambda e: e == child_id)
+                await ws.close()
+                await translator.ws.close()
+
+    run(scenario())
