@@ -1,7 +1,8 @@
 """The protocol translator API: JSON-RPC 2.0 over WebSocket on a Unix domain socket (wire-format.md), with the
 method names, parameters and error codes existing Mbed Edge translators use. `/1/pt`: a translator registers
 itself, adds and removes its devices and reports values; Edge Core sends it `write` for cloud writes and
-executes. `/1/mgmt`: `devices` lists the child devices."""
+executes. `/1/mgmt`: `devices` lists the child devices, `read_resource`/`write_resource` read and set one value
+(`{"endpointName", "uri", "value"}`, values in the translator's base64 binary form)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from typing import Any
 import msgspec
 from aiohttp import WSMsgType, web
 
-from devicehub.edge.children import ChildError, Children
+from devicehub.edge.children import TYPES, ChildError, Children, decode_value, encode_value
 
 log = logging.getLogger("devicehub.edge.pt")
 
 CHILDREN = web.AppKey("children", Children)
 TRANSLATORS = web.AppKey("translators", dict)
 MAX_MESSAGE = 1 << 20
+_TYPE_NAMES = {kind: name for name, kind in TYPES.items() if name != "objlink"}
 _ids = itertools.count(1)
 
 
@@ -115,6 +117,19 @@ async def _mgmt_call(app: web.Application, method: str, params: dict[str, Any]) 
                 }
             )
         return {"data": data}
+    if method in ("read_resource", "write_resource"):
+        endpoint, uri = params.get("endpointName"), params.get("uri")
+        child = children.get(endpoint) if isinstance(endpoint, str) else None
+        if child is None or not isinstance(uri, str):
+            raise ChildError(-30000, f"no child device {endpoint!r}")
+        kind = child.kinds.get(uri)
+        resource = child.device.model.resource(uri)
+        if kind is None or resource is None:
+            raise ChildError(-30103, f"{endpoint} has no resource {uri}")
+        if method == "read_resource":
+            return {"type": _TYPE_NAMES[kind], "value": encode_value(kind, resource.value)}
+        child.device.set_value(uri, decode_value(kind, str(params.get("value", ""))))
+        return "ok"
     raise ChildError(-32601, f"no method {method!r}")
 
 

@@ -238,6 +238,13 @@ def test_child_device_lives_upstream_and_round_trips_values_and_writes(tmp_path:
                 }
                 assert struct.unpack(">d", base64.b64decode(forwarded["params"]["value"]))[0] == 18.25
 
+                manager = TranslatorClient(await local.ws_connect("http://edge/1/mgmt"))
+                listed = (await manager.call("devices", {}))["result"]["data"]
+                assert [(d["endpointName"], d["internalId"]) for d in listed] == [("child-1", child_id)]
+                read = await manager.call("read_resource", {"endpointName": "child-1", "uri": "/3303/0/5700"})
+                assert struct.unpack(">d", base64.b64decode(read["result"]["value"]))[0] == 18.25
+                await manager.ws.close()
+
                 assert (await translator.call("device_unregister", {"deviceId": "child-1"}))["result"] == "ok"
                 await events.wait_for("de-registrations", lambda e: e == child_id)
                 await ws.close()
