@@ -13,6 +13,7 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.ports import ResourceLink
 from devicehub.sim.device import OMA, SimDevice
+from devicehub.sim.objects import FLOAT, Resource
 from support.node import device, eventually, run, running_node
 
 
@@ -167,5 +168,21 @@ def test_full_registration_drops_resource_subscriptions_and_reapplies_presubscri
                 async with http.get(f"/v2/subscriptions/{device_id}") as r:
                     assert r.status in (200, 404)
                     assert "/3303/0/5700" not in await r.text()
+
+    run(scenario())
+
+
+def test_presubscription_is_applied_to_resources_an_update_adds(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "grow-1", flavor="oma") as sim:
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                rules = [{"endpoint-name": "grow-*", "resource-path": ["/3303/1/5700"]}]
+                async with http.put("/v2/subscriptions", json=rules) as r:
+                    assert r.status == 202
+            assert sim._observers == {}
+            sim.model.objects[3303][1] = {5700: Resource(5700, FLOAT, 5.0)}  # a second sensor appears
+            assert await sim.update([ResourceLink(path="/3303/1")]) == codes.CHANGED
+            await eventually(lambda: {o.path for o in sim._observers.values()} == {"/3303/1/5700"})
 
     run(scenario())
