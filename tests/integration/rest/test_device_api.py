@@ -228,3 +228,39 @@ def test_bad_input_gets_its_status_and_stores_nothing(tmp_path: Path) -> None:
                 assert r.status == 401
 
     run(scenario())
+
+
+def test_openapi_document_and_docs_page_are_served(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as http:
+            async with http.get("/openapi.json") as r:
+                assert r.status == 200
+                document = await r.json()
+            assert document["openapi"].startswith("3.")
+            for path in ("/v2/subscriptions/{device-id}/{resourcePath}", "/v3/devices/{device-id}/echo"):
+                assert any(
+                    p.replace("{device_id}", "{device-id}").startswith(path.split("/{resourcePath}")[0])
+                    for p in document["paths"]
+                ), path
+            async with http.get("/docs") as r:
+                assert r.status == 200 and "text/html" in r.content_type
+
+    run(scenario())
+
+
+def test_snapshots_of_devices_unseen_for_six_months_are_swept(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        async with running_node(tmp_path, clock=clock) as node:
+            async with device(node, "old-1") as sim:
+                device_id = sim.device_id or ""
+            assert (await node.store.get_device(device_id)) is not None  # de-registered, kept
+            clock.jump(182 * 86400)
+            assert await node.devices.sweep_snapshots() == 0  # spec §2.4: kept for six months
+            assert (await node.store.get_device(device_id)) is not None
+            clock.jump(2 * 86400)
+            assert await node.devices.sweep_snapshots() == 1
+            assert await node.store.get_device(device_id) is None
+            assert await node.store.get_snapshot(device_id) == []
+
+    run(scenario())
