@@ -7,12 +7,13 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
 
 from devicehub.clock import Clock, SystemClock
-from devicehub.config import EdgeSettings
+from devicehub.config import EdgeSettings, add_arguments, build
 from devicehub.edge.children import Children
 from devicehub.edge.pt_api import create_pt_app
 from devicehub.edge.status_api import create_status_app
@@ -92,9 +93,21 @@ async def edge(settings: EdgeSettings) -> int:
     return 0
 
 
-def add_edge_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], run: object) -> None:
-    from devicehub.config import add_arguments
+def _main(args: argparse.Namespace) -> int:
+    """The `devicehub edge` entry point when cli.py passes no runner of its own."""
+    settings = build(EdgeSettings, args)
+    try:
+        import uvloop
 
+        return uvloop.run(edge(settings))
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
+        return asyncio.run(edge(settings))
+
+
+def add_edge_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], run: Callable[[argparse.Namespace], int] | None = None
+) -> None:
+    """The `edge` subcommand: one flag per EdgeSettings field (= `DEVICEHUB_*` env var)."""
     parser = sub.add_parser(
         "edge",
         help="run Edge Core: an LwM2M client of the service with GET /status and the protocol translator API",
@@ -103,4 +116,4 @@ def add_edge_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], r
         "(reference release, the default), 9101 (second distribution), 8081 (packaged distribution).",
     )
     add_arguments(parser, EdgeSettings)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run or _main)

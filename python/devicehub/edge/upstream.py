@@ -16,7 +16,7 @@ import logging
 
 from devicehub import __version__
 from devicehub.clock import Clock
-from devicehub.edge.status import EdgeStatus
+from devicehub.edge.status import ERROR, EdgeStatus
 from devicehub.lwm2m.errors import DeviceError, DeviceTimeout
 from devicehub.lwm2m.transport import Address
 from devicehub.sim.device import PELION, SimDevice
@@ -94,29 +94,24 @@ class EdgeClient(SimDevice):
                 await self.clock.sleep(self._idle_wait())
                 await self.update()  # a 4.04 answer makes it register afresh: the id may change
                 self._connected()
-            except DeviceTimeout as error:
-                self.registered.clear()
-                self.status.failed(504, f"no answer from the LwM2M server: {error}")
-                log.warning("edge %s: %s", self.endpoint_name, error)
-            except DeviceError as error:
-                self.registered.clear()
-                log.warning("edge %s: %s", self.endpoint_name, error)
+            except DeviceTimeout as error:  # unreachable past the retransmission window, or a dead link
+                self._failed(504, f"no answer from the LwM2M server: {error}")
+            except DeviceError as error:  # refused: a register (also the one after an update's 4.04) or update
+                self._failed(_refusal_code(str(error)), f"the LwM2M server refused: {error}")
             if not self.registered.is_set():
                 await self.clock.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def _register_once(self) -> None:
-        if self.status.status != "error":
+        if self.status.status != ERROR:  # after an error the status stays `error` until a registration succeeds
             self.status.connecting()
-        try:
-            await self.register()
-        except DeviceTimeout:
-            raise
-        except DeviceError as error:
-            code = _refusal_code(str(error))
-            self.status.failed(code, f"registration refused: {error}")
-            raise
+        await self.register()
         self._connected()
+
+    def _failed(self, code: int, description: str) -> None:
+        self.registered.clear()
+        self.status.failed(code, description)
+        log.warning("edge %s: %s (error %d)", self.endpoint_name, description, code)
 
     def _connected(self) -> None:
         account_id = self.location[1] if len(self.location) >= 3 else ""

@@ -102,13 +102,19 @@ def test_a_stopped_service_shows_as_error_within_the_keepalive_bound(tmp_path: P
             core = await core_cm.__aenter__()
             try:
                 await until(lambda: core.client.status.status == "connected")
+                answered_at = clock.now()  # the registration's 2.01 was the last answer
                 await node.lwm2m.stop()  # the service stops answering CoAP
-                # keepalive after 10 s, then 3 sends over at most 10.5 × 1 s: move the clock second by second
-                for _ in range(int(10 + 10.5) + 1):
-                    await clock.advance(1)
+                # the keepalive after 10 s idle, then 3 sends over at most 10.5 × 1 s (spec §2.6 lag)
+                bound = 10.0 + 10.5 * 1.0
+                while True:
+                    await clock.wait_for_sleepers(1)  # the idle wait, a retransmission timer or the retry back-off
                     if core.client.status.status == "error":
                         break
-                    await asyncio.sleep(0.05)  # the probe's datagram goes out on the real socket
+                    assert core.client.status.status == "connected"
+                    deadline = clock.next_deadline()
+                    assert deadline is not None and deadline - answered_at <= bound
+                    await clock.advance(deadline - clock.now())  # wake exactly the next timer
+                assert 10.0 + 7.0 * 1.0 <= clock.now() - answered_at <= bound  # never before 3 sends went unanswered
                 (record,) = await status(core)
                 assert record["status"] == "error" and record["error_code"] == 504
             finally:
@@ -124,17 +130,21 @@ def test_status_api_answers_400_404_and_405(tmp_path: Path) -> None:
             async with edge_core(tmp_path, silent.getsockname()[1]) as core, aiohttp.ClientSession() as http:
                 base = f"http://127.0.0.1:{core.http_port}"
                 async with http.get(f"{base}/status?verbose=1") as r:
-                    assert r.status == 400
-                async with http.get(f"{base}/nothing") as r:
-                    assert r.status == 404
-                async with http.post(f"{base}/status") as r:
-                    assert r.status == 405 and r.headers["Allow"] == "GET"
-                reader, writer = await asyncio.open_connection("127.0.0.1", core.http_port)
-                writer.write(b"GET /sta tus HTTP/1.1\r\nHost: x\r\n\r\n")  # an unparsable request URI
-                await writer.drain()
-                assert (await reader.readline()).split()[1] == b"400"
-                writer.close()
-                await writer.wait_closed()
+                    assert r.status == 400 and (await r.json())["code"] == 400
+                for path in ("/nothing", "/status/", "/"):
+                    async with http.get(f"{base}{path}") as r:
+                        assert r.status == 404 and (await r.json())["code"] == 404
+                for method in ("POST", "PUT", "DELETE"):
+                    async with http.request(method, f"{base}/status") as r:
+                        assert r.status == 405 and r.headers["Allow"] == "GET" and (await r.json())["code"] == 405
+                # an unparsable request URI, and an empty query (HTTP clients drop a bare `?`): raw requests
+                for target in (b"/sta tus", b"/status?"):
+                    reader, writer = await asyncio.open_connection("127.0.0.1", core.http_port)
+                    writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    await writer.drain()
+                    assert (await reader.readline()).split()[1] == b"400", target
+                    writer.close()
+                    await writer.wait_closed()
 
     run(scenario())
 
@@ -249,5 +259,43 @@ def test_child_device_lives_upstream_and_round_trips_values_and_writes(tmp_path:
                 await events.wait_for("de-registrations", lambda e: e == child_id)
                 await ws.close()
                 await translator.ws.close()
+
+    run(scenario())
+
+
+def test_gateway_object_lists_children_and_a_closed_translator_takes_its_children_away(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
+            await until(lambda: core.client.status.status == "connected")
+            connector = aiohttp.UnixConnector(path=str(tmp_path / "edge.sock"))
+            async with aiohttp.ClientSession(connector=connector) as local, await _api(node) as http:
+                async with http.put("/v2/notification/websocket") as r:
+                    assert r.status == 201
+                events = EventReader(await http.ws_connect("/v2/notification/websocket-connect"))
+                translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
+                assert (await translator.call("protocol_translator_register", {"name": "pt-2"}))["result"] == "ok"
+                for name in ("child-b", "child-a"):
+                    answer = await translator.call("device_register", {"deviceId": name, "objects": objects(1.0)})
+                    assert answer["result"] == "ok"
+                children = [core.children.get(name) for name in ("child-a", "child-b")]
+                ids = [child.device.device_id for child in children if child is not None]
+                assert len(ids) == 2
+
+                # the cloud reads the gateway object of Edge Core itself: the children's endpoint names
+                edge_id = core.client.status.internal_id
+                async with http.post(
+                    f"/v2/device-requests/{edge_id}?async-id=gw", json={"method": "GET", "uri": "/33001/0/1"}
+                ) as r:
+                    assert r.status == 202
+                response = await events.wait_for("async-responses", lambda e: e["id"] == "gw")
+                assert response["status"] == 200 and base64.b64decode(response["payload"]) == b"child-a,child-b"
+
+                await translator.ws.close()  # the translator goes away: its devices de-register upstream
+                for device_id in ids:
+                    await events.wait_for("de-registrations", lambda e, d=device_id: e == d)
+                assert core.children.names() == []
+                count = core.client.model.resource("/33001/0/0")
+                assert count is not None and count.value == 0
+                await events.ws.close()
 
     run(scenario())
