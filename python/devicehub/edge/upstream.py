@@ -69,10 +69,10 @@ class EdgeClient(SimDevice):
             lifetime=lifetime,
             flavor=PELION,
             model=edge_model(endpoint_name, lifetime),
-            # the keepalive's retransmissions: every keepalive_interval, KEEPALIVE_TRIES in all
-            ack_timeout=keepalive_interval,
-            max_retransmit=KEEPALIVE_TRIES - 1,
         )
+        # the keepalive (a registration update) is retransmitted after keepalive_interval, KEEPALIVE_TRIES sends in
+        # all; registration itself keeps CoAP's own window, so an unreachable server shows within ~93 s
+        self.update_timing = (keepalive_interval, KEEPALIVE_TRIES - 1)
         self.keepalive_time = keepalive_time
         self.status = EdgeStatus(endpoint_name=endpoint_name, lwm2m_server_uri=server_uri, edge_version=__version__)
 

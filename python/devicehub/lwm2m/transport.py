@@ -177,9 +177,15 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         *,
         confirmable: bool = True,
         token: bytes | None = None,
+        timing: tuple[float, int] | None = None,
     ) -> CoapMessage:
-        """Send a request and return the response; Block2 continuations are fetched and joined."""
-        response = await self._exchange(remote, code, options, payload, confirmable, token, expect_response=True)
+        """Send a request and return the response; Block2 continuations are fetched and joined.
+
+        `timing` = (ACK timeout, retransmissions) for this request instead of the endpoint's (Edge Core's
+        keepalive probes use their own, spec §2.6)."""
+        response = await self._exchange(
+            remote, code, options, payload, confirmable, token, expect_response=True, timing=timing
+        )
         block2 = response.block2
         if block2 is None or not block2[1]:
             return response
@@ -204,6 +210,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         token: bytes | None,
         *,
         expect_response: bool,
+        timing: tuple[float, int] | None = None,
     ) -> CoapMessage:
         token = self.new_token() if token is None else token
         exchange = _Exchange(remote, token, self._mid(), confirmable, expect_response)
@@ -214,7 +221,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         try:
             self._send(data, remote)
             if confirmable:
-                await self._retransmit(exchange, data)
+                await self._retransmit(exchange, data, timing or (self._ack_timeout, self._max_retransmit))
             if not expect_response:
                 return exchange.done.result() if exchange.done.done() else _ACKED
             return await self._await_response(exchange)
@@ -223,13 +230,14 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             if self._by_token.get(token) is exchange:
                 del self._by_token[token]
 
-    async def _retransmit(self, exchange: _Exchange, data: bytes) -> None:
+    async def _retransmit(self, exchange: _Exchange, data: bytes, timing: tuple[float, int]) -> None:
         """Resend until ACKed (or answered, or reset); RFC 7252 §4.2 back-off."""
-        timeout = self._ack_timeout * random.uniform(1.0, ACK_RANDOM_FACTOR)
-        for attempt in range(self._max_retransmit + 1):
+        ack_timeout, max_retransmit = timing
+        timeout = ack_timeout * random.uniform(1.0, ACK_RANDOM_FACTOR)
+        for attempt in range(max_retransmit + 1):
             if await self._wait(exchange, timeout):
                 return
-            if attempt == self._max_retransmit:
+            if attempt == max_retransmit:
                 break
             self.stats.retransmissions += 1
             self._send(data, exchange.remote)

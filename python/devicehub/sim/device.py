@@ -105,6 +105,7 @@ class SimDevice:
         self.host = host
         self.model = model if model is not None else standard_model(endpoint_name, lifetime, clock.now())
         self.ack_timeout, self.max_retransmit = ack_timeout, max_retransmit
+        self.update_timing: tuple[float, int] | None = None  # (ACK timeout, retransmissions) of Updates only
         # Edge Core forwards what the cloud writes or executes on a child to its protocol translator
         self.on_write: Callable[[str, Value], None] | None = None
         self.on_execute: Callable[[str, bytes], None] | None = None
@@ -227,7 +228,7 @@ class SimDevice:
         if links:
             options.append((codes.CONTENT_FORMAT, coap_encode_uint(40)))
             payload = format_links(links)
-        response = await self.endpoint.request(self.server, codes.POST, options, payload)
+        response = await self.endpoint.request(self.server, codes.POST, options, payload, timing=self.update_timing)
         if response.code == codes.NOT_FOUND:
             self.registered.clear()
             await self.register()
