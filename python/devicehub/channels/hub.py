@@ -598,7 +598,7 @@ class ChannelHub:
             await self._cluster.trim(taken)
 
     async def _hold_forever(self) -> None:
-        """Renew this node's leases; adopt callback channels nobody delivers (a dead node's, or new ones)."""
+        """Renew this node's leases; adopt channels nobody owns (a dead node's, or ones set up meanwhile)."""
         assert self._cluster is not None
         while True:
             await asyncio.sleep(LEASE_TTL / 3)
@@ -613,10 +613,11 @@ class ChannelHub:
                             async with self._lock:
                                 await self._release_locked(channel, "owned by another node")
                 await self._refresh_configs()
-                for key_id, (config, _) in list(self._configs.items()):
-                    if config.kind == CALLBACK and key_id not in self._channels:
+                # every channel has an owner: it queues under the byte cap, and its time rules run once (spec §8)
+                for key_id in list(self._configs):
+                    if key_id not in self._channels:
                         channel = await self._own(key_id, take_over=False)
-                        if channel is not None:
+                        if channel is not None and channel.kind == CALLBACK:
                             self._start_deliverer(channel)
             except Exception:
                 log.exception("lease upkeep failed")
