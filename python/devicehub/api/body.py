@@ -1,4 +1,4 @@
-"""Reading request bodies: size limit and JSON decoding with typed errors (nothing is stored on failure)."""
+"""Reading request input: body size limit, JSON decoding and bounded query integers, with typed errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 import msgspec
 from aiohttp import web
 
-from devicehub.errors import FieldError, MalformedJson, PayloadTooLarge
+from devicehub.errors import FieldError, MalformedJson, PayloadTooLarge, ValidationFailed
 
 T = TypeVar("T")
 
@@ -33,3 +33,17 @@ def decode(decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:
         raise MalformedJson(str(error), fields=(FieldError(path.removeprefix("$."), str(error)),)) from None
     except msgspec.DecodeError as error:
         raise MalformedJson(f"malformed JSON: {error}") from None
+
+
+def int_query(request: web.Request, name: str, low: int, high: int) -> int | None:
+    """An optional integer query parameter within low…high; None when absent, 400 naming it otherwise."""
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationFailed(f"{name} must be an integer", fields=(FieldError(name, "not an integer"),)) from None
+    if not low <= value <= high:
+        raise ValidationFailed(f"{name} must be {low}…{high}", fields=(FieldError(name, f"out of {low}…{high}"),))
+    return value

@@ -7,6 +7,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from devicehub.api.body import int_query
 from devicehub.api.context import principal, services
 from devicehub.api.models import (
     DeviceEcho,
@@ -46,22 +47,9 @@ def device_model(device: Device) -> DeviceModel:
     )
 
 
-def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationFailed(f"{name} must be an integer", fields=(FieldError(name, "not an integer"),)) from None
-    if not low <= value <= high:
-        raise ValidationFailed(f"{name} must be {low}…{high}", fields=(FieldError(name, f"out of {low}…{high}"),))
-    return value
-
-
 async def list_devices(request: web.Request) -> web.Response:
     caller = await principal(request)
-    limit = _int_param(request, "limit", 50, 2, MAX_LIMIT)
+    limit = int_query(request, "limit", 2, MAX_LIMIT) or 50
     filters = dict(parse_qsl(request.query.get("filter", ""), keep_blank_values=True))
     for name, value in request.query.items():  # the SDK may also send plain `state__eq=` style params
         if name.endswith("__eq") and name[:-4] in FILTERABLE:
