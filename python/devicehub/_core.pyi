@@ -91,8 +91,12 @@ class ChannelQueue:
     def __new__(cls, max_bytes: int = ..., lifetime_ms: int = ...) -> ChannelQueue: ...
     def push(self, kind: int, event: bytes, now_ms: int) -> int:
         """Append one event; returns how many oldest events were dropped to stay under the cap."""
-    def take_batch(self, max_items: int, now_ms: int) -> Batch | None:
-        """Expire old events, then take up to `max_items` (1…20 000) from the head; None when empty."""
+    def take_batch(self, max_items: int, now_ms: int, max_body_bytes: int | None = None) -> Batch | None:
+        """Expire old events, then take up to `max_items` (1…20 000) from the head; None when empty.
+
+        With `max_body_bytes`, the batch stops before its events' bytes exceed it (the head event always
+        goes), so a receiver's frame or body limit is never exceeded by batching alone.
+        """
     def put_back(self, batch: Batch) -> int:
         """Return an undelivered batch to the head, order kept; returns events dropped by the cap."""
     def expire(self, now_ms: int) -> int:

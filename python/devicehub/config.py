@@ -36,6 +36,10 @@ class ServeSettings:
     )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
+    max_batch_bytes: int = field(
+        default=1_048_576,
+        metadata={"help": "largest NotificationMessage sent at once (WebSocket frame, callback or pull body)"},
+    )
     callback_ca_file: str = field(default="", metadata={"help": "CA bundle for HTTPS callbacks (default: system)"})
     callback_client_cert: str = field(
         default="", metadata={"help": "PEM certificate (with key) the service presents to callback servers"}

@@ -59,8 +59,10 @@ class Channel:
         now: float,
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        max_batch_bytes: int | None = None,
     ) -> None:
         self.config = config
+        self.max_batch_bytes = max_batch_bytes  # a receiver's frame/body limit (None: events alone bound it)
         self.options = ChannelOptions.from_stored(config.serialization)
         self.queue = ChannelQueue(max_bytes)  # spec §8: 50 MB per key, oldest dropped beyond
         self.closed = False
@@ -120,10 +122,10 @@ class Channel:
         self._account()
 
     def take(self, now_ms: int) -> Batch | None:
-        """The next batch (up to max_chunk_size, spec §6 rule 1), or None when the queue is empty."""
+        """The next batch (up to max_chunk_size events, spec §6 rule 1, and max_batch_bytes), or None when empty."""
         if self._in_flight is not None:
             raise RuntimeError(f"channel {self.key_id} already has a batch out")
-        batch = self.queue.take_batch(self.options.max_chunk_size, now_ms)
+        batch = self.queue.take_batch(self.options.max_chunk_size, now_ms, self.max_batch_bytes)
         self._account()
         self._in_flight = batch
         return batch

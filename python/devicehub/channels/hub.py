@@ -308,7 +308,14 @@ class ChannelHub:
         )
 
     def _add(self, config: ChannelConfig, now: float) -> Channel:
-        channel = Channel(config, self._journal, self._counters, now, max_bytes=self._queue_max_bytes)
+        channel = Channel(
+            config,
+            self._journal,
+            self._counters,
+            now,
+            max_bytes=self._queue_max_bytes,
+            max_batch_bytes=self._settings.max_batch_bytes,
+        )
         self._channels[config.key_id] = channel
         self._by_account.setdefault(config.account_id, set()).add(config.key_id)
         return channel

@@ -179,6 +179,17 @@ impl ChannelQueue {
         max_items: usize,
         now_ms: u64,
     ) -> Result<Option<Batch>, QueueError> {
+        self.take_batch_bounded(max_items, usize::MAX, now_ms)
+    }
+
+    /// As `take_batch`, and the events' bytes stay within `max_body_bytes` (a receiver's frame or body
+    /// limit), except that the head event always goes, alone if it is larger on its own.
+    pub fn take_batch_bounded(
+        &mut self,
+        max_items: usize,
+        max_body_bytes: usize,
+        now_ms: u64,
+    ) -> Result<Option<Batch>, QueueError> {
         if !(1..=MAX_CHUNK_SIZE).contains(&max_items) {
             return Err(QueueError::BatchSize(max_items));
         }
@@ -186,7 +197,24 @@ impl ChannelQueue {
         if self.events.is_empty() {
             return Ok(None);
         }
-        let count = max_items.min(self.events.len());
+        // an upper bound (by 2 bytes at most) of what `notification_message` produces: braces, per kind `"name":[` + `]`
+        // and a comma between arrays, each event and a comma between events
+        let mut count = 0;
+        let mut body_bytes = 2usize;
+        let mut kinds_seen = [false; KIND_NAMES.len()];
+        for event in self.events.iter().take(max_items) {
+            let kind = usize::from(event.kind);
+            let mut cost = event.data.len() + 1;
+            if !kinds_seen[kind] {
+                cost += KIND_NAMES[kind].len() + 6;
+            }
+            if count > 0 && body_bytes.saturating_add(cost) > max_body_bytes {
+                break;
+            }
+            kinds_seen[kind] = true;
+            body_bytes = body_bytes.saturating_add(cost);
+            count += 1;
+        }
         let events: Vec<Event> = self.events.drain(..count).collect();
         self.bytes_used -= events.iter().map(Event::cost).sum::<usize>();
         let body = notification_message(&events);
@@ -253,6 +281,41 @@ mod tests {
 
     fn note(n: usize) -> Vec<u8> {
         format!("{{\"n\":{n}}}").into_bytes()
+    }
+
+    proptest! {
+        #[test]
+        fn bounded_batch_body_never_exceeds_the_bound_unless_one_event(
+            sizes in proptest::collection::vec((0u8..6, 0usize..300), 1..40),
+            bound in 1usize..2_000,
+        ) {
+            let mut queue = ChannelQueue::new(DEFAULT_MAX_BYTES, DEFAULT_LIFETIME_MS).unwrap();
+            for (kind, size) in &sizes {
+                queue.push(*kind, vec![b'1'; *size], 0).unwrap();
+            }
+            while let Some(batch) = queue.take_batch_bounded(MAX_CHUNK_SIZE, bound, 0).unwrap() {
+                prop_assert!(batch.events.len() == 1 || batch.body.len() <= bound);
+            }
+        }
+    }
+
+    #[test]
+    fn bounded_batch_stops_before_the_byte_limit_but_always_takes_the_head() {
+        let mut queue = ChannelQueue::new(DEFAULT_MAX_BYTES, DEFAULT_LIFETIME_MS).unwrap();
+        for n in 0..10 {
+            queue
+                .push(KIND_NOTIFICATION, vec![b'x'; 100 + n], 0)
+                .unwrap();
+        }
+        // {"notifications":[a,b]} with a, b of 100 and 101 bytes is 222 bytes; a third event would not fit
+        let batch = queue.take_batch_bounded(10, 250, 0).unwrap().unwrap();
+        assert_eq!(batch.events.len(), 2);
+        assert_eq!(batch.body.len(), 222);
+        // a head larger than the bound goes alone rather than blocking the queue forever
+        let batch = queue.take_batch_bounded(10, 10, 0).unwrap().unwrap();
+        assert_eq!(batch.events.len(), 1);
+        assert_eq!(batch.events[0].data.len(), 102);
+        assert_eq!(queue.len(), 7);
     }
 
     #[test]

@@ -72,11 +72,21 @@ impl PyChannelQueue {
         let kind = in_range("event kind", kind)?;
         Ok(self.queue.push(kind, event, now_ms).map_err(PyQueueError)?)
     }
-    fn take_batch(&mut self, max_items: i64, now_ms: u64) -> PyResult<Option<PyBatch>> {
+    #[pyo3(signature = (max_items, now_ms, max_body_bytes = None))]
+    fn take_batch(
+        &mut self,
+        max_items: i64,
+        now_ms: u64,
+        max_body_bytes: Option<i64>,
+    ) -> PyResult<Option<PyBatch>> {
         let max_items = in_range("max_items", max_items)?;
+        let max_body_bytes = match max_body_bytes {
+            Some(limit) => in_range("max_body_bytes", limit)?,
+            None => usize::MAX,
+        };
         let batch = self
             .queue
-            .take_batch(max_items, now_ms)
+            .take_batch_bounded(max_items, max_body_bytes, now_ms)
             .map_err(PyQueueError)?;
         Ok(batch.map(|batch| PyBatch {
             batch,

@@ -10,6 +10,7 @@ import msgspec
 from aiohttp import WSMsgType
 from channel_harness import Harness, eventually, note, payloads, run, serving
 
+from devicehub.config import ServeSettings
 from devicehub.domain.events import DeregistrationEvent
 
 
@@ -339,5 +340,35 @@ def test_connect_without_upgrade_is_426_and_without_handshake_headers_400(tmp_pa
             headers = {**h.auth(), "Upgrade": "websocket", "Connection": "Upgrade"}  # no Sec-WebSocket-Key
             async with h.http.get(h.base + "/v2/notification/websocket-connect", headers=headers) as response:
                 assert response.status == 400
+
+    run(main())
+
+
+def test_a_large_backlog_drains_to_a_client_with_a_small_frame_limit(tmp_path: Path) -> None:
+    """Issue 14.10: the queue went out as one frame, so a client with a frame limit got 1009 on every reconnect.
+
+    A batch is bounded by `max_batch_bytes` as well as by its event count: a client whose frame limit is above
+    that bound drains any backlog, in order, however large.
+    """
+
+    async def main() -> None:
+        frame_limit = 64 * 1024
+        settings = ServeSettings(data_dir=tmp_path / "data", flush_interval_ms=20, max_batch_bytes=frame_limit)
+        async with serving(tmp_path, settings=settings) as h:
+            assert (await create(h, body={"serialization": {"max_chunk_size": 20_000}}))[0] == 201
+            for n in range(300):  # ~800 kB queued while no socket is open: twelve times the client's frame limit
+                padded = msgspec.structs.replace(note(n), payload=str(n).zfill(2000).encode())
+                await h.hub.publish([h.key_id], padded)
+            ws = await h.http.ws_connect(h.ws_url(), protocols=("wss", f"pelion_{h.secret}"), max_msg_size=frame_limit)
+            frames = 0
+            values: list[int] = []
+            while len(values) < 300:
+                body = await frame(ws)  # a frame over the limit would arrive as an ERROR (1009), not TEXT
+                assert len(body) <= frame_limit
+                values += payloads(body)
+                frames += 1
+            assert values == list(range(300))
+            assert frames > 1
+            await ws.close()
 
     run(main())
