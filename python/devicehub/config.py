@@ -41,6 +41,13 @@ class ServeSettings:
         metadata={"help": "largest NotificationMessage sent at once (WebSocket frame, callback or pull body)"},
     )
     callback_ca_file: str = field(default="", metadata={"help": "CA bundle for HTTPS callbacks (default: system)"})
+    callback_allow: str = field(
+        default="",
+        metadata={
+            "help": "comma-separated addresses or CIDR networks callbacks may reach besides public addresses "
+            "(loopback, private, link-local and metadata addresses are refused otherwise; --dev allows loopback)"
+        },
+    )
     callback_client_cert: str = field(
         default="", metadata={"help": "PEM certificate (with key) the service presents to callback servers"}
     )

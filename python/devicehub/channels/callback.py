@@ -17,9 +17,10 @@ import yarl
 
 from devicehub.channels.channel import Channel
 from devicehub.channels.options import ChannelOptions
+from devicehub.channels.targets import PolicyResolver, TargetPolicy, TargetRefused
 from devicehub.clock import Clock
 from devicehub.config import ServeSettings
-from devicehub.errors import BadRequest, FieldError, ValidationFailed
+from devicehub.errors import BadRequest, Conflict, FieldError, ValidationFailed
 
 log = logging.getLogger("devicehub.channels.callback")
 
@@ -28,6 +29,24 @@ FIRST_RETRY_S = 1.0  # spec §6 rule 7
 MAX_RETRY_S = 120.0  # spec §6 rule 7, §8
 FAIL_TIMEOUT_S = 24 * 3600.0  # spec §6: after 24 hours without success the channel is closed
 MAX_TARGET_CHARS = 400  # wire-format.md: url + headers
+MAX_ANSWER_BYTES = 16 * 1024  # only the status matters; a longer answer body is not read, its connection is closed
+# headers an application may not set: they decide the request's framing or routing (smuggling), or are hop-by-hop
+FORBIDDEN_HEADERS = frozenset(
+    (
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "expect",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "proxy-connection",
+    )
+)
 
 
 def retry_wait(failures: int) -> float:
@@ -60,6 +79,9 @@ def parse_registration(raw: object) -> CallbackTarget:
         for k, v in headers.items()
     ):
         raise _invalid("headers", "must be an object of header names to string values")
+    forbidden = sorted(k for k in headers if k.lower() in FORBIDDEN_HEADERS)
+    if forbidden:
+        raise _invalid("headers", f"may not set {', '.join(forbidden)} (framing and hop-by-hop headers)")
     if len(url) + sum(len(k) + len(v) for k, v in headers.items()) > MAX_TARGET_CHARS:
         raise _invalid("url", f"url and headers together exceed {MAX_TARGET_CHARS} characters")
     return CallbackTarget(url=url, headers=dict(headers), options=ChannelOptions.from_wire(raw.get("serialization")))
@@ -76,6 +98,7 @@ class Answer:
     status: int | None
     text: str
     timed_out: bool = False
+    refused: bool = False  # the target policy refused the address: nothing was sent
 
     @property
     def ok(self) -> bool:
@@ -91,16 +114,30 @@ def tls_context(settings: ServeSettings) -> ssl.SSLContext:
 
 
 class CallbackClient:
-    """The HTTP client of every callback channel: one session, PUTs raced against the clock."""
+    """The HTTP client of every callback channel: one session, PUTs raced against the clock.
 
-    def __init__(self, clock: Clock, tls: ssl.SSLContext, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    Tenants are isolated: the connector has no shared connection limit (each channel has one batch in flight,
+    each key one verification), so a key whose receiver hangs holds only its own requests.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        tls: ssl.SSLContext,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        policy: TargetPolicy | None = None,
+    ) -> None:
         self._clock = clock
         self._tls = tls
         self.timeout_s = timeout_s
+        self._policy = policy or TargetPolicy()
+        self._verifying: set[str] = set()
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(ssl=self._tls, limit=1000)
+        connector = aiohttp.TCPConnector(
+            ssl=self._tls, limit=0, resolver=PolicyResolver(self._policy), use_dns_cache=False
+        )
         self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
     async def close(self) -> None:
@@ -124,19 +161,42 @@ class CallbackClient:
     async def _put(self, url: str, headers: Mapping[str, str], body: bytes) -> Answer:
         assert self._session is not None, "CallbackClient.start() first"
         try:
+            self._policy.check_literal(yarl.URL(url).host or "")
             async with self._session.put(
                 url, data=body, allow_redirects=False, headers={"Content-Type": "application/json", **headers}
             ) as response:
-                await response.read()
+                await _skim(response)
                 return Answer(response.status, f"{response.status} {response.reason or ''}".strip())
+        except TargetRefused as error:
+            return Answer(None, str(error), refused=True)
+        except aiohttp.ClientConnectorError as error:
+            if isinstance(error.os_error, TargetRefused):
+                return Answer(None, str(error.os_error), refused=True)
+            return Answer(None, f"unreachable ({type(error).__name__}: {error})")
         except (aiohttp.ClientError, OSError, ValueError) as error:
             return Answer(None, f"unreachable ({type(error).__name__}: {error})")
 
-    async def verify(self, url: str, headers: Mapping[str, str]) -> None:
-        """spec §4.5: PUT `{}` with the headers must be answered 200, else 400 naming what the URL answered."""
-        answer = await self.put(url, headers, b"{}")
+    async def verify(self, url: str, headers: Mapping[str, str], key_id: str = "") -> None:
+        """spec §4.5: PUT `{}` with the headers must be answered 200, else 400 naming what the URL answered.
+
+        One verification per key at a time: a second one while the first waits is a 409.
+        """
+        if key_id in self._verifying:
+            raise Conflict("a callback verification for this key is already in progress", token="CONFLICT")
+        self._verifying.add(key_id)
+        try:
+            answer = await self.put(url, headers, b"{}")
+        finally:
+            self._verifying.discard(key_id)
         if answer.status == 200:
             return
+        if answer.refused:
+            # said before anything is sent, so it tells nothing about what listens at the address
+            raise BadRequest(
+                "the callback URL's host is not an allowed target: only public addresses are, unless the operator "
+                "allows others (serve --callback-allow)",
+                token="CALLBACK_URL_NOT_ALLOWED",
+            )
         if answer.timed_out:
             token = "CALLBACK_URL_DID_NOT_ANSWER"
         elif answer.status is None:
@@ -144,6 +204,18 @@ class CallbackClient:
         else:
             token = f"CALLBACK_URL_ANSWERED_{answer.status}"
         raise BadRequest(f"the verification PUT to {url} got {answer.text}; 200 is required", token=token)
+
+
+async def _skim(response: aiohttp.ClientResponse) -> None:
+    """Read a bounded answer so the connection can be reused; close it rather than read a longer one."""
+    remaining = MAX_ANSWER_BYTES
+    while remaining > 0:
+        chunk = await response.content.read(remaining)
+        if not chunk:
+            return
+        remaining -= len(chunk)
+    if not response.content.at_eof():
+        response.close()
 
 
 Remove = Callable[[Channel, str], Awaitable[None]]

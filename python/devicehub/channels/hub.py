@@ -20,6 +20,7 @@ from devicehub.channels.cluster import LEASE_TTL, ClusterLink
 from devicehub.channels.encode import EventEncoder
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
+from devicehub.channels.targets import TargetPolicy
 from devicehub.channels.websocket import GOING_AWAY, UNEXPECTED, WebSocketSession
 from devicehub.clock import Clock
 from devicehub.config import ServeSettings
@@ -93,7 +94,8 @@ class ChannelHub:
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         """Load channels and their journaled events, then start deliverers, the sweeper and the flusher."""
-        self._client = CallbackClient(self._clock, callback.tls_context(self._settings), self._callback_timeout)
+        policy = TargetPolicy.from_settings(self._settings.callback_allow, dev=self._settings.dev)
+        self._client = CallbackClient(self._clock, callback.tls_context(self._settings), self._callback_timeout, policy)
         await self._client.start()
         now = self._clock.now()
         if self._cluster is not None:
@@ -216,7 +218,7 @@ class ChannelHub:
     async def set_callback(self, caller: Principal, target: CallbackTarget) -> None:
         """spec §4.5: verify the URL with a PUT answered 200, then store it (replacing the key's channel)."""
         assert self._client is not None, "ChannelHub.start() first"
-        await self._client.verify(target.url, target.headers)
+        await self._client.verify(target.url, target.headers, caller.key_id)
         config = self._config(caller, CALLBACK, target.options, url=target.url, headers=target.headers)
         async with self._lock:
             channel = await self._install(config)

@@ -26,6 +26,7 @@ from devicehub.domain.events import NotificationEvent
 from devicehub.store.sqlite import SqliteStore
 
 HANG = 0  # a receiver answer: hold the request until the test ends
+LOOPBACK = "127.0.0.0/8"  # receivers in these tests listen on loopback, which callbacks may reach only when allowed
 
 
 def run(coro: Coroutine[Any, Any, None], timeout: float = 30.0) -> None:
@@ -176,7 +177,7 @@ async def serving(
     clock = clock or ManualClock()
     store = SqliteStore(tmp_path / "data")
     await store.open()
-    settings = settings or ServeSettings(data_dir=tmp_path / "data", flush_interval_ms=20)
+    settings = settings or ServeSettings(data_dir=tmp_path / "data", flush_interval_ms=20, callback_allow=LOOPBACK)
     hub = await start_hub(store, clock, settings, **hub_kwargs)
     accounts = AccountService(store, clock)
     app = web.Application(middlewares=[error_middleware])

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from channel_harness import Receiver, note, payloads, run, serving
+from channel_harness import LOOPBACK, Receiver, note, payloads, run, serving
 
 from devicehub.config import ServeSettings
 
@@ -81,7 +81,9 @@ def test_https_callback_verified_against_the_configured_ca(tmp_path: Path) -> No
     pki = make_pki(tmp_path)
 
     async def main() -> None:
-        settings = ServeSettings(data_dir=tmp_path / "data", callback_ca_file=str(pki / "ca.pem"))
+        settings = ServeSettings(
+            data_dir=tmp_path / "data", callback_ca_file=str(pki / "ca.pem"), callback_allow=LOOPBACK
+        )
         async with Receiver(tls=server_tls(pki)) as receiver, serving(tmp_path, settings=settings) as h:
             assert receiver.url.startswith("https://")
             assert (await h.call("PUT", "/v2/notification/callback", json={"url": receiver.url}))[0] == 204
@@ -114,8 +116,11 @@ def test_the_service_presents_its_client_certificate(tmp_path: Path) -> None:
             data_dir=tmp_path / "data",
             callback_ca_file=str(pki / "ca.pem"),
             callback_client_cert=str(pki / "client.pem"),
+            callback_allow=LOOPBACK,
         )
-        without_cert = ServeSettings(data_dir=tmp_path / "data2", callback_ca_file=str(pki / "ca.pem"))
+        without_cert = ServeSettings(
+            data_dir=tmp_path / "data2", callback_ca_file=str(pki / "ca.pem"), callback_allow=LOOPBACK
+        )
         async with Receiver(tls=server_tls(pki, require_client_cert=True)) as receiver:
             async with serving(tmp_path, settings=without_cert) as h:
                 assert (await h.call("PUT", "/v2/notification/callback", json={"url": receiver.url}))[0] == 400
