@@ -27,7 +27,8 @@ log = logging.getLogger("devicehub.core")
 
 ASYNC_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 SNAPSHOT_RETENTION = 183 * 86400  # spec §2.4 rule 4: six months after the last connection
-MAX_RULES = 1024
+MAX_RULES = 1024  # wire-format.md
+MAX_RULE_PATHS = 4096  # resource paths over all of a key's rules: each is matched at every registration
 
 
 def _resources(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
@@ -242,6 +243,10 @@ class DeviceService:
     async def set_presubscriptions(self, principal: Principal, rules: Sequence[PresubscriptionRule]) -> None:
         if len(rules) > MAX_RULES:
             raise ValidationFailed(f"at most {MAX_RULES} presubscription rules", token="LIMITS_EXCEEDED")
+        if sum(len(rule.resource_path) for rule in rules) > MAX_RULE_PATHS:
+            raise ValidationFailed(
+                f"at most {MAX_RULE_PATHS} resource paths over all presubscription rules", token="LIMITS_EXCEEDED"
+            )
         clean = []
         for rule in rules:
             for label, value in (("endpoint-name", rule.endpoint_name), ("endpoint-type", rule.endpoint_type)):

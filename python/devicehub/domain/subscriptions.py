@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from devicehub._core import TLV_RESOURCE, TLV_RESOURCE_INSTANCE, TlvNode, tlv_encode
 from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
-from devicehub.domain.paths import matches, name_matches, observe_targets
+from devicehub.domain.paths import name_matches, observe_targets
+from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.lwm2m.content import (
     LWM2M_JSON,
@@ -28,6 +29,8 @@ from devicehub.store.base import Store
 from devicehub.store.records import Device, PresubscriptionRule, ReportedValue
 
 log = logging.getLogger("devicehub.subscriptions")
+
+MAX_CACHED_PATHS = 4096  # routing answers kept per device
 
 # wire-format.md: async-response statuses are the device's answer as HTTP
 _HTTP_FOR_COAP = {
@@ -87,20 +90,16 @@ def http_status(response: DeviceResponse) -> int:
     return _HTTP_FOR_COAP.get(response.code, 200 if response.success else 500)
 
 
-def _related(a: str, b: str) -> bool:
-    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
-
-
-def _presub_targets(pattern: str, new_paths: Sequence[str]) -> list[str]:
+def _presub_targets(pattern: str, new_paths: PathSet) -> list[str]:
     """Observe targets a rule selects among the paths a registration announced."""
     if pattern == "/*":
         return []  # the whole device: values are routed, but nothing is observed on its behalf
     if pattern.endswith("/*"):
         base = pattern[:-2]
-        return [base] if any(_related(p, base) for p in new_paths) else []
+        return [base] if new_paths.related(base) else []
     if pattern.endswith("*"):
-        return [p for p in new_paths if matches(pattern, p)]
-    return [pattern] if any(_related(p, pattern) for p in new_paths) else []
+        return new_paths.with_prefix(pattern[:-1])
+    return [pattern] if new_paths.related(pattern) else []
 
 
 class SubscriptionRouter:
@@ -113,7 +112,8 @@ class SubscriptionRouter:
         self._sink = sink
         self._routes: dict[str, list[tuple[str, str]]] = {}  # device-id → [(key-id, pattern)]
         self._presub: dict[str, list[tuple[str, str]]] = {}  # device-id → presubscription (key, pattern)
-        self._route_cache: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._index: dict[str, PatternIndex] = {}  # device-id → both of the above, indexed by path
+        self._route_cache: dict[str, dict[str, tuple[str, ...]]] = {}  # device-id → path → keys
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- routing -------------------------------------------------------------------------------
@@ -122,19 +122,22 @@ class SubscriptionRouter:
         self._drop_cache(device_id)
 
     def _drop_cache(self, device_id: str) -> None:
-        for cache_key in [k for k in self._route_cache if k[0] == device_id]:
-            del self._route_cache[cache_key]
+        self._index.pop(device_id, None)
+        self._route_cache.pop(device_id, None)
 
     def keys_for(self, device_id: str, path: str) -> tuple[str, ...]:
-        cached = self._route_cache.get((device_id, path))
+        cache = self._route_cache.setdefault(device_id, {})
+        cached = cache.get(path)
         if cached is not None:
             return cached
-        keys: list[str] = []
-        for key, pattern in (*self._routes.get(device_id, ()), *self._presub.get(device_id, ())):
-            if key not in keys and matches(pattern, path):
-                keys.append(key)
-        result = tuple(keys)
-        self._route_cache[(device_id, path)] = result
+        index = self._index.get(device_id)
+        if index is None:
+            index = self._index[device_id] = PatternIndex(
+                (*self._routes.get(device_id, ()), *self._presub.get(device_id, ()))
+            )
+        if len(cache) >= MAX_CACHED_PATHS:
+            cache.clear()  # a device announcing ever new paths cannot grow the cache without bound
+        result = cache[path] = index.owners(path)
         return result
 
     # --- resource subscriptions ----------------------------------------------------------------
@@ -170,6 +173,7 @@ class SubscriptionRouter:
     async def apply_presubscriptions(self, device: Device, new_paths: Sequence[str]) -> None:
         """Match the account's rules against the device (spec §2.2) and observe what they select."""
         rules = await self._store.account_presubscriptions(device.account_id)
+        announced = PathSet(new_paths)
         presub: list[tuple[str, str]] = []
         to_observe: dict[str, str] = {}  # observe target → key
         for key_id, key_rules in rules:
@@ -178,7 +182,7 @@ class SubscriptionRouter:
                     continue
                 for pattern in list(rule.resource_path) or ["/*"]:
                     presub.append((key_id, pattern))
-                    for target in _presub_targets(pattern, new_paths):
+                    for target in _presub_targets(pattern, announced):
                         to_observe.setdefault(target, key_id)
         self._presub[device.id] = presub
         self._drop_cache(device.id)
