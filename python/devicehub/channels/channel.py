@@ -12,7 +12,7 @@ from devicehub._core import DEFAULT_MAX_BYTES, Batch, ChannelQueue
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
 from devicehub.domain.timefmt import rfc3339
-from devicehub.store.records import ChannelConfig, StoredEvent
+from devicehub.store.records import ChannelConfig, ChannelDrops, StoredEvent
 
 if TYPE_CHECKING:
     from devicehub.channels.websocket import WebSocketSession
@@ -72,6 +72,7 @@ class Channel:
         self.failing_since: float | None = None  # first failure of the current run (spec §6: 24 h → closed)
         self.retry_at: float | None = None
         self.dropped_failed = 0
+        self.lost_before = ChannelDrops()  # what the channel lost before this process (from the store)
         # transports: a callback deliverer task, a bound WebSocket, or pull bookkeeping
         self.deliverer: asyncio.Task[None] | None = None
         self.session: WebSocketSession | None = None
@@ -115,8 +116,9 @@ class Channel:
         self._account()
         self._wake.set()
 
-    def restore(self, events: list[StoredEvent]) -> None:
+    def restore(self, events: list[StoredEvent], lost_before: ChannelDrops) -> None:
         """Refill the queue from the journal at start; only what the cap or the lifetime drops is journaled."""
+        self.lost_before = lost_before
         for event in events:
             self.queue.push(event.kind, event.data, event.queued_at_ms)
         self._account()
@@ -143,6 +145,8 @@ class Channel:
         self._settle(batch)
         self.dropped_failed += batch.count
         self._counters.dropped_failed += batch.count
+        if not self.closed:
+            self._journal.count_lost(self.key_id, ChannelDrops(failed=batch.count))
 
     def give_back(self, batch: Batch) -> None:
         """Delivery did not happen: the batch returns to the head, order kept (spec §6 rule 4)."""
@@ -196,9 +200,9 @@ class Channel:
         return ChannelStatus(
             queue_size=self.size,
             queue_bytes=self.queue.bytes_used,
-            dropped_overflow=self.queue.dropped_overflow,
-            dropped_expired=self.queue.dropped_expired,
-            dropped_failed=self.dropped_failed,
+            dropped_overflow=self.lost_before.overflow + self.queue.dropped_overflow,
+            dropped_expired=self.lost_before.expired + self.queue.dropped_expired,
+            dropped_failed=self.lost_before.failed + self.dropped_failed,
             consecutive_failures=self.consecutive_failures,
             last_delivery_at=rfc3339(self.last_delivery_at) if self.last_delivery_at is not None else None,
             next_retry_at=rfc3339(self.retry_at) if self.retry_at is not None else None,
@@ -222,7 +226,10 @@ class Channel:
         self._seen_expired += expired
         self._counters.dropped_overflow += overflow
         self._counters.dropped_expired += expired
-        if self.closed or not journal:
+        if self.closed:
+            return
+        self._journal.count_lost(self.key_id, ChannelDrops(overflow=overflow, expired=expired))
+        if not journal:
             return
         if self._in_flight is not None:
             self._behind += overflow + expired  # they were queued behind the batch that is out

@@ -107,7 +107,7 @@ class ChannelHub:
             ]
         for config in await self._store.list_channels() if self._cluster is None else []:
             channel = self._add(config, now)
-            channel.restore(await self._journal.load(config.key_id))
+            channel.restore(await self._journal.load(config.key_id), await self._journal.load_drops(config.key_id))
             if channel.kind == CALLBACK:
                 self._start_deliverer(channel)
             elif channel.kind == WEBSOCKET:
@@ -573,7 +573,7 @@ class ChannelHub:
                 return None
             # not under self._lock: callers installing a channel hold it; the per-key lock keeps adoption single
             channel = self._add(config, self._clock.now())
-            channel.restore(await self._journal.load(key_id))
+            channel.restore(await self._journal.load(key_id), await self._journal.load_drops(key_id))
             if channel.kind == WEBSOCKET:
                 channel.disconnected_since = self._clock.now()
             log.info("node %s owns the channel of key %s", self._cluster.node_id, key_id)

@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, field
 
 from devicehub.store.base import Store
-from devicehub.store.records import StoredEvent
+from devicehub.store.records import ChannelDrops, StoredEvent
 
 log = logging.getLogger("devicehub.channels.journal")
 
@@ -30,6 +30,7 @@ class _Pending:
     appends: list[StoredEvent] = field(default_factory=list)
     drops: int = 0
     rewrite: list[StoredEvent] | None = None  # replaces the whole stored journal before `appends`
+    lost: ChannelDrops = field(default_factory=ChannelDrops)  # to add to the key's stored lost-event counters
 
 
 class Journal:
@@ -48,6 +49,14 @@ class Journal:
         self._stored[key_id] = len(events)
         return events
 
+    async def load_drops(self, key_id: str) -> ChannelDrops:
+        return await self._store.get_channel_drops(key_id)
+
+    def count_lost(self, key_id: str, lost: ChannelDrops) -> None:
+        """Events the key's queue lost (cap, lifetime, free-tier failure): counters that outlive a restart."""
+        slot = self._slot(key_id)
+        slot.lost = slot.lost + lost
+
     def append(self, key_id: str, event: StoredEvent) -> None:
         self._slot(key_id).appends.append(event)
 
@@ -58,7 +67,8 @@ class Journal:
 
     def rewrite(self, key_id: str, events: list[StoredEvent]) -> None:
         """The key's queue is now exactly `events`; earlier pending changes are contained in it."""
-        self._pending[key_id] = _Pending(rewrite=events)
+        earlier = self._pending.get(key_id)
+        self._pending[key_id] = _Pending(rewrite=events, lost=earlier.lost if earlier else ChannelDrops())
 
     @property
     def pending_events(self) -> int:
@@ -128,15 +138,20 @@ class Journal:
                 await self._store.drop_head_events(key_id, count)
                 self._stored[key_id] -= count
             pending.drops = 0
+        if pending.lost != ChannelDrops():
+            await self._store.add_channel_drops(key_id, pending.lost)
+            pending.lost = ChannelDrops()
 
     def _restore(self, key_id: str, unwritten: _Pending) -> None:
         """Put back what a failed flush did not write, ahead of what was recorded meanwhile."""
         newer = self._pending.get(key_id)
         if newer is not None and newer.rewrite is not None:
-            return  # a newer rewrite contains everything older
+            newer.lost = unwritten.lost + newer.lost
+            return  # a newer rewrite contains every older event
         if newer is not None:
             unwritten.appends.extend(newer.appends)
             unwritten.drops += newer.drops
+            unwritten.lost = unwritten.lost + newer.lost
         self._pending[key_id] = unwritten
 
     def _slot(self, key_id: str) -> _Pending:

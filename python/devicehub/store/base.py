@@ -9,6 +9,7 @@ from devicehub.store.records import (
     Account,
     ApiKey,
     ChannelConfig,
+    ChannelDrops,
     DesiredValue,
     Device,
     DeviceRequest,
@@ -87,6 +88,10 @@ class Store(Protocol):
     async def list_channels(self, account_id: str | None = None) -> list[ChannelConfig]: ...
 
     # channel event journal: events leave only from the head (delivery, overflow, expiry) ---------
+    async def add_channel_drops(self, key_id: str, drops: ChannelDrops) -> None:
+        """Add to the key's lost-event counters (removed with the channel)."""
+
+    async def get_channel_drops(self, key_id: str) -> ChannelDrops: ...
     async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None: ...
     async def load_events(self, key_id: str) -> list[StoredEvent]: ...
     async def drop_head_events(self, key_id: str, count: int) -> None: ...

@@ -50,6 +50,17 @@ class PresubscriptionRule(msgspec.Struct, frozen=True, kw_only=True, omit_defaul
     resource_path: tuple[str, ...] = ()
 
 
+class ChannelDrops(msgspec.Struct, frozen=True):
+    """Events a channel lost since it was created, by cause (kept across restarts)."""
+
+    overflow: int = 0  # the byte cap (spec §8)
+    expired: int = 0  # the lifetime
+    failed: int = 0  # free tier: a batch whose one attempt failed
+
+    def __add__(self, other: ChannelDrops) -> ChannelDrops:
+        return ChannelDrops(self.overflow + other.overflow, self.expired + other.expired, self.failed + other.failed)
+
+
 class ChannelConfig(msgspec.Struct, frozen=True, kw_only=True):
     key_id: str
     account_id: str

@@ -18,6 +18,7 @@ from devicehub.store.records import (
     Account,
     ApiKey,
     ChannelConfig,
+    ChannelDrops,
     DesiredValue,
     Device,
     DeviceRequest,
@@ -275,7 +276,7 @@ class RedisStore:
     async def delete_channel(self, key_id: str) -> bool:
         channel = await self.get_channel(key_id)
         async with self.redis.pipeline(transaction=True) as tx:
-            tx.delete(self._k("channel", key_id), self._k("events", key_id))
+            tx.delete(self._k("channel", key_id), self._k("events", key_id), self._k("drops", key_id))
             tx.srem(self._k("channels"), key_id)
             if channel is not None:
                 tx.srem(self._k("channels", channel.account_id), key_id)
@@ -286,6 +287,17 @@ class RedisStore:
         index = self._k("channels") if account_id is None else self._k("channels", account_id)
         keys = sorted(_text(k) for k in await self.redis.smembers(index))
         return await self._blobs(ChannelConfig, [self._k("channel", k) for k in keys])
+
+    async def add_channel_drops(self, key_id: str, drops: ChannelDrops) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            for field, count in (("overflow", drops.overflow), ("expired", drops.expired), ("failed", drops.failed)):
+                if count:
+                    tx.hincrby(self._k("drops", key_id), field, count)
+            await tx.execute()
+
+    async def get_channel_drops(self, key_id: str) -> ChannelDrops:
+        counts = {_text(k): int(v) for k, v in (await self.redis.hgetall(self._k("drops", key_id))).items()}
+        return ChannelDrops(counts.get("overflow", 0), counts.get("expired", 0), counts.get("failed", 0))
 
     async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None:
         if events:

@@ -25,6 +25,7 @@ from devicehub.store.records import (
     Account,
     ApiKey,
     ChannelConfig,
+    ChannelDrops,
     DesiredValue,
     Device,
     DeviceRequest,
@@ -57,6 +58,8 @@ CREATE INDEX IF NOT EXISTS subscriptions_device ON subscriptions (device_id);
 CREATE TABLE IF NOT EXISTS presubscriptions (key_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, rules BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS presubscriptions_account ON presubscriptions (account_id);
 CREATE TABLE IF NOT EXISTS channels (key_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS channel_drops (
+    key_id TEXT PRIMARY KEY, overflow INTEGER NOT NULL, expired INTEGER NOT NULL, failed INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS channel_events (
     key_id TEXT NOT NULL, seq INTEGER NOT NULL, kind INTEGER NOT NULL, data BLOB NOT NULL,
     queued_at_ms INTEGER NOT NULL, PRIMARY KEY (key_id, seq)) WITHOUT ROWID;
@@ -352,6 +355,7 @@ class SqliteStore:
     async def delete_channel(self, key_id: str) -> bool:
         def work(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM channel_events WHERE key_id = ?", (key_id,))
+            db.execute("DELETE FROM channel_drops WHERE key_id = ?", (key_id,))
             return db.execute("DELETE FROM channels WHERE key_id = ?", (key_id,)).rowcount > 0
 
         return await self._run(work)
@@ -362,6 +366,26 @@ class SqliteStore:
         return await self._all(
             ChannelConfig, "SELECT data FROM channels WHERE account_id = ? ORDER BY key_id", (account_id,)
         )
+
+    async def add_channel_drops(self, key_id: str, drops: ChannelDrops) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO channel_drops (key_id, overflow, expired, failed) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (key_id) DO UPDATE SET overflow = overflow + excluded.overflow,"
+                " expired = expired + excluded.expired, failed = failed + excluded.failed",
+                (key_id, drops.overflow, drops.expired, drops.failed),
+            )
+
+        await self._run(work)
+
+    async def get_channel_drops(self, key_id: str) -> ChannelDrops:
+        def work(db: sqlite3.Connection) -> ChannelDrops:
+            row = db.execute(
+                "SELECT overflow, expired, failed FROM channel_drops WHERE key_id = ?", (key_id,)
+            ).fetchone()
+            return ChannelDrops(*map(int, row)) if row else ChannelDrops()
+
+        return await self._run(work)
 
     async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None:
         def work(db: sqlite3.Connection) -> None:

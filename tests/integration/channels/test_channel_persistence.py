@@ -112,3 +112,24 @@ def test_the_clock_driven_sweeper_removes_channels_without_data_for_48_hours(tmp
             assert await h.store.get_channel(h.key_id) is None
 
     run(main())
+
+
+def test_lost_event_counters_survive_a_restart(tmp_path: Path) -> None:
+    """Issue 14.10: `dropped_overflow` restarted at 0 with the process, hiding what a key had lost."""
+
+    async def main() -> None:
+        clock = ManualClock()
+        cost = len(note(1).payload) + EVENT_OVERHEAD_BYTES
+        async with serving(tmp_path, clock=clock, queue_max_bytes=40 * cost) as h:
+            secret = h.secret
+            await h.call("PUT", "/v2/notification/websocket")
+            for n in range(100):
+                await h.hub.publish([h.key_id], note(n % 10))
+            _, raw = await h.call("GET", "/v2/notification/websocket")
+            before = msgspec.json.decode(raw)["dropped_overflow"]
+            assert before > 0
+        async with serving(tmp_path, clock=clock, queue_max_bytes=40 * cost) as h:
+            _, raw = await h.call("GET", "/v2/notification/websocket", secret=secret)
+            assert msgspec.json.decode(raw)["dropped_overflow"] == before
+
+    run(main())

@@ -11,6 +11,7 @@ from devicehub.store.records import (
     Account,
     ApiKey,
     ChannelConfig,
+    ChannelDrops,
     DesiredValue,
     Device,
     DeviceRequest,
@@ -179,6 +180,21 @@ def test_channel_replace_and_delete_takes_its_events(make_store: StoreFactory) -
         assert await store.delete_channel("k1")
         assert not await store.delete_channel("k1")
         assert await store.load_events("k1") == [] and await store.get_channel("k1") is None
+
+    run(make_store, scenario)
+
+
+def test_channel_drop_counters_add_up_and_go_with_the_channel(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.get_channel_drops("k1") == ChannelDrops()
+        await store.put_channel(ChannelConfig(key_id="k1", account_id=A, kind="websocket", created_at=1.0))
+        await store.add_channel_drops("k1", ChannelDrops(overflow=3))
+        await store.add_channel_drops("k1", ChannelDrops(overflow=1, expired=2, failed=5))
+        await store.add_channel_drops("k2", ChannelDrops(failed=1))
+        assert await store.get_channel_drops("k1") == ChannelDrops(overflow=4, expired=2, failed=5)
+        assert await store.delete_channel("k1")
+        assert await store.get_channel_drops("k1") == ChannelDrops()
+        assert await store.get_channel_drops("k2") == ChannelDrops(failed=1)
 
     run(make_store, scenario)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from devicehub._core import EVENT_OVERHEAD_BYTES, KIND_NOTIFICATION, Batch
 from devicehub.channels.channel import Channel, Counters
 from devicehub.channels.journal import Journal
-from devicehub.store.records import ChannelConfig, StoredEvent
+from devicehub.store.records import ChannelConfig, ChannelDrops, StoredEvent
 
 LIFETIME_MS = 24 * 3600 * 1000
 
@@ -21,7 +21,11 @@ class JournalStore:
 
     def __init__(self) -> None:
         self.events: dict[str, list[StoredEvent]] = {}
+        self.drops: dict[str, ChannelDrops] = {}
         self.fail_next = False
+
+    async def add_channel_drops(self, key_id: str, drops: ChannelDrops) -> None:
+        self.drops[key_id] = self.drops.get(key_id, ChannelDrops()) + drops
 
     async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None:
         if self.fail_next:
@@ -116,6 +120,10 @@ def test_stored_journal_equals_undelivered_events_after_any_operations(steps: li
             channel.give_back(out)
         await journal_of(channel).flush()
         check(store, channel, None)
+        # the lost-event counters reach the store as the channel counts them
+        status = channel.status()
+        lost = ChannelDrops(status.dropped_overflow, status.dropped_expired, status.dropped_failed)
+        assert store.drops.get("k1", ChannelDrops()) == lost
 
     asyncio.run(main())
 
