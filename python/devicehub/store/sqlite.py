@@ -92,15 +92,27 @@ class SqliteStore:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work)
+    # Issue 14 #6: a cursor released on the event-loop thread resets a cached statement the writer thread may be
+    # running (sqlite3.InterfaceError). So no cursor leaves the writer thread: `_write` drops whatever the work
+    # returns inside the thread, and `_read` accepts only fetched values (rows, ints, records), never a cursor.
+    async def _write(self, work: Callable[[sqlite3.Connection], object]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work, False)
 
-    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        result: T = await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work, True)
+        return result
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], Any], keep: bool) -> Any:
         db = self._db
         if db is None:
             raise RuntimeError("store is not open")
         with db:  # commits on success, rolls back on any exception
-            return work(db)
+            result = work(db)
+        if not keep:
+            return None
+        if isinstance(result, sqlite3.Cursor):
+            raise TypeError("a store read must fetch its rows inside the writer thread")
+        return result
 
     async def open(self) -> None:
         def connect() -> None:
@@ -130,7 +142,7 @@ class SqliteStore:
 
     # ---- accounts and keys ---------------------------------------------------------------------
     async def create_account(self, account: Account) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO accounts (id, name, data) VALUES (?, ?, ?)", (account.id, account.name, _encode(account))
             )
@@ -146,7 +158,7 @@ class SqliteStore:
         return await self._all(Account, "SELECT data FROM accounts ORDER BY name", ())
 
     async def create_key(self, key: ApiKey) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO api_keys (id, account_id, key_hash, created_at, data) VALUES (?, ?, ?, ?, ?)",
                 (key.id, key.account_id, key.key_hash, key.created_at, _encode(key)),
@@ -174,11 +186,11 @@ class SqliteStore:
                 )
             return True
 
-        return await self._run(work)
+        return await self._read(work)
 
     # ---- enrollment and devices ----------------------------------------------------------------
     async def enroll(self, account_id: str, endpoint_name: str) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO enrollments (endpoint_name, account_id) VALUES (?, ?)",
                 (endpoint_name, account_id),
@@ -190,10 +202,10 @@ class SqliteStore:
             row = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (endpoint_name,)).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def put_device(self, device: Device) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -237,7 +249,7 @@ class SqliteStore:
         if state is not None:
             sql += " AND state = ?"
             args = (account_id, state)
-        return await self._run(lambda db: int(db.execute(sql, args).fetchone()[0]))
+        return await self._read(lambda db: int(db.execute(sql, args).fetchone()[0]))
 
     async def delete_device(self, device_id: str) -> None:
         await self._reported.flush()
@@ -247,10 +259,10 @@ class SqliteStore:
                 column = "id" if table == "devices" else "device_id"
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
 
-        await self._run(work)
+        await self._write(work)
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 str(r[0])
                 for r in db.execute(
@@ -261,7 +273,7 @@ class SqliteStore:
 
     # ---- resource subscriptions ------------------------------------------------------------------
     async def add_subscription(self, key_id: str, device_id: str, path: str) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT OR IGNORE INTO subscriptions (key_id, device_id, path) VALUES (?, ?, ?)",
                 (key_id, device_id, path),
@@ -269,7 +281,7 @@ class SqliteStore:
         )
 
     async def remove_subscription(self, key_id: str, device_id: str, path: str) -> bool:
-        return await self._run(
+        return await self._read(
             lambda db: (
                 db.execute(
                     "DELETE FROM subscriptions WHERE key_id = ? AND device_id = ? AND path = ?",
@@ -280,7 +292,7 @@ class SqliteStore:
         )
 
     async def list_subscriptions(self, key_id: str, device_id: str) -> list[str]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 str(r[0])
                 for r in db.execute(
@@ -295,10 +307,10 @@ class SqliteStore:
         args: tuple[str, ...] = (device_id,)
         if key_id is not None:
             sql, args = sql + " AND key_id = ?", (device_id, key_id)
-        return await self._run(lambda db: int(db.execute(sql, args).rowcount))
+        return await self._read(lambda db: int(db.execute(sql, args).rowcount))
 
     async def subscribers(self, device_id: str) -> list[tuple[str, str]]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 (str(r[0]), str(r[1]))
                 for r in db.execute(
@@ -318,17 +330,17 @@ class SqliteStore:
             else:
                 db.execute("DELETE FROM presubscriptions WHERE key_id = ?", (key_id,))
 
-        await self._run(work)
+        await self._write(work)
 
     async def get_presubscriptions(self, key_id: str) -> list[PresubscriptionRule]:
         def work(db: sqlite3.Connection) -> list[PresubscriptionRule]:
             row = db.execute("SELECT rules FROM presubscriptions WHERE key_id = ?", (key_id,)).fetchone()
             return [] if row is None else _RULES.decode(row[0])
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def account_presubscriptions(self, account_id: str) -> list[tuple[str, list[PresubscriptionRule]]]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 (str(r[0]), _RULES.decode(r[1]))
                 for r in db.execute(
@@ -339,7 +351,7 @@ class SqliteStore:
 
     # ---- channels and their event journal ---------------------------------------------------------
     async def put_channel(self, channel: ChannelConfig) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO channels (key_id, account_id, data) VALUES (?, ?, ?)",
                 (channel.key_id, channel.account_id, _encode(channel)),
@@ -354,7 +366,7 @@ class SqliteStore:
             db.execute("DELETE FROM channel_events WHERE key_id = ?", (key_id,))
             return db.execute("DELETE FROM channels WHERE key_id = ?", (key_id,)).rowcount > 0
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def list_channels(self, account_id: str | None = None) -> list[ChannelConfig]:
         if account_id is None:
@@ -373,10 +385,10 @@ class SqliteStore:
             )
 
         if events:
-            await self._run(work)
+            await self._write(work)
 
     async def load_events(self, key_id: str) -> list[StoredEvent]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 StoredEvent(int(r[0]), bytes(r[1]), int(r[2]))
                 for r in db.execute(
@@ -388,7 +400,7 @@ class SqliteStore:
     async def drop_head_events(self, key_id: str, count: int) -> None:
         if count <= 0:
             return
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "DELETE FROM channel_events WHERE key_id = ? AND seq IN"
                 " (SELECT seq FROM channel_events WHERE key_id = ? ORDER BY seq LIMIT ?)",
@@ -398,7 +410,7 @@ class SqliteStore:
 
     # ---- device-request queue -----------------------------------------------------------------------
     async def enqueue_request(self, request: DeviceRequest) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO requests (key_id, async_id, device_id, data) VALUES (?, ?, ?, ?)",
                 (request.key_id, request.async_id, request.device_id, _encode(request)),
@@ -419,7 +431,7 @@ class SqliteStore:
         )
 
     async def update_request(self, request: DeviceRequest) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "UPDATE requests SET data = ? WHERE key_id = ? AND async_id = ?",
                 (_encode(request), request.key_id, request.async_id),
@@ -427,7 +439,7 @@ class SqliteStore:
         )
 
     async def remove_request(self, key_id: str, async_id: str) -> bool:
-        return await self._run(
+        return await self._read(
             lambda db: (
                 db.execute("DELETE FROM requests WHERE key_id = ? AND async_id = ?", (key_id, async_id)).rowcount > 0
             )
@@ -439,7 +451,7 @@ class SqliteStore:
 
     async def _write_reported(self, pending: Pending) -> None:
         rows = [(device_id, path, _encode(value)) for (device_id, path), value in pending.items()]
-        await self._run(
+        await self._write(
             lambda db: db.executemany(
                 "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"
                 " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported",
@@ -448,7 +460,7 @@ class SqliteStore:
         )
 
     async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO snapshot (device_id, path, desired) VALUES (?, ?, ?)"
                 " ON CONFLICT (device_id, path) DO UPDATE SET desired = excluded.desired",
@@ -457,7 +469,7 @@ class SqliteStore:
         )
 
     async def set_subscribed(self, device_id: str, path: str, subscribed: bool) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO snapshot (device_id, path, subscribed) VALUES (?, ?, ?)"
                 " ON CONFLICT (device_id, path) DO UPDATE SET subscribed = excluded.subscribed",
@@ -466,10 +478,10 @@ class SqliteStore:
         )
 
     async def clear_subscribed(self, device_id: str) -> None:
-        await self._run(lambda db: db.execute("UPDATE snapshot SET subscribed = 0 WHERE device_id = ?", (device_id,)))
+        await self._write(lambda db: db.execute("UPDATE snapshot SET subscribed = 0 WHERE device_id = ?", (device_id,)))
 
     async def ensure_resources(self, device_id: str, paths: Sequence[str]) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.executemany(
                 "INSERT OR IGNORE INTO snapshot (device_id, path) VALUES (?, ?)", [(device_id, p) for p in paths]
             )
@@ -493,7 +505,7 @@ class SqliteStore:
                 for path, reported, desired, subscribed in rows
             ]
 
-        return await self._run(work)
+        return await self._read(work)
 
     # ---- cluster coordination (one process, but the same contract as Redis) ---------------------------
     async def acquire_lease(self, name: str, owner: str, ttl_seconds: float, now: float) -> bool:
@@ -507,10 +519,10 @@ class SqliteStore:
             )
             return True
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def release_lease(self, name: str, owner: str) -> None:
-        await self._run(lambda db: db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner)))
+        await self._write(lambda db: db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner)))
 
     # ---- helpers --------------------------------------------------------------------------------------
     async def _one(self, kind: type[T], sql: str, args: tuple[object, ...]) -> T | None:
@@ -518,7 +530,7 @@ class SqliteStore:
             row = db.execute(sql, args).fetchone()
             return None if row is None else _decode(kind, row[0])
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def _all(self, kind: type[T], sql: str, args: tuple[object, ...]) -> list[T]:
-        return await self._run(lambda db: [_decode(kind, r[0]) for r in db.execute(sql, args)])
+        return await self._read(lambda db: [_decode(kind, r[0]) for r in db.execute(sql, args)])
