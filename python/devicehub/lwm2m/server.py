@@ -408,7 +408,7 @@ def _query(items: list[str]) -> dict[str, str]:
 def _lifetime(text: str | None, default: int = DEFAULT_LIFETIME) -> int | None:
     if text is None:
         return default
-    if not text.isdigit() or len(text) > 9 or int(text) < MIN_LIFETIME:
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) < MIN_LIFETIME:
         return None
     return min(int(text), MAX_LIFETIME)
 
