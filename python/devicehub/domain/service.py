@@ -93,8 +93,9 @@ class DeviceService:
         if account_id is None:
             log.info("refused unknown endpoint %r (not enrolled, no default account)", endpoint_name)
             return None
-        existing = await self._store.find_device(account_id, endpoint_name)
-        return Admission(account_id=account_id, device_id=existing.id if existing else new_id())
+        # issue 14 #1: one name is one id whatever the interleaving (and across nodes): the store claims it atomically
+        device_id = await self._store.claim_device_id(account_id, endpoint_name, new_id())
+        return Admission(account_id=account_id, device_id=device_id)
 
     async def registered(self, registration: Registration) -> None:
         device = await self._save(registration)

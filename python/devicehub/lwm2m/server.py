@@ -237,8 +237,18 @@ class LwM2MServer:
                     device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
             self._devices[admission.device_id] = device
             self._by_address[remote] = admission.device_id
+            try:
+                await self._events.registered(registration)
+            except BaseException:
+                # issue 14 #1: a failed registration leaves no trace; the previous one (if any) stands
+                self._by_address.pop(remote, None)
+                if previous is None:
+                    self._devices.pop(admission.device_id, None)
+                else:
+                    self._devices[admission.device_id] = previous
+                    self._by_address[previous.registration.address] = admission.device_id
+                raise
             self.stats.registrations += 1
-            await self._events.registered(registration)
         location = [
             (codes.LOCATION_PATH, b"rd"),
             (codes.LOCATION_PATH, admission.account_id.encode()),

@@ -42,6 +42,10 @@ class Store(Protocol):
     # enrollment and devices ----------------------------------------------------------------
     async def enroll(self, account_id: str, endpoint_name: str) -> None: ...
     async def enrolled_account(self, endpoint_name: str) -> str | None: ...
+    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
+        """The one device id of (account, endpoint name): the existing one, else `candidate`, atomically — two
+        concurrent first registrations of a name get the same id (issue 14 #1)."""
+
     async def put_device(self, device: Device) -> None:
         """Insert or replace by id; (account_id, endpoint_name) stays unique."""
 

@@ -146,6 +146,12 @@ class RedisStore:
         account_id = await self.redis.get(self._k("enroll", endpoint_name))
         return None if account_id is None else _text(account_id)
 
+    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
+        # the name index put_device keeps is the claim: the first SET NX wins, everyone reads the winner
+        key = self._k("device_ep", account_id, endpoint_name)
+        await self.redis.set(key, candidate, nx=True)
+        return _text(await self.redis.get(key))
+
     async def put_device(self, device: Device) -> None:
         previous = await self.get_device(device.id)
         async with self.redis.pipeline(transaction=True) as tx:

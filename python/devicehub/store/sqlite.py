@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS devices (
     id TEXT PRIMARY KEY, account_id TEXT NOT NULL, endpoint_name TEXT NOT NULL, state TEXT NOT NULL,
     last_seen_at REAL NOT NULL, data BLOB NOT NULL, UNIQUE (account_id, endpoint_name));
 CREATE INDEX IF NOT EXISTS devices_seen ON devices (last_seen_at);
+CREATE TABLE IF NOT EXISTS device_ids (
+    account_id TEXT NOT NULL, endpoint_name TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (account_id, endpoint_name));
 CREATE TABLE IF NOT EXISTS subscriptions (
     key_id TEXT NOT NULL, device_id TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (key_id, device_id, path));
 CREATE INDEX IF NOT EXISTS subscriptions_device ON subscriptions (device_id);
@@ -204,6 +206,25 @@ class SqliteStore:
 
         return await self._read(work)
 
+    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
+        def work(db: sqlite3.Connection) -> str:
+            # devices written before device_ids existed keep their id
+            row = db.execute(
+                "SELECT id FROM devices WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+            db.execute(
+                "INSERT OR IGNORE INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
+                (account_id, endpoint_name, candidate),
+            )
+            row = db.execute(
+                "SELECT id FROM device_ids WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
+            ).fetchone()
+            return str(row[0])
+
+        return await self._read(work)
+
     async def put_device(self, device: Device) -> None:
         await self._write(
             lambda db: db.execute(
@@ -255,8 +276,8 @@ class SqliteStore:
         await self._reported.flush()
 
         def work(db: sqlite3.Connection) -> None:
-            for table in ("devices", "subscriptions", "requests", "snapshot"):
-                column = "id" if table == "devices" else "device_id"
+            for table in ("device_ids", "devices", "subscriptions", "requests", "snapshot"):
+                column = "id" if table in ("devices", "device_ids") else "device_id"
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
 
         await self._write(work)

@@ -260,3 +260,19 @@ def test_data_survives_close_and_reopen(make_store: StoreFactory) -> None:
 
     run(make_store, write)
     reopen(make_store, check)
+
+
+def test_concurrent_claims_of_one_endpoint_name_agree_on_one_device_id(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        claims = await asyncio.gather(
+            *(store.claim_device_id(A, f"ep-{i % 3}", f"{i:032x}") for i in range(60)),
+            store.claim_device_id(B, "ep-0", "f" * 32),
+        )
+        assert len(set(claims[:-1])) == 3 and claims[-1] == "f" * 32  # one id per (account, name)
+        assert [claims[i] for i in range(3)] == [claims[i + 3] for i in range(3)]
+        await store.put_device(device(claims[0], "ep-0"))
+        assert await store.claim_device_id(A, "ep-0", "e" * 32) == claims[0]
+        await store.delete_device(claims[0])  # six months unseen: the name may mint a new id
+        assert await store.claim_device_id(A, "ep-0", "e" * 32) == "e" * 32
+
+    run(make_store, scenario)
