@@ -288,11 +288,9 @@ class LwM2MServer:
         for link in added:
             if link.aobs is not None:
                 device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
-        for link in delta:
-            if link.deleted:
-                token = device.token_for(link.path)
-                if token is not None:
-                    del device.observations[token]
+        for token, observation in list(device.observations.items()):
+            if not _covered(observation.path, links):  # its object, instance or resource is gone
+                del device.observations[token]
         self.stats.updates += 1
         await self._events.updated(registration, added)
         return Reply(codes.CHANGED)
@@ -423,13 +421,23 @@ def _lifetime(text: str | None, default: int = DEFAULT_LIFETIME) -> int | None:
     return min(int(text), MAX_LIFETIME)
 
 
+def _is_delta(links: list[ResourceLink]) -> bool:
+    """The Pelion client's Update payload is a delta of per-resource links (`;d` deletes, lwm2m-device-side.md §8);
+    an LwM2M object list names objects and instances only (LwM2M 1.1 §6.2.1), never a resource."""
+    return any(link.deleted or link.path.count("/") >= 3 for link in links)
+
+
 def _merge(
     current: tuple[ResourceLink, ...], delta: list[ResourceLink]
 ) -> tuple[tuple[ResourceLink, ...], tuple[ResourceLink, ...]]:
-    """Apply an Update payload: a full list from plain clients, a delta from the Pelion client (`;d` deletes)."""
+    """Apply an Update payload. An object list replaces the registered one (LwM2M 1.1 §6.2.2, as Leshan's
+    RegistrationUpdate does); the Pelion client's delta is merged. Returns (links, links not known before)."""
     if not delta:
         return current, ()
     known = {link.path: link for link in current}
+    if not _is_delta(delta):
+        fresh = {link.path: link for link in delta}
+        return tuple(fresh.values()), tuple(link for path, link in fresh.items() if path not in known)
     added: list[ResourceLink] = []
     for link in delta:
         if link.deleted:
@@ -439,6 +447,13 @@ def _merge(
             added.append(link)
         known[link.path] = link
     return tuple(known.values()), tuple(added)
+
+
+def _covered(path: str, links: tuple[ResourceLink, ...]) -> bool:
+    """Is `path` a registered link or inside one (or, for an object-level observation, above one)?"""
+    return any(
+        path == link.path or path.startswith(link.path + "/") or link.path.startswith(path + "/") for link in links
+    )
 
 
 def _newer(observation: _Observation, seq: int, now: float) -> bool:
