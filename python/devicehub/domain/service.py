@@ -113,6 +113,13 @@ class DeviceService:
         )
         self.requests.kick(device.id)
 
+    async def resumed(self, registration: Registration) -> None:
+        device = await self._store.get_device(registration.device_id)
+        if device is not None and device.state == "registered":
+            self._devices[device.id] = device
+            await self.router.load_device(device.id)
+            await self.router.apply_presubscriptions(device, [])  # routes only: its observations still stand
+
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         device = await self._save(registration)
         await self._store_link_values(device, added)

@@ -12,7 +12,9 @@ from devicehub.store.records import (
     DesiredValue,
     Device,
     DeviceRequest,
+    ObservationRecord,
     PresubscriptionRule,
+    RegistrationRecord,
     ReportedValue,
     SnapshotResource,
     StoredEvent,
@@ -61,6 +63,22 @@ class Store(Protocol):
         """Removes the device, its snapshot, its subscriptions and its pending requests."""
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]: ...
+
+    # live LwM2M registrations and observations (issue 12 #5) -----------------------------------
+    async def put_registration(self, registration: RegistrationRecord) -> None: ...
+    async def get_registration(self, device_id: str) -> RegistrationRecord | None: ...
+    async def list_registrations(self) -> list[RegistrationRecord]: ...
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+        """Registrations whose `expires_at` is before `now`, soonest first."""
+
+    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
+        """Remove it and its observations; with `updated_at`, only if it was not updated meanwhile (so of several
+        nodes expiring one registration exactly one wins and announces it). False when nothing was removed."""
+
+    async def put_observation(self, observation: ObservationRecord) -> None: ...
+    async def get_observation(self, token: bytes) -> ObservationRecord | None: ...
+    async def device_observations(self, device_id: str) -> list[ObservationRecord]: ...
+    async def remove_observation(self, token: bytes) -> None: ...
 
     # resource subscriptions (per key) ---------------------------------------------------------
     async def add_subscription(self, key_id: str, device_id: str, path: str) -> None: ...

@@ -28,7 +28,9 @@ from devicehub.store.records import (
     DesiredValue,
     Device,
     DeviceRequest,
+    ObservationRecord,
     PresubscriptionRule,
+    RegistrationRecord,
     ReportedValue,
     SnapshotResource,
     StoredEvent,
@@ -69,6 +71,11 @@ CREATE INDEX IF NOT EXISTS requests_device ON requests (device_id, seq);
 CREATE TABLE IF NOT EXISTS snapshot (
     device_id TEXT NOT NULL, path TEXT NOT NULL, reported BLOB, desired BLOB, subscribed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (device_id, path)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS registrations (
+    device_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, expires_at REAL NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS registrations_expiry ON registrations (expires_at);
+CREATE TABLE IF NOT EXISTS observations (token BLOB PRIMARY KEY, device_id TEXT NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS observations_device ON observations (device_id);
 CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
 """
 
@@ -291,6 +298,60 @@ class SqliteStore:
                 )
             ]
         )
+
+    # ---- live registrations and observations ----------------------------------------------------
+    async def put_registration(self, registration: RegistrationRecord) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO registrations (device_id, updated_at, expires_at, data) VALUES (?, ?, ?, ?)",
+                (registration.device_id, registration.updated_at, registration.expires_at, _encode(registration)),
+            )
+        )
+
+    async def get_registration(self, device_id: str) -> RegistrationRecord | None:
+        return await self._one(RegistrationRecord, "SELECT data FROM registrations WHERE device_id = ?", (device_id,))
+
+    async def list_registrations(self) -> list[RegistrationRecord]:
+        return await self._all(RegistrationRecord, "SELECT data FROM registrations ORDER BY device_id", ())
+
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+        return await self._all(
+            RegistrationRecord,
+            "SELECT data FROM registrations WHERE expires_at < ? ORDER BY expires_at LIMIT ?",
+            (now, limit),
+        )
+
+    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            sql = "DELETE FROM registrations WHERE device_id = ?"
+            args: tuple[object, ...] = (device_id,)
+            if updated_at is not None:
+                sql, args = sql + " AND updated_at = ?", (device_id, updated_at)
+            if db.execute(sql, args).rowcount == 0:
+                return False
+            db.execute("DELETE FROM observations WHERE device_id = ?", (device_id,))
+            return True
+
+        return await self._read(work)
+
+    async def put_observation(self, observation: ObservationRecord) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO observations (token, device_id, data) VALUES (?, ?, ?)",
+                (observation.token, observation.device_id, _encode(observation)),
+            )
+        )
+
+    async def get_observation(self, token: bytes) -> ObservationRecord | None:
+        return await self._one(ObservationRecord, "SELECT data FROM observations WHERE token = ?", (token,))
+
+    async def device_observations(self, device_id: str) -> list[ObservationRecord]:
+        return await self._all(
+            ObservationRecord, "SELECT data FROM observations WHERE device_id = ? ORDER BY token", (device_id,)
+        )
+
+    async def remove_observation(self, token: bytes) -> None:
+        await self._write(lambda db: db.execute("DELETE FROM observations WHERE token = ?", (token,)))
 
     # ---- resource subscriptions ------------------------------------------------------------------
     async def add_subscription(self, key_id: str, device_id: str, path: str) -> None:
