@@ -57,10 +57,11 @@ class Node:
         self.hub = ChannelHub(self.store, self.clock, settings, cluster=cluster)
         await self.hub.start()
         self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
-        self.lwm2m = LwM2MServer(self.devices, self.clock, expiry_grace=settings.registration_grace)
+        self.lwm2m = LwM2MServer(self.devices, self.clock, expiry_grace=settings.registration_grace, store=self.store)
         await self.lwm2m.start(settings.host, settings.coap_port)
         self.coap_port = self.lwm2m.address[1]
         await self.devices.start(self.lwm2m)
+        await self.lwm2m.restore()
         services = Services(
             settings=settings,
             clock=self.clock,

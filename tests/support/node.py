@@ -29,8 +29,12 @@ async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None
 
 
 @contextlib.asynccontextmanager
-async def running_node(data_dir: Path, *, clock: Clock | None = None, dev: bool = True) -> AsyncIterator[Node]:
-    settings = ServeSettings(host="127.0.0.1", http_port=0, coap_port=0, data_dir=data_dir, dev=dev)
+async def running_node(
+    data_dir: Path, *, clock: Clock | None = None, dev: bool = True, coap_port: int = 0, redis_url: str = ""
+) -> AsyncIterator[Node]:
+    settings = ServeSettings(
+        host="127.0.0.1", http_port=0, coap_port=coap_port, data_dir=data_dir, dev=dev, redis_url=redis_url
+    )
     node = Node(settings, clock=clock)
     await node.start()
     try:

@@ -6,8 +6,14 @@ import re
 
 from devicehub.errors import ValidationFailed
 
-_SEGMENT = re.compile(r"^[0-9]{1,5}$")
+# Issue 14 #2: ASCII digits only (fullmatch: `$` would also accept a trailing newline), as lwm2m/links.py does
+_SEGMENT = re.compile(r"[0-9]{1,5}", re.ASCII)
 MAX_PATH = 128
+
+
+def is_segment(text: str) -> bool:
+    """One object, instance or resource id: 1-5 ASCII digits, at most 65535."""
+    return _SEGMENT.fullmatch(text) is not None and int(text) <= 65535
 
 
 def normalise(raw: str, *, wildcard: bool) -> str:
@@ -22,9 +28,9 @@ def normalise(raw: str, *, wildcard: bool) -> str:
         raise ValidationFailed("empty resource path")
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
-        if wildcard and last and (part == "*" or (part.endswith("*") and _SEGMENT.match(part[:-1] or "0"))):
+        if wildcard and last and (part == "*" or (part.endswith("*") and is_segment(part[:-1] or "0"))):
             continue
-        if not _SEGMENT.match(part) or int(part) > 65535:
+        if not is_segment(part):
             raise ValidationFailed(f"bad resource path {raw!r}")
     if len(parts) > 4:
         raise ValidationFailed(f"resource path {raw!r} is deeper than object/instance/resource/instance")

@@ -93,8 +93,9 @@ class DeviceService:
         if account_id is None:
             log.info("refused unknown endpoint %r (not enrolled, no default account)", endpoint_name)
             return None
-        existing = await self._store.find_device(account_id, endpoint_name)
-        return Admission(account_id=account_id, device_id=existing.id if existing else new_id())
+        # issue 14 #1: one name is one id whatever the interleaving (and across nodes): the store claims it atomically
+        device_id = await self._store.claim_device_id(account_id, endpoint_name, new_id())
+        return Admission(account_id=account_id, device_id=device_id)
 
     async def registered(self, registration: Registration) -> None:
         device = await self._save(registration)
@@ -111,6 +112,13 @@ class DeviceService:
             ),
         )
         self.requests.kick(device.id)
+
+    async def resumed(self, registration: Registration) -> None:
+        device = await self._store.get_device(registration.device_id)
+        if device is not None and device.state == "registered":
+            self._devices[device.id] = device
+            await self.router.load_device(device.id)
+            await self.router.apply_presubscriptions(device, [])  # routes only: its observations still stand
 
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         device = await self._save(registration)

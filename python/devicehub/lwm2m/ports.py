@@ -75,6 +75,9 @@ class DeviceEvents(Protocol):
     async def registered(self, registration: Registration) -> None:
         """A full registration (first one, or a restart that replaces an earlier one)."""
 
+    async def resumed(self, registration: Registration) -> None:
+        """A stored registration taken up without a Register: after a restart, or from another node."""
+
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         """A registration update; `added` holds the links not known before."""
 

@@ -1,14 +1,18 @@
 """The LwM2M server: registration interface, device requests and observations over one CoAP endpoint.
 
 It turns CoAP traffic into `DeviceEvents` calls on the core and offers the core the `DeviceGateway` operations.
-Registrations live in memory (a device that talks to a restarted server gets 4.04 to its Update and registers
-afresh, as every client seen does: lwm2m-device-side.md §2, §8). Facts it follows: lwm2m-device-side.md §10.
+Registrations and observations are state of the service (issue 12 #5): each is written to the store and kept in
+memory as a cache, so a restarted node — or, in Redis mode, another node the device's datagrams now reach —
+accepts the device's next Update and understands its notifications by token without a re-register. Expiry runs
+from the stored `expires_at`; of several nodes, the one whose conditional removal wins announces it.
+Facts it follows: lwm2m-device-side.md §10.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 
 from devicehub._core import CoapMessage, coap_encode_uint
@@ -19,6 +23,8 @@ from devicehub.lwm2m.errors import DeviceError, NotRegistered
 from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.store.base import Store
+from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
 
 log = logging.getLogger("devicehub.lwm2m")
 
@@ -65,8 +71,11 @@ class ServerStats:
 class LwM2MServer:
     """Implements domain.ports.DeviceGateway on top of a CoapEndpoint."""
 
-    def __init__(self, events: DeviceEvents, clock: Clock, *, expiry_grace: float = 93.0) -> None:
+    def __init__(
+        self, events: DeviceEvents, clock: Clock, *, expiry_grace: float = 93.0, store: Store | None = None
+    ) -> None:
         self._events = events
+        self._store = store
         self._clock = clock
         self._expiry_grace = expiry_grace
         self._endpoint: CoapEndpoint | None = None
@@ -74,6 +83,8 @@ class LwM2MServer:
         self._by_address: dict[Address, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._expiry: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._expiry_ticks = 0
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -81,12 +92,61 @@ class LwM2MServer:
         self._endpoint = await CoapEndpoint.bind(host, port, self._clock, self._handle, self._notification)
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
 
+    async def restore(self) -> None:
+        """Take up the stored registrations (after the core has started): requests reach those devices at once.
+        Without it they would still be taken up lazily, at the device's next Update or notification."""
+        if self._store is not None:
+            for record in await self._store.list_registrations():
+                if record.device_id not in self._devices:
+                    await self._adopt(record)
+
     async def stop(self) -> None:
         if self._expiry is not None:
             self._expiry.cancel()
             await asyncio.gather(self._expiry, return_exceptions=True)
         if self._endpoint is not None:
             await self._endpoint.close()
+        if self._store is not None:  # the freshness of each observation, for whoever serves the device next
+            for device in self._devices.values():
+                for token, observation in device.observations.items():
+                    await self._store.put_observation(_observation_record(device, token, observation))
+
+    # ---- the stored registration table ----------------------------------------------------------------
+    async def _adopt(self, record: RegistrationRecord) -> _Device:
+        """Take up a registration another node (or this node before a restart) wrote, with its observations."""
+        device = _Device(_registration(record))
+        if self._store is not None:
+            for observation in await self._store.device_observations(record.device_id):
+                device.observations[observation.token] = _Observation(
+                    path=observation.path,
+                    auto=observation.auto,
+                    last_seq=observation.last_seq,
+                    last_at=observation.last_at,
+                )
+        self._devices[record.device_id] = device
+        self._by_address[device.registration.address] = record.device_id
+        await self._events.resumed(device.registration)
+        return device
+
+    async def _known(self, device_id: str) -> _Device | None:
+        device = self._devices.get(device_id)
+        if device is not None or self._store is None:
+            return device
+        record = await self._store.get_registration(device_id)
+        return None if record is None else await self._adopt(record)
+
+    async def _save(self, device: _Device, *, fresh: bool = False) -> None:
+        if self._store is None:
+            return
+        registration = device.registration
+        if fresh:  # a Register ends every earlier observation (lwm2m-device-side.md §4)
+            await self._store.remove_registration(registration.device_id)
+        await self._store.put_registration(
+            _record(registration, registration.updated_at + registration.lifetime + self._expiry_grace)
+        )
+        for token, observation in device.observations.items():
+            if fresh or observation.last_seq is None:
+                await self._store.put_observation(_observation_record(device, token, observation))
 
     @property
     def address(self) -> Address:
@@ -149,6 +209,8 @@ class LwM2MServer:
             return _response(response)
         observation = device.observations.get(token)
         # a notification that overtook this response while it was being handled is newer: keep it
+        if observation is not None and self._store is not None:
+            await self._store.put_observation(_observation_record(device, token, observation))
         if observation is not None and observation.last_seq is None:
             observation.last_seq, observation.last_at = response.observe, self._clock.now()
             if response.payload:
@@ -165,6 +227,8 @@ class LwM2MServer:
         if token is None or device.observations[token].auto:
             return
         del device.observations[token]
+        if self._store is not None:
+            await self._store.remove_observation(token)
         options = [(codes.OBSERVE, coap_encode_uint(1)), *codes.path_options(path)]
         try:
             await self._endpoint_or_fail().request(device.registration.address, codes.GET, options, token=token)
@@ -237,8 +301,19 @@ class LwM2MServer:
                     device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
             self._devices[admission.device_id] = device
             self._by_address[remote] = admission.device_id
+            try:
+                await self._events.registered(registration)
+            except BaseException:
+                # issue 14 #1: a failed registration leaves no trace; the previous one (if any) stands
+                self._by_address.pop(remote, None)
+                if previous is None:
+                    self._devices.pop(admission.device_id, None)
+                else:
+                    self._devices[admission.device_id] = previous
+                    self._by_address[previous.registration.address] = admission.device_id
+                raise
+            await self._save(device, fresh=True)
             self.stats.registrations += 1
-            await self._events.registered(registration)
         location = [
             (codes.LOCATION_PATH, b"rd"),
             (codes.LOCATION_PATH, admission.account_id.encode()),
@@ -247,7 +322,7 @@ class LwM2MServer:
         return Reply(codes.CREATED, location)
 
     async def _update(self, device_id: str, message: CoapMessage, payload: bytes, remote: Address) -> Reply:
-        device = self._devices.get(device_id)
+        device = await self._known(device_id)
         if device is None:
             return Reply(codes.NOT_FOUND)  # the client registers afresh
         query = _query(message.uri_query)
@@ -278,19 +353,21 @@ class LwM2MServer:
         for link in added:
             if link.aobs is not None:
                 device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
-        for link in delta:
-            if link.deleted:
-                token = device.token_for(link.path)
-                if token is not None:
-                    del device.observations[token]
+        for token, observation in list(device.observations.items()):
+            if not _covered(observation.path, links):  # its object, instance or resource is gone
+                del device.observations[token]
         self.stats.updates += 1
+        await self._save(device)
         await self._events.updated(registration, added)
         return Reply(codes.CHANGED)
 
     async def _deregister(self, device_id: str) -> Reply:
+        await self._known(device_id)
         device = self._devices.pop(device_id, None)
         if device is None:
             return Reply(codes.NOT_FOUND)
+        if self._store is not None:
+            await self._store.remove_registration(device_id)
         self._by_address.pop(device.registration.address, None)
         self.stats.deregistrations += 1
         await self._events.deregistered(device.registration)
@@ -311,16 +388,43 @@ class LwM2MServer:
         return Reply(codes.CHANGED)
 
     # ---- notifications --------------------------------------------------------------------------------
-    def _notification(self, message: CoapMessage, remote: Address) -> bool:
+    def _notification(self, message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
         device_id = self._by_address.get(remote)
         device = self._devices.get(device_id) if device_id is not None else None
-        if device is None:
+        observation = device.observations.get(message.token) if device is not None else None
+        if device is None or observation is None:
+            if self._store is None:
+                return False
+            return self._stored_notification(message, remote)
+        return self._accept_notification(device, observation, message, remote)
+
+    async def _stored_notification(self, message: CoapMessage, remote: Address) -> bool:
+        """A token this node does not hold: the device may have been served by another node or before a restart."""
+        assert self._store is not None
+        stored = await self._store.get_observation(message.token)
+        if stored is None:
             return False
+        device = self._devices.get(stored.device_id)
+        record = await self._store.get_registration(stored.device_id)
+        if record is None:
+            return False
+        if device is None or message.token not in device.observations:
+            device = await self._adopt(record)
         observation = device.observations.get(message.token)
         if observation is None:
             return False
+        if device.registration.address != remote:  # its source address moved (NAT, load balancer)
+            self._by_address.pop(device.registration.address, None)
+            device.registration = replace(device.registration, address=remote)
+            self._by_address[remote] = stored.device_id
+        return self._accept_notification(device, observation, message, remote)
+
+    def _accept_notification(
+        self, device: _Device, observation: _Observation, message: CoapMessage, remote: Address
+    ) -> bool:
         if message.code >> 5 != 2:
             del device.observations[message.token]  # an error response ends the observation (RFC 7641 §3.2)
+            self._spawn_forget(message.token)
             return True
         now = self._clock.now()
         seq = message.observe
@@ -337,13 +441,55 @@ class LwM2MServer:
 
     # ---- expiry -----------------------------------------------------------------------------------------
     async def _expire_forever(self) -> None:
-        while True:
-            await self._clock.sleep(EXPIRY_CHECK_INTERVAL)
-            now = self._clock.now()
+        check: asyncio.Task[None] | None = None
+        try:
+            while True:
+                await self._clock.sleep(EXPIRY_CHECK_INTERVAL)
+                # the check awaits the store: run it beside the ticker, so the ticks stay on time (one at a time)
+                self._expiry_ticks += 1
+                if check is None or check.done():
+                    check = asyncio.create_task(self._expire_checked(), name="lwm2m-expiry-check")
+        finally:
+            if check is not None:
+                check.cancel()
+                await asyncio.gather(check, return_exceptions=True)
+
+    async def _expire_checked(self) -> None:
+        while self._expiry_ticks:  # ticks that came while a check ran get one more check, with the time then
+            self._expiry_ticks = 0
+            try:
+                await self._expire_due()
+            except Exception:
+                log.exception("expiry check failed")
+
+    async def _expire_due(self) -> None:
+        now = self._clock.now()
+        if self._store is None:
             for device_id, device in list(self._devices.items()):
                 registration = device.registration
                 if now > registration.updated_at + registration.lifetime + self._expiry_grace:
                     await self._expire(device_id, registration)
+            return
+        # the stored table decides (a restarted node expires devices that never came back; in Redis mode the
+        # node whose conditional removal wins announces, once)
+        for record in await self._store.registrations_expiring(now):
+            async with self._locks.setdefault(record.device_id, asyncio.Lock()):
+                if not await self._store.remove_registration(record.device_id, updated_at=record.updated_at):
+                    continue  # updated meanwhile, or another node expired it
+                cached = self._devices.pop(record.device_id, None)
+                registration = cached.registration if cached is not None else _registration(record)
+                self._by_address.pop(registration.address, None)
+            self.stats.expirations += 1
+            log.info("registration of %s (%s) expired", record.endpoint_name, record.device_id)
+            try:
+                await self._events.expired(registration)
+            except Exception:
+                log.exception("expiry handling failed for %s", record.device_id)
+        for device_id, device in list(self._devices.items()):  # cached copies of what another node expired
+            registration = device.registration
+            if now > registration.updated_at + registration.lifetime + self._expiry_grace + EXPIRY_CHECK_INTERVAL * 5:
+                self._devices.pop(device_id, None)
+                self._by_address.pop(registration.address, None)
 
     async def _expire(self, device_id: str, registration: Registration) -> None:
         async with self._locks.setdefault(device_id, asyncio.Lock()):
@@ -378,6 +524,65 @@ class LwM2MServer:
         observation = device.observations.get(token)
         if observation is not None and not (only_ours and observation.auto):
             del device.observations[token]
+            self._spawn_forget(token)
+
+    def _spawn_forget(self, token: bytes) -> None:
+        if self._store is None:
+            return
+        task = asyncio.ensure_future(self._store.remove_observation(token))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _record(registration: Registration, expires_at: float) -> RegistrationRecord:
+    return RegistrationRecord(
+        device_id=registration.device_id,
+        account_id=registration.account_id,
+        endpoint_name=registration.endpoint_name,
+        endpoint_type=registration.endpoint_type,
+        lifetime=registration.lifetime,
+        binding=registration.binding,
+        lwm2m_version=registration.lwm2m_version,
+        links=tuple(RegistrationLink(k.path, k.rt, k.ct, k.obs, k.iface, k.aobs) for k in registration.links),
+        host=registration.address[0],
+        port=registration.address[1],
+        registered_at=registration.registered_at,
+        updated_at=registration.updated_at,
+        expires_at=expires_at,
+        queue_mode=registration.queue_mode,
+        domain=registration.domain,
+    )
+
+
+def _registration(record: RegistrationRecord) -> Registration:
+    return Registration(
+        account_id=record.account_id,
+        device_id=record.device_id,
+        endpoint_name=record.endpoint_name,
+        endpoint_type=record.endpoint_type,
+        lifetime=record.lifetime,
+        binding=record.binding,
+        lwm2m_version=record.lwm2m_version,
+        links=tuple(
+            ResourceLink(path=k.path, rt=k.rt, ct=k.ct, obs=k.obs, iface=k.iface, aobs=k.aobs) for k in record.links
+        ),
+        address=(record.host, record.port),
+        registered_at=record.registered_at,
+        updated_at=record.updated_at,
+        queue_mode=record.queue_mode,
+        domain=record.domain,
+    )
+
+
+def _observation_record(device: _Device, token: bytes, observation: _Observation) -> ObservationRecord:
+    return ObservationRecord(
+        token=token,
+        device_id=device.registration.device_id,
+        path=observation.path,
+        auto=observation.auto,
+        last_seq=observation.last_seq,
+        last_at=observation.last_at,
+    )
 
 
 def vars_of(stats: object) -> dict[str, float]:
@@ -408,18 +613,28 @@ def _query(items: list[str]) -> dict[str, str]:
 def _lifetime(text: str | None, default: int = DEFAULT_LIFETIME) -> int | None:
     if text is None:
         return default
-    if not text.isdigit() or len(text) > 9 or int(text) < MIN_LIFETIME:
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) < MIN_LIFETIME:
         return None
     return min(int(text), MAX_LIFETIME)
+
+
+def _is_delta(links: list[ResourceLink]) -> bool:
+    """The Pelion client's Update payload is a delta of per-resource links (`;d` deletes, lwm2m-device-side.md §8);
+    an LwM2M object list names objects and instances only (LwM2M 1.1 §6.2.1), never a resource."""
+    return any(link.deleted or link.path.count("/") >= 3 for link in links)
 
 
 def _merge(
     current: tuple[ResourceLink, ...], delta: list[ResourceLink]
 ) -> tuple[tuple[ResourceLink, ...], tuple[ResourceLink, ...]]:
-    """Apply an Update payload: a full list from plain clients, a delta from the Pelion client (`;d` deletes)."""
+    """Apply an Update payload. An object list replaces the registered one (LwM2M 1.1 §6.2.2, as Leshan's
+    RegistrationUpdate does); the Pelion client's delta is merged. Returns (links, links not known before)."""
     if not delta:
         return current, ()
     known = {link.path: link for link in current}
+    if not _is_delta(delta):
+        fresh = {link.path: link for link in delta}
+        return tuple(fresh.values()), tuple(link for path, link in fresh.items() if path not in known)
     added: list[ResourceLink] = []
     for link in delta:
         if link.deleted:
@@ -429,6 +644,13 @@ def _merge(
             added.append(link)
         known[link.path] = link
     return tuple(known.values()), tuple(added)
+
+
+def _covered(path: str, links: tuple[ResourceLink, ...]) -> bool:
+    """Is `path` a registered link or inside one (or, for an object-level observation, above one)?"""
+    return any(
+        path == link.path or path.startswith(link.path + "/") or link.path.startswith(path + "/") for link in links
+    )
 
 
 def _newer(observation: _Observation, seq: int, now: float) -> bool:

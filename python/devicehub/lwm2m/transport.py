@@ -52,7 +52,9 @@ class Reply:
 
 
 Handler = Callable[[CoapMessage, bytes, Address], Awaitable[Reply | None]]
-NotificationHandler = Callable[[CoapMessage, Address], bool]
+# True/False at once, or an awaitable of it when the observation must first be looked up (issue 12 #5: another
+# node's or a restarted node's observation is found in the store); the ACK/RST waits for the answer
+NotificationHandler = Callable[[CoapMessage, Address], "bool | Awaitable[bool]"]
 
 
 @dataclass(slots=True)
@@ -338,9 +340,26 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             accepted = True
         elif self._on_notification is not None:
             self.stats.notifications += 1
-            accepted = self._on_notification(message, remote)
+            answer = self._on_notification(message, remote)
+            if not isinstance(answer, bool):
+                task = asyncio.ensure_future(self._answer_notification(message, remote, answer))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return
+            accepted = answer
         else:
             accepted = False
+        self._acknowledge_notification(message, remote, accepted)
+
+    async def _answer_notification(self, message: CoapMessage, remote: Address, answer: Awaitable[bool]) -> None:
+        try:
+            accepted = await answer
+        except Exception:
+            log.exception("notification handler failed for %s:%d", remote[0], remote[1])
+            accepted = False
+        self._acknowledge_notification(message, remote, accepted)
+
+    def _acknowledge_notification(self, message: CoapMessage, remote: Address, accepted: bool) -> None:
         if not accepted:
             self.stats.unknown_notifications += 1
         if message.mtype == codes.CON:

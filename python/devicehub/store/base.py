@@ -13,7 +13,9 @@ from devicehub.store.records import (
     DesiredValue,
     Device,
     DeviceRequest,
+    ObservationRecord,
     PresubscriptionRule,
+    RegistrationRecord,
     ReportedValue,
     SnapshotResource,
     StoredEvent,
@@ -43,6 +45,10 @@ class Store(Protocol):
     # enrollment and devices ----------------------------------------------------------------
     async def enroll(self, account_id: str, endpoint_name: str) -> None: ...
     async def enrolled_account(self, endpoint_name: str) -> str | None: ...
+    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
+        """The one device id of (account, endpoint name): the existing one, else `candidate`, atomically — two
+        concurrent first registrations of a name get the same id (issue 14 #1)."""
+
     async def put_device(self, device: Device) -> None:
         """Insert or replace by id; (account_id, endpoint_name) stays unique."""
 
@@ -58,6 +64,22 @@ class Store(Protocol):
         """Removes the device, its snapshot, its subscriptions and its pending requests."""
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]: ...
+
+    # live LwM2M registrations and observations (issue 12 #5) -----------------------------------
+    async def put_registration(self, registration: RegistrationRecord) -> None: ...
+    async def get_registration(self, device_id: str) -> RegistrationRecord | None: ...
+    async def list_registrations(self) -> list[RegistrationRecord]: ...
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+        """Registrations whose `expires_at` is before `now`, soonest first."""
+
+    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
+        """Remove it and its observations; with `updated_at`, only if it was not updated meanwhile (so of several
+        nodes expiring one registration exactly one wins and announces it). False when nothing was removed."""
+
+    async def put_observation(self, observation: ObservationRecord) -> None: ...
+    async def get_observation(self, token: bytes) -> ObservationRecord | None: ...
+    async def device_observations(self, device_id: str) -> list[ObservationRecord]: ...
+    async def remove_observation(self, token: bytes) -> None: ...
 
     # resource subscriptions (per key) ---------------------------------------------------------
     async def add_subscription(self, key_id: str, device_id: str, path: str) -> None: ...

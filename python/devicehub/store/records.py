@@ -114,3 +114,46 @@ class StoredEvent(msgspec.Struct, frozen=True, array_like=True):
     kind: int
     data: bytes
     queued_at_ms: int
+
+
+class RegistrationLink(msgspec.Struct, frozen=True, array_like=True):
+    """One link of a registration's object list (values announced with `v` go to the snapshot, not here)."""
+
+    path: str
+    rt: str | None = None
+    ct: int | None = None
+    obs: bool = False
+    iface: str | None = None
+    aobs: int | None = None
+
+
+class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A live LwM2M registration, kept so any node (or a restarted one) accepts the device's next Update
+    (issue 12 #5). `expires_at` is when it expires unless updated: updated_at + lifetime + grace."""
+
+    device_id: str
+    account_id: str
+    endpoint_name: str
+    endpoint_type: str = ""
+    lifetime: int
+    binding: str = "U"
+    lwm2m_version: str = "1.0"
+    links: tuple[RegistrationLink, ...] = ()
+    host: str
+    port: int
+    registered_at: float
+    updated_at: float
+    expires_at: float
+    queue_mode: bool = False
+    domain: str | None = None
+
+
+class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """An observation by token, so notifications are understood by any node (issue 12 #5)."""
+
+    token: bytes
+    device_id: str
+    path: str
+    auto: bool = False  # adopted from a Pelion `aobs` link
+    last_seq: int | None = None
+    last_at: float = 0.0

@@ -22,7 +22,9 @@ from devicehub.store.records import (
     DesiredValue,
     Device,
     DeviceRequest,
+    ObservationRecord,
     PresubscriptionRule,
+    RegistrationRecord,
     ReportedValue,
     SnapshotResource,
     StoredEvent,
@@ -58,6 +60,7 @@ class RedisStore:
         self._redis: aioredis.Redis | None = None
         self._acquire: Any = None
         self._release: Any = None
+        self._remove_reg: Any = None
         self._reported = ReportedWriteBehind(self._write_reported)
 
     @property
@@ -79,6 +82,7 @@ class RedisStore:
         await self._redis.ping()
         self._acquire = self._redis.register_script((_LUA / "acquire_lease.lua").read_text())
         self._release = self._redis.register_script((_LUA / "release_lease.lua").read_text())
+        self._remove_reg = self._redis.register_script((_LUA / "remove_registration.lua").read_text())
 
     async def close(self) -> None:
         await self._reported.close()
@@ -147,6 +151,12 @@ class RedisStore:
         account_id = await self.redis.get(self._k("enroll", endpoint_name))
         return None if account_id is None else _text(account_id)
 
+    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
+        # the name index put_device keeps is the claim: the first SET NX wins, everyone reads the winner
+        key = self._k("device_ep", account_id, endpoint_name)
+        await self.redis.set(key, candidate, nx=True)
+        return _text(await self.redis.get(key))
+
     async def put_device(self, device: Device) -> None:
         previous = await self.get_device(device.id)
         async with self.redis.pipeline(transaction=True) as tx:
@@ -204,6 +214,52 @@ class RedisStore:
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
         ids = await self.redis.zrangebyscore(self._k("seen"), "-inf", f"({cutoff}", start=0, num=limit)
         return [_text(i) for i in ids]
+
+    # ---- live registrations and observations: a blob per record, a sorted set of expiry times -------
+    async def put_registration(self, registration: RegistrationRecord) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.set(self._k("reg", registration.device_id), _encode(registration))
+            tx.zadd(self._k("reg_expiry"), {registration.device_id: registration.expires_at})
+            await tx.execute()
+
+    async def get_registration(self, device_id: str) -> RegistrationRecord | None:
+        return await self._blob(RegistrationRecord, self._k("reg", device_id))
+
+    async def list_registrations(self) -> list[RegistrationRecord]:
+        ids = sorted(_text(i) for i in await self.redis.zrange(self._k("reg_expiry"), 0, -1))
+        return await self._blobs(RegistrationRecord, [self._k("reg", i) for i in ids])
+
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+        ids = await self.redis.zrangebyscore(self._k("reg_expiry"), "-inf", f"({now}", start=0, num=limit)
+        return await self._blobs(RegistrationRecord, [self._k("reg", _text(i)) for i in ids])
+
+    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
+        removed = await self._remove_reg(
+            keys=[self._k("reg", device_id), self._k("reg_expiry"), self._k("reg_obs", device_id)],
+            args=[device_id, "" if updated_at is None else repr(updated_at), self._k("obs", "")],
+        )
+        return bool(removed)
+
+    async def put_observation(self, observation: ObservationRecord) -> None:
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.set(self._k("obs", observation.token.hex()), _encode(observation))
+            tx.sadd(self._k("reg_obs", observation.device_id), observation.token.hex())
+            await tx.execute()
+
+    async def get_observation(self, token: bytes) -> ObservationRecord | None:
+        return await self._blob(ObservationRecord, self._k("obs", token.hex()))
+
+    async def device_observations(self, device_id: str) -> list[ObservationRecord]:
+        tokens = sorted(_text(t) for t in await self.redis.smembers(self._k("reg_obs", device_id)))
+        return await self._blobs(ObservationRecord, [self._k("obs", t) for t in tokens])
+
+    async def remove_observation(self, token: bytes) -> None:
+        observation = await self.get_observation(token)
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.delete(self._k("obs", token.hex()))
+            if observation is not None:
+                tx.srem(self._k("reg_obs", observation.device_id), token.hex())
+            await tx.execute()
 
     # ---- resource subscriptions ------------------------------------------------------------------
     async def add_subscription(self, key_id: str, device_id: str, path: str) -> None:

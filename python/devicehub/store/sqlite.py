@@ -29,7 +29,9 @@ from devicehub.store.records import (
     DesiredValue,
     Device,
     DeviceRequest,
+    ObservationRecord,
     PresubscriptionRule,
+    RegistrationRecord,
     ReportedValue,
     SnapshotResource,
     StoredEvent,
@@ -52,6 +54,8 @@ CREATE TABLE IF NOT EXISTS devices (
     id TEXT PRIMARY KEY, account_id TEXT NOT NULL, endpoint_name TEXT NOT NULL, state TEXT NOT NULL,
     last_seen_at REAL NOT NULL, data BLOB NOT NULL, UNIQUE (account_id, endpoint_name));
 CREATE INDEX IF NOT EXISTS devices_seen ON devices (last_seen_at);
+CREATE TABLE IF NOT EXISTS device_ids (
+    account_id TEXT NOT NULL, endpoint_name TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (account_id, endpoint_name));
 CREATE TABLE IF NOT EXISTS subscriptions (
     key_id TEXT NOT NULL, device_id TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (key_id, device_id, path));
 CREATE INDEX IF NOT EXISTS subscriptions_device ON subscriptions (device_id);
@@ -70,6 +74,11 @@ CREATE INDEX IF NOT EXISTS requests_device ON requests (device_id, seq);
 CREATE TABLE IF NOT EXISTS snapshot (
     device_id TEXT NOT NULL, path TEXT NOT NULL, reported BLOB, desired BLOB, subscribed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (device_id, path)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS registrations (
+    device_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, expires_at REAL NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS registrations_expiry ON registrations (expires_at);
+CREATE TABLE IF NOT EXISTS observations (token BLOB PRIMARY KEY, device_id TEXT NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS observations_device ON observations (device_id);
 CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
 """
 
@@ -95,15 +104,27 @@ class SqliteStore:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work)
+    # Issue 14 #6: a cursor released on the event-loop thread resets a cached statement the writer thread may be
+    # running (sqlite3.InterfaceError). So no cursor leaves the writer thread: `_write` drops whatever the work
+    # returns inside the thread, and `_read` accepts only fetched values (rows, ints, records), never a cursor.
+    async def _write(self, work: Callable[[sqlite3.Connection], object]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work, False)
 
-    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        result: T = await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work, True)
+        return result
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], Any], keep: bool) -> Any:
         db = self._db
         if db is None:
             raise RuntimeError("store is not open")
         with db:  # commits on success, rolls back on any exception
-            return work(db)
+            result = work(db)
+        if not keep:
+            return None
+        if isinstance(result, sqlite3.Cursor):
+            raise TypeError("a store read must fetch its rows inside the writer thread")
+        return result
 
     async def open(self) -> None:
         def connect() -> None:
@@ -133,7 +154,7 @@ class SqliteStore:
 
     # ---- accounts and keys ---------------------------------------------------------------------
     async def create_account(self, account: Account) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO accounts (id, name, data) VALUES (?, ?, ?)", (account.id, account.name, _encode(account))
             )
@@ -149,7 +170,7 @@ class SqliteStore:
         return await self._all(Account, "SELECT data FROM accounts ORDER BY name", ())
 
     async def create_key(self, key: ApiKey) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO api_keys (id, account_id, key_hash, created_at, data) VALUES (?, ?, ?, ?, ?)",
                 (key.id, key.account_id, key.key_hash, key.created_at, _encode(key)),
@@ -177,11 +198,11 @@ class SqliteStore:
                 )
             return True
 
-        return await self._run(work)
+        return await self._read(work)
 
     # ---- enrollment and devices ----------------------------------------------------------------
     async def enroll(self, account_id: str, endpoint_name: str) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO enrollments (endpoint_name, account_id) VALUES (?, ?)",
                 (endpoint_name, account_id),
@@ -193,10 +214,29 @@ class SqliteStore:
             row = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (endpoint_name,)).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._run(work)
+        return await self._read(work)
+
+    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
+        def work(db: sqlite3.Connection) -> str:
+            # devices written before device_ids existed keep their id
+            row = db.execute(
+                "SELECT id FROM devices WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+            db.execute(
+                "INSERT OR IGNORE INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
+                (account_id, endpoint_name, candidate),
+            )
+            row = db.execute(
+                "SELECT id FROM device_ids WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
+            ).fetchone()
+            return str(row[0])
+
+        return await self._read(work)
 
     async def put_device(self, device: Device) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -240,20 +280,20 @@ class SqliteStore:
         if state is not None:
             sql += " AND state = ?"
             args = (account_id, state)
-        return await self._run(lambda db: int(db.execute(sql, args).fetchone()[0]))
+        return await self._read(lambda db: int(db.execute(sql, args).fetchone()[0]))
 
     async def delete_device(self, device_id: str) -> None:
         await self._reported.flush()
 
         def work(db: sqlite3.Connection) -> None:
-            for table in ("devices", "subscriptions", "requests", "snapshot"):
-                column = "id" if table == "devices" else "device_id"
+            for table in ("device_ids", "devices", "subscriptions", "requests", "snapshot"):
+                column = "id" if table in ("devices", "device_ids") else "device_id"
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
 
-        await self._run(work)
+        await self._write(work)
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 str(r[0])
                 for r in db.execute(
@@ -262,9 +302,63 @@ class SqliteStore:
             ]
         )
 
+    # ---- live registrations and observations ----------------------------------------------------
+    async def put_registration(self, registration: RegistrationRecord) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO registrations (device_id, updated_at, expires_at, data) VALUES (?, ?, ?, ?)",
+                (registration.device_id, registration.updated_at, registration.expires_at, _encode(registration)),
+            )
+        )
+
+    async def get_registration(self, device_id: str) -> RegistrationRecord | None:
+        return await self._one(RegistrationRecord, "SELECT data FROM registrations WHERE device_id = ?", (device_id,))
+
+    async def list_registrations(self) -> list[RegistrationRecord]:
+        return await self._all(RegistrationRecord, "SELECT data FROM registrations ORDER BY device_id", ())
+
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+        return await self._all(
+            RegistrationRecord,
+            "SELECT data FROM registrations WHERE expires_at < ? ORDER BY expires_at LIMIT ?",
+            (now, limit),
+        )
+
+    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            sql = "DELETE FROM registrations WHERE device_id = ?"
+            args: tuple[object, ...] = (device_id,)
+            if updated_at is not None:
+                sql, args = sql + " AND updated_at = ?", (device_id, updated_at)
+            if db.execute(sql, args).rowcount == 0:
+                return False
+            db.execute("DELETE FROM observations WHERE device_id = ?", (device_id,))
+            return True
+
+        return await self._read(work)
+
+    async def put_observation(self, observation: ObservationRecord) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO observations (token, device_id, data) VALUES (?, ?, ?)",
+                (observation.token, observation.device_id, _encode(observation)),
+            )
+        )
+
+    async def get_observation(self, token: bytes) -> ObservationRecord | None:
+        return await self._one(ObservationRecord, "SELECT data FROM observations WHERE token = ?", (token,))
+
+    async def device_observations(self, device_id: str) -> list[ObservationRecord]:
+        return await self._all(
+            ObservationRecord, "SELECT data FROM observations WHERE device_id = ? ORDER BY token", (device_id,)
+        )
+
+    async def remove_observation(self, token: bytes) -> None:
+        await self._write(lambda db: db.execute("DELETE FROM observations WHERE token = ?", (token,)))
+
     # ---- resource subscriptions ------------------------------------------------------------------
     async def add_subscription(self, key_id: str, device_id: str, path: str) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT OR IGNORE INTO subscriptions (key_id, device_id, path) VALUES (?, ?, ?)",
                 (key_id, device_id, path),
@@ -272,7 +366,7 @@ class SqliteStore:
         )
 
     async def remove_subscription(self, key_id: str, device_id: str, path: str) -> bool:
-        return await self._run(
+        return await self._read(
             lambda db: (
                 db.execute(
                     "DELETE FROM subscriptions WHERE key_id = ? AND device_id = ? AND path = ?",
@@ -283,7 +377,7 @@ class SqliteStore:
         )
 
     async def list_subscriptions(self, key_id: str, device_id: str) -> list[str]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 str(r[0])
                 for r in db.execute(
@@ -298,10 +392,10 @@ class SqliteStore:
         args: tuple[str, ...] = (device_id,)
         if key_id is not None:
             sql, args = sql + " AND key_id = ?", (device_id, key_id)
-        return await self._run(lambda db: int(db.execute(sql, args).rowcount))
+        return await self._read(lambda db: int(db.execute(sql, args).rowcount))
 
     async def subscribers(self, device_id: str) -> list[tuple[str, str]]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 (str(r[0]), str(r[1]))
                 for r in db.execute(
@@ -321,17 +415,17 @@ class SqliteStore:
             else:
                 db.execute("DELETE FROM presubscriptions WHERE key_id = ?", (key_id,))
 
-        await self._run(work)
+        await self._write(work)
 
     async def get_presubscriptions(self, key_id: str) -> list[PresubscriptionRule]:
         def work(db: sqlite3.Connection) -> list[PresubscriptionRule]:
             row = db.execute("SELECT rules FROM presubscriptions WHERE key_id = ?", (key_id,)).fetchone()
             return [] if row is None else _RULES.decode(row[0])
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def account_presubscriptions(self, account_id: str) -> list[tuple[str, list[PresubscriptionRule]]]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 (str(r[0]), _RULES.decode(r[1]))
                 for r in db.execute(
@@ -342,7 +436,7 @@ class SqliteStore:
 
     # ---- channels and their event journal ---------------------------------------------------------
     async def put_channel(self, channel: ChannelConfig) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO channels (key_id, account_id, data) VALUES (?, ?, ?)",
                 (channel.key_id, channel.account_id, _encode(channel)),
@@ -358,7 +452,7 @@ class SqliteStore:
             db.execute("DELETE FROM channel_drops WHERE key_id = ?", (key_id,))
             return db.execute("DELETE FROM channels WHERE key_id = ?", (key_id,)).rowcount > 0
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def list_channels(self, account_id: str | None = None) -> list[ChannelConfig]:
         if account_id is None:
@@ -397,10 +491,10 @@ class SqliteStore:
             )
 
         if events:
-            await self._run(work)
+            await self._write(work)
 
     async def load_events(self, key_id: str) -> list[StoredEvent]:
-        return await self._run(
+        return await self._read(
             lambda db: [
                 StoredEvent(int(r[0]), bytes(r[1]), int(r[2]))
                 for r in db.execute(
@@ -412,7 +506,7 @@ class SqliteStore:
     async def drop_head_events(self, key_id: str, count: int) -> None:
         if count <= 0:
             return
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "DELETE FROM channel_events WHERE key_id = ? AND seq IN"
                 " (SELECT seq FROM channel_events WHERE key_id = ? ORDER BY seq LIMIT ?)",
@@ -422,7 +516,7 @@ class SqliteStore:
 
     # ---- device-request queue -----------------------------------------------------------------------
     async def enqueue_request(self, request: DeviceRequest) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO requests (key_id, async_id, device_id, data) VALUES (?, ?, ?, ?)",
                 (request.key_id, request.async_id, request.device_id, _encode(request)),
@@ -443,7 +537,7 @@ class SqliteStore:
         )
 
     async def update_request(self, request: DeviceRequest) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "UPDATE requests SET data = ? WHERE key_id = ? AND async_id = ?",
                 (_encode(request), request.key_id, request.async_id),
@@ -451,7 +545,7 @@ class SqliteStore:
         )
 
     async def remove_request(self, key_id: str, async_id: str) -> bool:
-        return await self._run(
+        return await self._read(
             lambda db: (
                 db.execute("DELETE FROM requests WHERE key_id = ? AND async_id = ?", (key_id, async_id)).rowcount > 0
             )
@@ -463,7 +557,7 @@ class SqliteStore:
 
     async def _write_reported(self, pending: Pending) -> None:
         rows = [(device_id, path, _encode(value)) for (device_id, path), value in pending.items()]
-        await self._run(
+        await self._write(
             lambda db: db.executemany(
                 "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"
                 " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported",
@@ -472,7 +566,7 @@ class SqliteStore:
         )
 
     async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO snapshot (device_id, path, desired) VALUES (?, ?, ?)"
                 " ON CONFLICT (device_id, path) DO UPDATE SET desired = excluded.desired",
@@ -481,7 +575,7 @@ class SqliteStore:
         )
 
     async def set_subscribed(self, device_id: str, path: str, subscribed: bool) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.execute(
                 "INSERT INTO snapshot (device_id, path, subscribed) VALUES (?, ?, ?)"
                 " ON CONFLICT (device_id, path) DO UPDATE SET subscribed = excluded.subscribed",
@@ -490,10 +584,10 @@ class SqliteStore:
         )
 
     async def clear_subscribed(self, device_id: str) -> None:
-        await self._run(lambda db: db.execute("UPDATE snapshot SET subscribed = 0 WHERE device_id = ?", (device_id,)))
+        await self._write(lambda db: db.execute("UPDATE snapshot SET subscribed = 0 WHERE device_id = ?", (device_id,)))
 
     async def ensure_resources(self, device_id: str, paths: Sequence[str]) -> None:
-        await self._run(
+        await self._write(
             lambda db: db.executemany(
                 "INSERT OR IGNORE INTO snapshot (device_id, path) VALUES (?, ?)", [(device_id, p) for p in paths]
             )
@@ -517,7 +611,7 @@ class SqliteStore:
                 for path, reported, desired, subscribed in rows
             ]
 
-        return await self._run(work)
+        return await self._read(work)
 
     # ---- cluster coordination (one process, but the same contract as Redis) ---------------------------
     async def acquire_lease(self, name: str, owner: str, ttl_seconds: float, now: float) -> bool:
@@ -531,10 +625,10 @@ class SqliteStore:
             )
             return True
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def release_lease(self, name: str, owner: str) -> None:
-        await self._run(lambda db: db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner)))
+        await self._write(lambda db: db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner)))
 
     # ---- helpers --------------------------------------------------------------------------------------
     async def _one(self, kind: type[T], sql: str, args: tuple[object, ...]) -> T | None:
@@ -542,7 +636,7 @@ class SqliteStore:
             row = db.execute(sql, args).fetchone()
             return None if row is None else _decode(kind, row[0])
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def _all(self, kind: type[T], sql: str, args: tuple[object, ...]) -> list[T]:
-        return await self._run(lambda db: [_decode(kind, r[0]) for r in db.execute(sql, args)])
+        return await self._read(lambda db: [_decode(kind, r[0]) for r in db.execute(sql, args)])

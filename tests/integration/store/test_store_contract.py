@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+import msgspec
+
 from devicehub.store.base import Store
 from devicehub.store.records import (
     Account,
@@ -273,6 +275,64 @@ def test_data_survives_close_and_reopen(make_store: StoreFactory) -> None:
         (resource,) = await store.get_snapshot("d1")
         assert resource.reported is not None
         assert await store.load_events("k1") == [StoredEvent(0, b"{}", 1)]
+
+    run(make_store, write)
+    reopen(make_store, check)
+
+
+def test_concurrent_claims_of_one_endpoint_name_agree_on_one_device_id(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        claims = await asyncio.gather(
+            *(store.claim_device_id(A, f"ep-{i % 3}", f"{i:032x}") for i in range(60)),
+            store.claim_device_id(B, "ep-0", "f" * 32),
+        )
+        assert len(set(claims[:-1])) == 3 and claims[-1] == "f" * 32  # one id per (account, name)
+        assert [claims[i] for i in range(3)] == [claims[i + 3] for i in range(3)]
+        await store.put_device(device(claims[0], "ep-0"))
+        assert await store.claim_device_id(A, "ep-0", "e" * 32) == claims[0]
+        await store.delete_device(claims[0])  # six months unseen: the name may mint a new id
+        assert await store.claim_device_id(A, "ep-0", "e" * 32) == "e" * 32
+
+    run(make_store, scenario)
+
+
+def test_registrations_and_observations_survive_a_reopen_and_expire_once(make_store: StoreFactory) -> None:
+    from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
+
+    first = RegistrationRecord(
+        device_id="d1",
+        account_id=A,
+        endpoint_name="ep-1",
+        lifetime=60,
+        links=(RegistrationLink("/3/0"), RegistrationLink("/3303/0/5700", obs=True, aobs=7)),
+        host="127.0.0.1",
+        port=5000,
+        registered_at=100.0,
+        updated_at=100.25,
+        expires_at=253.25,
+    )
+    second = msgspec.structs.replace(first, device_id="d2", endpoint_name="ep-2", updated_at=150.5, expires_at=303.5)
+    observation = ObservationRecord(token=b"\x00\x07", device_id="d1", path="/3303/0/5700", auto=True)
+
+    async def write(store: Store) -> None:
+        await store.put_registration(first)
+        await store.put_registration(second)
+        await store.put_observation(observation)
+        await store.put_observation(ObservationRecord(token=b"\xff" * 8, device_id="d2", path="/3/0/0", last_seq=9))
+
+    async def check(store: Store) -> None:
+        assert await store.get_registration("d1") == first
+        assert [r.device_id for r in await store.list_registrations()] == ["d1", "d2"]
+        assert await store.get_observation(b"\x00\x07") == observation
+        assert [o.path for o in await store.device_observations("d2")] == ["/3/0/0"]
+        assert [r.device_id for r in await store.registrations_expiring(300.0)] == ["d1"]
+        assert not await store.remove_registration("d1", updated_at=99.0)  # updated meanwhile: not ours to expire
+        assert await store.remove_registration("d1", updated_at=100.25)
+        assert not await store.remove_registration("d1", updated_at=100.25)  # a second node loses
+        assert await store.get_registration("d1") is None and await store.get_observation(b"\x00\x07") is None
+        await store.remove_observation(b"\xff" * 8)
+        assert await store.device_observations("d2") == []
+        assert await store.remove_registration("d2")
 
     run(make_store, write)
     reopen(make_store, check)

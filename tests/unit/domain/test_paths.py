@@ -53,3 +53,11 @@ def test_presubscription_names_match_exactly_or_by_prefix() -> None:
     assert not name_matches("node-*", "gw-1")
     assert name_matches("sensor", "sensor")
     assert not name_matches("sensor", "sensor2")
+
+
+@pytest.mark.parametrize("raw", ["/\u00b2/0", "/\u0661/0", "/3303/\uff10", "3303\n", "/3/0/0\n", "/\u0663\u0663*"])
+def test_paths_are_ascii_digits_only(raw: str) -> None:
+    """Issue 14 #2: `isdigit` and `$` let superscripts, Arabic-Indic digits and a trailing newline through."""
+    for wildcard in (False, True):
+        with pytest.raises(ValidationFailed):
+            normalise(raw, wildcard=wildcard)

@@ -53,3 +53,9 @@ links = st.builds(
 @given(st.lists(links, max_size=8))
 def test_format_then_parse_is_identity(items: list[ResourceLink]) -> None:
     assert parse_links(format_links(items)) == items
+
+
+def test_non_ascii_digits_are_not_lwm2m_paths_or_numbers() -> None:
+    """Issue 14 #2: `</²/0>` raised ValueError (a 5.00), `</١/0>` became a path no request can address."""
+    links = parse_links("</\u00b2/0>,</\u0661/0>,</3/\u0661>,</3/0>;ct=\u00b2;aobs=\u0661\u0662".encode())
+    assert [(link.path, link.ct, link.aobs) for link in links] == [("/3/0", None, None)]
