@@ -470,7 +470,7 @@ class SqliteStore:
                 (key_id, drops.overflow, drops.expired, drops.failed),
             )
 
-        await self._run(work)
+        await self._write(work)
 
     async def get_channel_drops(self, key_id: str) -> ChannelDrops:
         def work(db: sqlite3.Connection) -> ChannelDrops:
@@ -479,7 +479,7 @@ class SqliteStore:
             ).fetchone()
             return ChannelDrops(*map(int, row)) if row else ChannelDrops()
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None:
         def work(db: sqlite3.Connection) -> None:
