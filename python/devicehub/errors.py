@@ -133,3 +133,9 @@ class Unavailable(DevicehubError):
     status = 503
     token = "SERVICE_UNAVAILABLE"
     type = "service_unavailable"
+
+
+class StorageUnavailable(Unavailable):
+    """The store cannot write (disk full, I/O error): reads are still served, changes answer 503."""
+
+    token = "STORAGE_UNAVAILABLE"

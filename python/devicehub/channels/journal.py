@@ -19,6 +19,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from devicehub.errors import StorageUnavailable
 from devicehub.store.base import Store
 from devicehub.store.records import ChannelDrops, StoredEvent
 
@@ -105,6 +106,8 @@ class Journal:
             await asyncio.sleep(self._interval)
             try:
                 await self.flush()
+            except StorageUnavailable:
+                pass  # the store says so once a minute; what is pending stays for the next flush
             except Exception:
                 log.exception("journal flush failed; retrying in %.3f s", self._interval)
 

@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from devicehub._core import CoapError, CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceReset, DeviceTimeout
 
@@ -36,6 +37,7 @@ ACK_RANDOM_FACTOR = 1.5
 MAX_RETRANSMIT = 4
 EXCHANGE_LIFETIME = 247.0
 MAX_TRANSMIT_WAIT = 93.0
+UNAVAILABLE_RETRY_S = (30, 90)  # Max-Age of a 5.03 answered while the store cannot write
 MAX_BODY = 1 << 20  # Block-wise bodies are capped at 1 MiB (issue 8)
 MAX_DATAGRAM = 65_535
 BLOCK_SZX = 6  # 1024-byte blocks, the largest RFC 7959 allows
@@ -428,6 +430,11 @@ class CoapEndpoint(asyncio.DatagramProtocol):
     async def _answer(self, message: CoapMessage, payload: bytes, remote: Address) -> None:
         try:
             reply = await self._on_request(message, payload, remote)
+        except Unavailable:
+            # the store cannot write (it logs that once a minute): the device retries after Max-Age, RFC 7252 §5.9.3.4
+            # spread over a range, so devices refused together do not come back together
+            max_age = [(codes.MAX_AGE, coap_encode_uint(random.randint(*UNAVAILABLE_RETRY_S)))]
+            reply = Reply(codes.SERVICE_UNAVAILABLE, max_age)
         except Exception:
             log.exception("request handler failed for %s from %s:%d", message.uri_path, remote[0], remote[1])
             reply = Reply(codes.INTERNAL_ERROR)

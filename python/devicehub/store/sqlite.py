@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from devicehub.errors import StorageUnavailable
+from devicehub.store.health import WriteHealth
 from devicehub.store.records import (
     Account,
     ApiKey,
@@ -103,6 +105,7 @@ class SqliteStore:
         self._db: sqlite3.Connection | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
+        self.write_health = WriteHealth()
 
     # Issue 14 #6: a cursor released on the event-loop thread resets a cached statement the writer thread may be
     # running (sqlite3.InterfaceError). So no cursor leaves the writer thread: `_write` drops whatever the work
@@ -118,9 +121,17 @@ class SqliteStore:
         db = self._db
         if db is None:
             raise RuntimeError("store is not open")
-        with db:  # commits on success, rolls back on any exception
-            result = work(db)
+        try:
+            with db:  # commits on success, rolls back on any exception
+                result = work(db)
+        except sqlite3.OperationalError as error:
+            # SQLITE_FULL and SQLITE_IOERR (with its extended codes): the disk, not the request, is at fault
+            if error.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+                raise
+            self.write_health.failed(str(error))
+            raise StorageUnavailable("the service cannot store changes right now") from error
         if not keep:
+            self.write_health.succeeded()
             return None
         if isinstance(result, sqlite3.Cursor):
             raise TypeError("a store read must fetch its rows inside the writer thread")
@@ -594,7 +605,10 @@ class SqliteStore:
         )
 
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
-        await self._reported.flush()
+        try:
+            await self._reported.flush()
+        except StorageUnavailable:
+            pass  # served from memory: the values the store could not take are laid over what it holds
 
         def work(db: sqlite3.Connection) -> list[SnapshotResource]:
             rows = db.execute(
@@ -611,7 +625,13 @@ class SqliteStore:
                 for path, reported, desired, subscribed in rows
             ]
 
-        return await self._read(work)
+        snapshot = await self._read(work)
+        unwritten = self._reported.pending_for(device_id)
+        if unwritten:
+            snapshot = [
+                msgspec.structs.replace(r, reported=unwritten[r.path]) if r.path in unwritten else r for r in snapshot
+            ]
+        return snapshot
 
     # ---- cluster coordination (one process, but the same contract as Redis) ---------------------------
     async def acquire_lease(self, name: str, owner: str, ttl_seconds: float, now: float) -> bool:

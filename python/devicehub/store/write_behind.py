@@ -8,9 +8,13 @@ stop loses nothing; a crash can lose the values of the last interval (README, "D
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
+from devicehub.errors import StorageUnavailable
 from devicehub.store.records import ReportedValue
+
+log = logging.getLogger("devicehub.store")
 
 Pending = dict[tuple[str, str], ReportedValue]
 
@@ -21,6 +25,7 @@ class ReportedWriteBehind:
     def __init__(self, write: Callable[[Pending], Awaitable[None]], interval: float = DEFAULT_INTERVAL_S) -> None:
         self._write = write
         self._interval = interval
+        self._retry_interval = max(interval, 1.0)
         self._pending: Pending = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Task[None]] = set()
@@ -30,11 +35,26 @@ class ReportedWriteBehind:
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self._interval, self._flush_soon)
 
+    def pending_for(self, device_id: str) -> dict[str, ReportedValue]:
+        """Values of the device not written yet, by path (what a reader lays over the store's rows)."""
+        return {path: value for (device, path), value in self._pending.items() if device == device_id}
+
     def _flush_soon(self) -> None:
         self._timer = None
         task = asyncio.ensure_future(self.flush())
         self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
+        task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Task[None]) -> None:
+        self._flushes.discard(task)
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        if not isinstance(error, StorageUnavailable):
+            log.error("writing reported values failed; they stay pending", exc_info=error)
+        # the store said why (once a minute); the values stay pending and the next timer tries again
+        if self._timer is None and self._pending:
+            self._timer = asyncio.get_running_loop().call_later(self._retry_interval, self._flush_soon)
 
     async def flush(self) -> None:
         if self._timer is not None:
