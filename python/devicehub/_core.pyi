@@ -1,7 +1,7 @@
 """Type stubs for `devicehub._core`, the Rust core (checked by `python -m mypy.stubtest devicehub._core`)."""
 
 from collections.abc import Sequence
-from typing import Final, final
+from typing import Final, TypeAlias, final
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -20,6 +20,7 @@ __all__ = [
     "TLV_RESOURCE",
     "TLV_RESOURCE_INSTANCE",
     "Batch",
+    "CborError",
     "ChannelQueue",
     "CoapError",
     "CoapMessage",
@@ -31,6 +32,10 @@ __all__ = [
     "coap_decode",
     "coap_encode",
     "coap_encode_uint",
+    "lwm2m_cbor_decode",
+    "lwm2m_cbor_encode",
+    "senml_cbor_decode",
+    "senml_cbor_encode",
     "tlv_bool",
     "tlv_decode",
     "tlv_encode",
@@ -50,6 +55,9 @@ class CoreError(ValueError):
 
 class TlvError(CoreError):
     """Malformed or unencodable OMA-TLV."""
+
+class CborError(CoreError):
+    """Malformed or unencodable SenML CBOR or LwM2M CBOR."""
 
 class CoapError(CoreError):
     """Malformed or unencodable CoAP message."""
@@ -215,3 +223,19 @@ def coap_encode(
 
 def coap_encode_uint(value: int) -> bytes:
     """Minimal big-endian unsigned option value (0 → empty)."""
+
+# ---- SenML CBOR (112) and LwM2M CBOR (11544) --------------------------------------------------
+
+_CborValue: TypeAlias = int | float | bool | str | bytes  # an objlnk is text "oid:iid"
+
+def lwm2m_cbor_decode(data: bytes) -> list[tuple[tuple[int, ...], _CborValue]]:
+    """Decode LwM2M CBOR (11544) into (path ids, value) pairs; raises CborError."""
+
+def lwm2m_cbor_encode(entries: Sequence[tuple[Sequence[int], _CborValue]]) -> bytes:
+    """Encode (path ids, value) pairs as LwM2M CBOR nested maps; raises CborError."""
+
+def senml_cbor_decode(data: bytes) -> list[tuple[str, _CborValue]]:
+    """Decode SenML CBOR (112) into (bn + n, value) pairs, bv applied; raises CborError."""
+
+def senml_cbor_encode(entries: Sequence[tuple[str, _CborValue]], base_name: str = "") -> bytes:
+    """Encode (name, value) pairs as SenML CBOR records, `bn` on the first; raises CborError."""

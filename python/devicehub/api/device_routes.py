@@ -14,6 +14,7 @@ from devicehub.api.models import (
     DeviceList,
     DeviceModel,
     EchoDesired,
+    EchoLastSuccess,
     EchoReported,
     EchoResource,
     EndpointResource,
@@ -125,6 +126,14 @@ async def echo(request: web.Request) -> web.Response:
                 desired_at=rfc3339(d.desired_at),
                 status=d.status,
                 status_updated_at=rfc3339(d.status_updated_at),
+                content_type=d.content_type or None,
+                last_success=EchoLastSuccess(
+                    value=_b64(d.last_success.value),
+                    content_type=d.last_success.content_type or mime_for(0),
+                    desired_at=rfc3339(d.last_success.desired_at),
+                )
+                if d.last_success is not None
+                else None,
             )
             last_desired = max(last_desired or 0.0, d.desired_at)
         resources.append(

@@ -58,11 +58,19 @@ class EchoReported(msgspec.Struct, frozen=True, omit_defaults=True):
     expires_at: str | None = None
 
 
-class EchoDesired(msgspec.Struct, frozen=True):
+class EchoLastSuccess(msgspec.Struct, frozen=True):
+    value: str
+    content_type: str
+    desired_at: str
+
+
+class EchoDesired(msgspec.Struct, frozen=True, omit_defaults=True):
     value: str
     desired_at: str
     status: int
     status_updated_at: str
+    content_type: str | None = None
+    last_success: EchoLastSuccess | None = None
 
 
 class EchoResource(msgspec.Struct, frozen=True, omit_defaults=True):

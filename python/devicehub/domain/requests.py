@@ -11,9 +11,9 @@ from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.subscriptions import SubscriptionRouter, http_status
-from devicehub.lwm2m.content import cf_for, mime_for
+from devicehub.lwm2m.content import TEXT, known_cf, mime_for
 from devicehub.store.base import Store
-from devicehub.store.records import DesiredValue, DeviceRequest
+from devicehub.store.records import DesiredValue, DeviceRequest, LastSuccess
 
 log = logging.getLogger("devicehub.requests")
 
@@ -46,14 +46,9 @@ class RequestQueue:
         self._workers.clear()
 
     async def submit(self, request: DeviceRequest) -> None:
-        if request.method == "PUT" and "?" not in request.uri:
+        if _is_write(request):
             # spec §3.1: the write is accepted → desired value pending, timestamped at issue time
-            now = self._clock.now()
-            await self._store.set_desired(
-                request.device_id,
-                request.uri,
-                DesiredValue(value=request.payload, desired_at=now, status=PENDING, status_updated_at=now),
-            )
+            await self._record_desired(request, PENDING)
         await self._store.enqueue_request(request)
         self.kick(request.device_id)
 
@@ -83,17 +78,23 @@ class RequestQueue:
         if request.expires_at <= self._clock.now():
             await self._fail(request, 429, "REQUEST_EXPIRED")
             return
-        path, _, _query = request.uri.partition("?")
+        path = request.uri.partition("?")[0]
+        content_format = known_cf(request.content_type) if request.content_type else None
+        accept = known_cf(request.accept) if request.accept else None
+        if (request.content_type and content_format is None) or (request.accept and accept is None):
+            # issue 12 §6: the API refuses these; one queued before that rule is failed, never sent bare
+            await self._fail(request, 400, "UNSUPPORTED_CONTENT_FORMAT")
+            return
+        if content_format is None and request.payload and request.method in ("PUT", "POST"):
+            content_format = TEXT
         try:
             response = await self._gateway.request(
                 request.device_id,
                 request.method,
                 request.uri,
                 request.payload,
-                content_format=cf_for(request.content_type)
-                if request.content_type
-                else (0 if request.payload and request.method in ("PUT", "POST") else None),
-                accept=cf_for(request.accept) if request.accept else None,
+                content_format=content_format,
+                accept=accept,
             )
         except Exception as error:  # unreachable or gone: a failed attempt uses a retry (wire-format.md)
             log.info("request %s to %s failed: %s", request.async_id, request.device_id, error)
@@ -106,23 +107,13 @@ class RequestQueue:
             return
         await self._store.remove_request(request.key_id, request.async_id)
         status = http_status(response)
-        now = self._clock.now()
         if request.method == "GET" and response.success and response.payload:
             registration = self._gateway.registration(request.device_id)
             device = await self._store.get_device(request.device_id)
             if device is not None and registration is not None:
                 await self._router.deliver_value(device, path, response.content_format, response.payload)
-        if request.method == "PUT" and not _query:
-            await self._store.set_desired(
-                request.device_id,
-                path,
-                DesiredValue(
-                    value=request.payload,
-                    desired_at=now,
-                    status=SUCCESS if response.success else FAILURE,
-                    status_updated_at=now,
-                ),
-            )
+        if _is_write(request):
+            await self._record_desired(request, SUCCESS if response.success else FAILURE)
         await self._sink.publish(
             [request.key_id],
             AsyncResponseEvent(
@@ -136,16 +127,59 @@ class RequestQueue:
 
     async def _fail(self, request: DeviceRequest, status: int, error: str) -> None:
         await self._store.remove_request(request.key_id, request.async_id)
-        if request.method == "PUT" and "?" not in request.uri:
-            now = self._clock.now()
-            await self._store.set_desired(
-                request.device_id,
-                request.uri,
-                DesiredValue(value=request.payload, desired_at=now, status=FAILURE, status_updated_at=now),
-            )
+        if _is_write(request):
+            await self._record_desired(request, FAILURE)
         await self._sink.publish(
             [request.key_id], AsyncResponseEvent(async_id=request.async_id, status=status, error=error)
         )
+
+    async def _record_desired(self, request: DeviceRequest, status: int) -> None:
+        """The echo's desired value (spec §2.4, §3.1; the rule is in README "Device state snapshot").
+
+        `desired` is the last write issued, with its content type and status; `desired_at` is the issue
+        time while pending and the status time once the device answered or the write failed. A write
+        that completes after a later one was issued does not replace that later pending one: its success
+        only becomes `last_success`. A failed write keeps `last_success` (the value the device last
+        accepted), so a failure never silently erases it; a success clears it (it is the desired value).
+        """
+        now = self._clock.now()
+        path = request.uri.partition("?")[0]
+        request_id = f"{request.key_id}/{request.async_id}"
+        current = await self._desired(request.device_id, path)
+        mime = request.content_type or (mime_for(TEXT) if request.payload else "")
+        mine = current is None or current.request_id in (request_id, "")
+        if status == PENDING or mine:
+            if status == SUCCESS:
+                last_success = None
+            elif current is not None and current.status == SUCCESS and current.request_id != request_id:
+                last_success = LastSuccess(
+                    value=current.value, content_type=current.content_type, desired_at=current.desired_at
+                )
+            else:
+                last_success = current.last_success if current is not None else None
+            desired = DesiredValue(
+                value=request.payload,
+                desired_at=now,
+                status=status,
+                status_updated_at=now,
+                content_type=mime,
+                request_id=request_id,
+                last_success=last_success,
+            )
+        elif status == SUCCESS and current is not None:
+            # an earlier write finished after a later one was issued: the later one stays desired
+            desired = msgspec.structs.replace(
+                current, last_success=LastSuccess(value=request.payload, content_type=mime, desired_at=now)
+            )
+        else:
+            return
+        await self._store.set_desired(request.device_id, path, desired)
+
+    async def _desired(self, device_id: str, path: str) -> DesiredValue | None:
+        for entry in await self._store.get_snapshot(device_id):
+            if entry.path == path:
+                return entry.desired
+        return None
 
     async def _expire_loop(self) -> None:
         while True:
@@ -157,3 +191,8 @@ class RequestQueue:
 
     def _busy(self) -> set[str]:
         return {device for device, task in self._workers.items() if not task.done()}
+
+
+def _is_write(request: DeviceRequest) -> bool:
+    """A PUT with a query string and no payload writes attributes, not a value (wire-format.md)."""
+    return request.method == "PUT" and "?" not in request.uri

@@ -13,6 +13,7 @@ from devicehub.domain.paths import name_matches, observe_targets
 from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.lwm2m.content import (
+    LWM2M_CBOR,
     LWM2M_JSON,
     SENML_CBOR,
     SENML_JSON,
@@ -53,7 +54,7 @@ _HTTP_FOR_COAP = {
 }
 
 
-_MULTI_VALUE = frozenset((TLV, SENML_JSON, SENML_CBOR, LWM2M_JSON))
+_MULTI_VALUE = frozenset((TLV, SENML_JSON, SENML_CBOR, LWM2M_JSON, LWM2M_CBOR))
 _TLV_MIME = mime_for(TLV)
 _TEXT_MIME = mime_for(TEXT)
 
@@ -61,7 +62,7 @@ _TEXT_MIME = mime_for(TEXT)
 def _snapshot_values(
     path: str, content_format: int | None, payload: bytes, content_type: str
 ) -> list[tuple[str, bytes, str]]:
-    """spec §2.4 keeps values per resource: an object or instance report (TLV, SenML, LwM2M JSON) is split.
+    """spec §2.4 keeps values per resource: an object or instance report (TLV, SenML, LwM2M JSON/CBOR) is split.
 
     TLV values have no type without the object model, so each is kept as a one-resource TLV; typed formats
     become text/plain. A payload that does not decode is kept whole under its path.

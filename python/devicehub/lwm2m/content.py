@@ -11,7 +11,6 @@ import datetime
 import io
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Generic, TypeVar
 
 import cbor2
 import msgspec
@@ -21,8 +20,11 @@ from devicehub._core import (
     TLV_OBJECT_INSTANCE,
     TLV_RESOURCE,
     TLV_RESOURCE_INSTANCE,
+    CborError,
     TlvError,
     TlvNode,
+    lwm2m_cbor_decode,
+    senml_cbor_decode,
     tlv_decode,
 )
 
@@ -30,6 +32,7 @@ __all__ = [
     "CBOR",
     "JSON",
     "LINK_FORMAT",
+    "LWM2M_CBOR",
     "LWM2M_JSON",
     "OCTET_STREAM",
     "SENML_CBOR",
@@ -42,6 +45,7 @@ __all__ = [
     "cf_for",
     "decode_values",
     "encode_text_value",
+    "known_cf",
     "mime_for",
 ]
 
@@ -58,6 +62,7 @@ SENML_JSON = 110
 SENML_CBOR = 112
 TLV = 11542
 LWM2M_JSON = 11543
+LWM2M_CBOR = 11544
 
 # spec §5: Mbed sends TLV as 99; Wakaama accepts the pre-registration numbers 1541-1544.
 _ALIASES: dict[int, int] = {99: TLV, 1541: TEXT, 1542: TLV, 1543: LWM2M_JSON, 1544: OCTET_STREAM}
@@ -72,6 +77,7 @@ _MIME: dict[int, str] = {
     SENML_CBOR: "application/senml+cbor",
     TLV: "application/vnd.oma.lwm2m+tlv",
     LWM2M_JSON: "application/vnd.oma.lwm2m+json",
+    LWM2M_CBOR: "application/vnd.oma.lwm2m+cbor",
 }
 _CF: dict[str, int] = {mime: cf for cf, mime in _MIME.items()}
 
@@ -97,6 +103,16 @@ def mime_for(cf: int | None) -> str:
 def cf_for(mime: str) -> int | None:
     """The content-format number of a MIME name (parameters and case ignored); None if unknown."""
     return _CF.get(mime.split(";", 1)[0].strip().lower())
+
+
+def known_cf(mime: str) -> int | None:
+    """The content-format number of a MIME name devicehub can put in a request, or a decimal number
+    ("11544") naming one; None for anything else, so the API refuses it rather than send no option."""
+    text = mime.strip()
+    if text.isascii() and text.isdigit() and len(text) <= 5:
+        cf = canonical_cf(int(text))
+        return cf if cf in _MIME else None
+    return cf_for(text)
 
 
 def decode_values(cf: int | None, payload: bytes, base_path: str) -> dict[str, Value]:
@@ -256,12 +272,10 @@ class _Lwm2mJson(msgspec.Struct, frozen=True):
     bn: str = ""
 
 
-D = TypeVar("D", str, bytes)
-
-
-class _SenmlRecord(msgspec.Struct, Generic[D], frozen=True):
+class _SenmlRecord(msgspec.Struct, frozen=True):
     """RFC 8428 record fields LwM2M uses; `vlo` is LwM2M 1.1's objlnk value. Times are dropped:
-    the latest record for a name wins. `vd` is base64url text in JSON (RFC 8428 §5), bytes in CBOR."""
+    the latest record for a name wins. `vd` is base64url text in JSON (RFC 8428 §5); SenML CBOR is
+    decoded by the Rust core (`senml_cbor_decode`)."""
 
     bn: str | None = None
     bv: int | float | None = None
@@ -269,15 +283,12 @@ class _SenmlRecord(msgspec.Struct, Generic[D], frozen=True):
     v: int | float | None = None
     vs: str | None = None
     vb: bool | None = None
-    vd: D | None = None
+    vd: str | None = None
     vlo: str | None = None
 
 
 _lwm2m_json_decoder = msgspec.json.Decoder(_Lwm2mJson)
-_senml_json_decoder = msgspec.json.Decoder(list[_SenmlRecord[str]])
-
-# spec §5 / RFC 8428 §6: SenML CBOR integer labels; unknown labels are ignored like unknown keys.
-_SENML_CBOR_LABELS: dict[int, str] = {-2: "bn", -5: "bv", 0: "n", 2: "v", 3: "vs", 4: "vb", 8: "vd"}
+_senml_json_decoder = msgspec.json.Decoder(list[_SenmlRecord])
 
 
 def _lwm2m_json(payload: bytes, base: list[int]) -> dict[str, Value]:
@@ -299,26 +310,33 @@ def _senml_json(payload: bytes, base: list[int]) -> dict[str, Value]:
         records = _senml_json_decoder.decode(payload)
     except msgspec.DecodeError as exc:
         raise ContentError(f"malformed SenML JSON: {exc}") from exc
-    return _senml_values(records, base, _base64url)
+    return _senml_values(records, base)
 
 
 def _senml_cbor(payload: bytes, base: list[int]) -> dict[str, Value]:
-    item = _cbor_item(payload)
-    if not isinstance(item, list) or not all(isinstance(r, dict) for r in item):
-        raise ContentError("SenML CBOR payload is not an array of maps")
-    named = [{_SENML_CBOR_LABELS.get(k, k) if isinstance(k, int) else k: v for k, v in r.items()} for r in item]
-    # Keep only string keys: msgspec matches fields by name and ignores the rest.
-    named = [{k: v for k, v in r.items() if isinstance(k, str)} for r in named]
+    """RFC 8428 §6 via the Rust codec, which already joins bn + n and adds bv to v."""
     try:
-        records = msgspec.convert(named, list[_SenmlRecord[bytes]])
-    except msgspec.ValidationError as exc:
+        records = senml_cbor_decode(payload)
+    except CborError as exc:
         raise ContentError(f"malformed SenML CBOR: {exc}") from exc
-    return _senml_values(records, base, _raw_bytes)
+    return {_resolve(name, base): value for name, value in records}
 
 
-def _senml_values(
-    records: Iterable[_SenmlRecord[D]], base: list[int], data: Callable[[D | None], bytes | None]
-) -> dict[str, Value]:
+def _lwm2m_cbor(payload: bytes, base: list[int]) -> dict[str, Value]:
+    """Transport 1.2 §7.4.6: paths are absolute and must lie within the path that was read."""
+    try:
+        entries = lwm2m_cbor_decode(payload)
+    except CborError as exc:
+        raise ContentError(f"malformed LwM2M CBOR: {exc}") from exc
+    values: dict[str, Value] = {}
+    for ids, value in entries:
+        if list(ids[: len(base)]) != base:
+            raise ContentError(f"LwM2M CBOR value for {_path(ids)} does not answer a read of {_path(base)}")
+        values[_path(ids)] = value
+    return values
+
+
+def _senml_values(records: Iterable[_SenmlRecord], base: list[int]) -> dict[str, Value]:
     """RFC 8428 §4.5: bn and bv carry over to later records; name = bn + n, numeric value = bv + v."""
     values: dict[str, Value] = {}
     base_name = ""
@@ -329,7 +347,7 @@ def _senml_values(
         if record.bv is not None:
             base_value = record.bv
         number = None if record.v is None else (record.v + base_value if base_value else record.v)
-        value = _first_value(number, record.vs, record.vb, data(record.vd), record.vlo)
+        value = _first_value(number, record.vs, record.vb, _base64url(record.vd), record.vlo)
         if value is None:
             continue  # a record without a value (e.g. sum only) names no resource value
         values[_resolve(base_name + record.n, base)] = value
@@ -349,10 +367,6 @@ def _base64url(text: str | None) -> bytes | None:
         raise ContentError(f"SenML vd is not base64url: {exc}") from exc
 
 
-def _raw_bytes(data: bytes | None) -> bytes | None:
-    return data
-
-
 _DECODERS: Mapping[int, Callable[[bytes, list[int]], dict[str, Value]]] = {
     TEXT: _text,
     OCTET_STREAM: _opaque,
@@ -361,4 +375,5 @@ _DECODERS: Mapping[int, Callable[[bytes, list[int]], dict[str, Value]]] = {
     LWM2M_JSON: _lwm2m_json,
     SENML_JSON: _senml_json,
     SENML_CBOR: _senml_cbor,
+    LWM2M_CBOR: _lwm2m_cbor,
 }

@@ -24,6 +24,7 @@ from devicehub.lwm2m.transport import ACK_TIMEOUT, MAX_RETRANSMIT, Address, Coap
 from devicehub.sim import attributes
 from devicehub.sim.objects import (
     BATTERY,
+    CBOR_CFS,
     FLOAT,
     INT,
     LEGACY_TLV_CF,
@@ -116,6 +117,8 @@ class SimDevice:
         self.log = DeviceLog()
         self._endpoint: CoapEndpoint | None = None
         self._observers: dict[bytes, _Observer] = {}
+        # the format answering an instance/object read without Accept (None: TLV; Anjay 1.2 picks a CBOR one)
+        self.multi_value_format: int | None = None
         self._attributes: dict[str, dict[str, float]] = {}
         self._auto_token = random.randrange(1, 1024).to_bytes(2, "big")
         self._tasks: set[asyncio.Task[None]] = set()
@@ -373,6 +376,11 @@ class SimDevice:
             if accept == OPAQUE_CF:
                 return Reply(codes.NOT_ACCEPTABLE)
             return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TEXT_CF))], resource.text())
+        if accept is None and resource is None:
+            accept = self.multi_value_format
+        if accept in CBOR_CFS:
+            assert accept is not None
+            return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(accept))], self.model.read_cbor(path, accept))
         if accept not in (None, TLV_CF, LEGACY_TLV_CF):
             return Reply(codes.NOT_ACCEPTABLE)
         return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TLV_CF))], self.model.read_tlv(path))
@@ -401,6 +409,9 @@ class SimDevice:
         try:
             if content_format in (TLV_CF, LEGACY_TLV_CF):
                 values = self.model.decode_tlv_write(path, payload)
+            elif content_format in CBOR_CFS:
+                assert content_format is not None
+                values = self.model.decode_cbor_write(path, content_format, payload)
             else:
                 resource = self.model.resource(path)
                 if resource is None:

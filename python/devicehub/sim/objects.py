@@ -13,8 +13,13 @@ from dataclasses import dataclass, field
 from devicehub._core import (
     TLV_OBJECT_INSTANCE,
     TLV_RESOURCE,
+    CborError,
     TlvError,
     TlvNode,
+    lwm2m_cbor_decode,
+    lwm2m_cbor_encode,
+    senml_cbor_decode,
+    senml_cbor_encode,
     tlv_bool,
     tlv_decode,
     tlv_encode,
@@ -30,6 +35,8 @@ Value = int | float | bool | str | bytes
 INT, FLOAT, BOOL, STRING, OPAQUE, TIME = "int", "float", "bool", "string", "opaque", "time"
 
 TEXT_CF, OPAQUE_CF, TLV_CF, LEGACY_TLV_CF = 0, 42, 11542, 99
+SENML_CBOR_CF, LWM2M_CBOR_CF = 112, 11544
+CBOR_CFS = (SENML_CBOR_CF, LWM2M_CBOR_CF)
 
 TEMPERATURE = "/3303/0/5700"
 BATTERY = "/3/0/9"  # auto-observed by the Pelion flavour: notifies with no subscription (spec §3.2)
@@ -92,6 +99,30 @@ class Resource:
         except (UnicodeDecodeError, ValueError, binascii.Error) as error:
             raise BadValue(str(error)) from error
 
+    def typed(self) -> Value:
+        """The value as a typed format (CBOR) carries it."""
+        if self.kind in (INT, TIME):
+            return int(self.value)
+        if self.kind == FLOAT:
+            return float(self.value)
+        if self.kind == BOOL:
+            return bool(self.value)
+        return self.value
+
+    def parse_typed(self, value: Value) -> Value:
+        """A CBOR-written value checked against the resource type (an int is a valid float)."""
+        ok = {
+            INT: isinstance(value, int) and not isinstance(value, bool),
+            TIME: isinstance(value, int) and not isinstance(value, bool),
+            FLOAT: isinstance(value, (int, float)) and not isinstance(value, bool),
+            BOOL: isinstance(value, bool),
+            STRING: isinstance(value, str),
+            OPAQUE: isinstance(value, bytes),
+        }[self.kind]
+        if not ok:
+            raise BadValue(f"{type(value).__name__} written to a {self.kind} resource")
+        return float(value) if self.kind == FLOAT else value
+
     def parse_tlv_value(self, data: bytes) -> Value:
         try:
             if self.kind in (INT, TIME):
@@ -145,6 +176,41 @@ class Model:
                 for iid, inst in self.objects[ids[0]].items()
             ]
         )
+
+    def read_cbor(self, path: str, content_format: int) -> bytes:
+        """A read answered in LwM2M CBOR (nested maps) or SenML CBOR (`bn` = the path read)."""
+        ids = _ids(path) or []
+        entries: list[tuple[list[int], Value]] = []
+        for oid, instances in self.objects.items():
+            for iid, resources in instances.items():
+                for rid, resource in resources.items():
+                    full = [oid, iid, rid]
+                    if full[: len(ids)] == ids:
+                        entries.append((full, resource.typed()))
+        if content_format == LWM2M_CBOR_CF:
+            return lwm2m_cbor_encode(entries)
+        names = ["".join(f"/{i}" for i in full[len(ids) :]) for full, _ in entries]
+        return senml_cbor_encode([(name, value) for name, (_, value) in zip(names, entries, strict=True)], path)
+
+    def decode_cbor_write(self, path: str, content_format: int, payload: bytes) -> dict[str, Value]:
+        """Values a CBOR write to a resource or instance carries, by path; BadValue when malformed."""
+        try:
+            if content_format == LWM2M_CBOR_CF:
+                pairs = [("/" + "/".join(map(str, ids)), v) for ids, v in lwm2m_cbor_decode(payload)]
+            else:
+                pairs = [(n if n.startswith("/") else f"{path}/{n}", v) for n, v in senml_cbor_decode(payload)]
+        except CborError as error:
+            raise BadValue(str(error)) from error
+        values: dict[str, Value] = {}
+        for target, value in pairs:
+            target = "/" + "/".join(p for p in target.split("/") if p)
+            if target != path and not target.startswith(path + "/"):
+                raise BadValue(f"{target} written to {path}")
+            resource = self.resource(target)
+            if resource is None:
+                raise KeyError(target)
+            values[target] = resource.parse_typed(value)
+        return values
 
     def decode_tlv_write(self, path: str, payload: bytes) -> dict[str, Value]:
         """Values a TLV write to a resource or instance carries, by path; BadValue when not writable data."""

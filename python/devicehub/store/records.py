@@ -94,11 +94,22 @@ class ReportedValue(msgspec.Struct, frozen=True, kw_only=True):
     max_age: int | None = None
 
 
+class LastSuccess(msgspec.Struct, frozen=True, kw_only=True):
+    """The last write the device accepted, kept while a later write is pending or has failed (issue 12 §8)."""
+
+    value: bytes
+    content_type: str = ""
+    desired_at: float
+
+
 class DesiredValue(msgspec.Struct, frozen=True, kw_only=True):
     value: bytes
     desired_at: float
     status: int  # spec §3.1: 0 pending, 1 success, 2 failure
     status_updated_at: float
+    content_type: str = ""  # MIME name of `value` as written ("" in records from before issue 12)
+    request_id: str = ""  # "<key id>/<async id>" of the write this entry describes
+    last_success: LastSuccess | None = None
 
 
 class SnapshotResource(msgspec.Struct, frozen=True, kw_only=True):

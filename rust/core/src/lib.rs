@@ -2,8 +2,10 @@
 //!
 //! - [`queue`]: the per-API-key bounded, byte-accounted channel event queue and its batches.
 //! - [`tlv`]: the OMA-TLV codec (LwM2M 1.0 §6.4.3).
+//! - [`cbor`]: the SenML CBOR (112) and LwM2M CBOR (11544) codecs.
 //! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
 
+pub mod cbor;
 pub mod coap;
 pub mod queue;
 pub mod tlv;

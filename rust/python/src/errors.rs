@@ -19,6 +19,12 @@ create_exception!(
 );
 create_exception!(
     devicehub._core,
+    CborError,
+    CoreError,
+    "Malformed or unencodable SenML CBOR or LwM2M CBOR."
+);
+create_exception!(
+    devicehub._core,
     CoapError,
     CoreError,
     "Malformed or unencodable CoAP message."
@@ -34,6 +40,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CoreError", py.get_type::<CoreError>())?;
     m.add("TlvError", py.get_type::<TlvError>())?;
+    m.add("CborError", py.get_type::<CborError>())?;
     m.add("CoapError", py.get_type::<CoapError>())?;
     m.add("QueueError", py.get_type::<QueueError>())?;
     Ok(())

@@ -2,6 +2,7 @@
 
 use pyo3::prelude::*;
 
+mod cbor;
 mod coap;
 mod errors;
 mod queue;
@@ -14,5 +15,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     queue::register(m)?;
     tlv::register(m)?;
     coap::register(m)?;
+    cbor::register(m)?;
     Ok(())
 }

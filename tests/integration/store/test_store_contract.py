@@ -17,6 +17,7 @@ from devicehub.store.records import (
     DesiredValue,
     Device,
     DeviceRequest,
+    LastSuccess,
     PresubscriptionRule,
     ReportedValue,
     SnapshotResource,
@@ -246,6 +247,23 @@ def test_snapshot_fields_merge_and_new_resources_do_not_overwrite(make_store: St
         ]
         await store.clear_subscribed("d1")
         assert [r.subscribed for r in await store.get_snapshot("d1")] == [False, False]
+
+    run(make_store, scenario)
+
+
+def test_desired_value_keeps_content_type_request_and_last_success(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        desired = DesiredValue(
+            value=b"\xa1\x01\xf5",
+            desired_at=9.0,
+            status=2,
+            status_updated_at=9.5,
+            content_type="application/vnd.oma.lwm2m+cbor",
+            request_id="k1/w2",
+            last_success=LastSuccess(value=b"0", content_type="text/plain", desired_at=5.0),
+        )
+        await store.set_desired("d1", "/3311/0/5850", desired)
+        assert await store.get_snapshot("d1") == [SnapshotResource(path="/3311/0/5850", desired=desired)]
 
     run(make_store, scenario)
 
