@@ -125,12 +125,13 @@ class RequestQueue:
             )
         await self._sink.publish(
             [request.key_id],
+            # wire-format.md: the device's answer (success or its own error) is `status` + `payload`; `error`
+            # is kept for service-side outcomes (expired, not connected, time-out)
             AsyncResponseEvent(
                 async_id=request.async_id,
                 status=status,
-                payload=response.payload or None,
-                content_type=mime_for(response.content_format) if response.payload else None,
-                error=None if response.success else response.dotted,
+                payload=response.payload,
+                content_type=mime_for(response.content_format),
             ),
         )
 

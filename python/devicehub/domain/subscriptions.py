@@ -219,8 +219,8 @@ class SubscriptionRouter:
                         AsyncResponseEvent(
                             async_id=async_id,
                             status=status if response.success else (412 if status == 405 else status),
-                            payload=response.payload if response.success else None,
-                            content_type=mime_for(response.content_format) if response.payload else None,
+                            payload=response.payload,  # on failure: the device's diagnostic payload
+                            content_type=mime_for(response.content_format),
                         ),
                     )
                 # the first value comes through DeviceEvents.notification, in order with later notifications
