@@ -15,7 +15,8 @@ from devicehub.store.records import PresubscriptionRule
 
 def _path(request: web.Request) -> str:
     # wire-format.md: the path comes without its leading slash; accept a leading slash and %2F too
-    return unquote(request.match_info["path"])
+    # a trailing slash (`…/5700/`) is the same path: every route answers with and without one
+    return unquote(request.match_info["path"]).rstrip("/") or "/"
 
 
 async def subscribe(request: web.Request) -> web.Response:

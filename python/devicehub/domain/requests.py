@@ -63,6 +63,14 @@ class RequestQueue:
         if worker is None or worker.done():
             self._workers[device_id] = asyncio.create_task(self._drain(device_id))
 
+    async def forget(self, device_id: str) -> list[DeviceRequest]:
+        """The device was removed: stop its worker; returns the requests that were still waiting for it."""
+        worker = self._workers.pop(device_id, None)
+        if worker is not None and not worker.done():
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+        return await self._store.pending_requests(device_id)
+
     def _reachable(self, device_id: str) -> bool:
         registration = self._gateway.registration(device_id)
         if registration is None:
