@@ -57,7 +57,8 @@ async def put_presubscriptions(request: web.Request) -> web.Response:
     body = await read_body(request, services(request).settings.max_body_bytes)
     rules: list[PresubscriptionBody] = decode(presubscriptions_decoder, body)
     await services(request).devices.set_presubscriptions(caller, [r.rule() for r in rules])
-    return web.Response(status=202)  # spec §4.2 (Pelion answered 204)
+    # spec §4.2 says 202 and the spec wins (wire-format.md); Pelion answered 204 (README "Pelion compatibility notes")
+    return web.Response(status=202)
 
 
 def _wire(rule: PresubscriptionRule) -> PresubscriptionBody:
