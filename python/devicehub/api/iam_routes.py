@@ -1,7 +1,8 @@
 """API keys over HTTP: the subset of Pelion's IAM API its system-test library uses to mint a key per test.
 
 `GET /v3/policy-groups`, `POST /v3/api-keys` (201, the secret once), `GET /v3/api-keys[/{id}]`,
-`DELETE /v3/api-keys/{id}` (204). Administrator keys only (domain/accounts.py says how a key becomes one).
+`DELETE /v3/api-keys/{id}` (204): administrator keys only (domain/accounts.py says how a key becomes one).
+`GET /v3/api-keys/me` (the SDK's `ApiKey.me()`): any key, about itself.
 """
 
 from __future__ import annotations
@@ -117,6 +118,12 @@ async def get_api_key(request: web.Request) -> web.Response:
     return _json(_model(accounts, await accounts.key_of_account(caller, request.match_info["key_id"])))
 
 
+async def get_own_api_key(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    accounts = services(request).accounts
+    return _json(_model(accounts, await accounts.own_key(caller)))
+
+
 async def delete_api_key(request: web.Request) -> web.Response:
     caller = await principal(request)
     await services(request).accounts.delete_key(caller, request.match_info["key_id"])
@@ -127,5 +134,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v3/policy-groups", list_policy_groups)
     app.router.add_post("/v3/api-keys", create_api_key)
     app.router.add_get("/v3/api-keys", list_api_keys)
+    app.router.add_get("/v3/api-keys/me", get_own_api_key)  # before {key_id}: routes match in order
     app.router.add_get("/v3/api-keys/{key_id}", get_api_key)
     app.router.add_delete("/v3/api-keys/{key_id}", delete_api_key)

@@ -108,6 +108,13 @@ class AccountService:
     def groups_of(self, key: ApiKey) -> list[str]:
         return [group_id(key.account_id, ADMINISTRATORS if key.admin else DEVELOPERS)]
 
+    async def own_key(self, caller: Principal) -> ApiKey:
+        """The caller's own key (any key may read itself: Pelion `GET /v3/api-keys/me`)."""
+        for key in await self._store.list_keys(caller.account_id):
+            if key.id == caller.key_id:
+                return key
+        raise NotFound("the calling key no longer exists")
+
     async def active_keys(self, caller: Principal) -> list[ApiKey]:
         caller.require_admin()
         return [k for k in await self._store.list_keys(caller.account_id) if k.revoked_at is None]
