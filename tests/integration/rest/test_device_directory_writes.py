@@ -4,16 +4,30 @@ against a running node with simulated devices on real UDP."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from devicehub.lwm2m import codes
 from devicehub.node import Node
 from support.apps import EventReader
 from support.node import device, run, running_node
+from support.redis_server import redis_server
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Both stores: "" is the embedded SQLite store, else a real redis-server's URL."""
+    return "" if request.param == "sqlite" else str(request.getfixturevalue("redis_url"))
 
 
 @contextlib.asynccontextmanager
@@ -29,11 +43,15 @@ async def get_json(http: aiohttp.ClientSession, url: str, status: int = 200) -> 
         return await r.json()
 
 
-def test_device_update_round_trip_as_the_sdk_sends_it(tmp_path: Path) -> None:
+def test_device_update_round_trip_as_the_sdk_sends_it(tmp_path: Path, store_url: str) -> None:
     """The SDK's foundation `Device.read()` then `.update()`: `PUT /v3/devices/{id}/` with every field it read."""
 
     async def scenario() -> None:
-        async with running_node(tmp_path) as node, device(node, "upd-1") as sim, client(node) as http:
+        async with (
+            running_node(tmp_path, redis_url=store_url) as node,
+            device(node, "upd-1") as sim,
+            client(node) as http,
+        ):
             device_id = sim.device_id or ""
             read = await get_json(http, f"/v3/devices/{device_id}/")
             assert read["name"] == "upd-1" and read["custom_attributes"] == {} and read["description"] == ""
@@ -84,9 +102,13 @@ def test_device_update_refuses_unknown_and_registration_fields(tmp_path: Path) -
     run(scenario())
 
 
-def test_delete_device_deregisters_it_and_removes_it_and_its_snapshot(tmp_path: Path) -> None:
+def test_delete_device_deregisters_it_and_removes_it_and_its_snapshot(tmp_path: Path, store_url: str) -> None:
     async def scenario() -> None:
-        async with running_node(tmp_path) as node, device(node, "del-1") as sim, client(node) as http:
+        async with (
+            running_node(tmp_path, redis_url=store_url) as node,
+            device(node, "del-1") as sim,
+            client(node) as http,
+        ):
             device_id = sim.device_id or ""
             async with http.put("/v2/notification/websocket") as r:
                 assert r.status in (200, 201)
