@@ -69,14 +69,14 @@ def _keys(args: argparse.Namespace) -> int:
     async def action(store: Any) -> int:
         service = AccountService(store, SystemClock())
         if args.action == "create":
-            key, secret = await service.create_key(args.account, args.name)
+            key, secret = await service.create_key(args.account, args.name, admin=args.admin)
             print(f"key id {key.id} for account {key.account_id}; the key is shown once:", file=sys.stderr)
             print(secret)
         elif args.action == "list":
             account = await service.resolve_account(args.account)
             for key in await store.list_keys(account.id):
                 state = "revoked" if key.revoked_at is not None else "active"
-                print(f"{key.id}\t{key.name}\t{state}")
+                print(f"{key.id}\t{key.name}\t{state}" + ("\tadmin" if key.admin else ""))
         elif args.action == "revoke":
             await service.revoke_key(args.key_id)
             print(f"revoked {args.key_id}")
@@ -105,6 +105,9 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     create = keys_sub.add_parser("create", help="create a key; prints it alone on the last line")
     create.add_argument("--account", required=True, help="account id or name")
     create.add_argument("--name", default="", help="a label for the key")
+    create.add_argument(
+        "--admin", action="store_true", help="an administrator key: may manage the account's keys over /v3/api-keys"
+    )
     add_arguments(create, StoreSettings)
     listing = keys_sub.add_parser("list", help="list an account's keys (never the secrets)")
     listing.add_argument("--account", required=True, help="account id or name")

@@ -77,3 +77,54 @@ def test_connect_api_flows_work_unchanged(service: ServiceProcess) -> None:
     finally:
         api.stop_notifications()
         stop(devices_process)
+
+
+def test_foundation_device_update_delete_api_keys_and_a_failed_read(service: ServiceProcess) -> None:
+    """issue 11: the SDK's own calls, unchanged: `Device.read()`/`.update()`/`.delete()` on `/v3/devices/{id}/`
+    (trailing slash), `ApiKey.create()`/`.me()`/`.list()`/`.delete()`, and a read the device answers 4.04."""
+    from mbed_cloud import SDK
+    from mbed_cloud.exceptions import CloudAsyncError
+    from mbed_cloud.sdk.exceptions import ApiErrorResponse
+
+    devices_process = simulator(service.coap_uri, "--count", "1", "--prefix", "fnd-", "--rate", "0")
+    sdk = SDK(api_key=service.api_key, host=service.base_url)
+    api = _connect_api(service)
+    try:
+        found: list[Any] = []
+        for _ in range(200):
+            found = list(api.list_connected_devices())
+            if found:
+                break
+            threading.Event().wait(0.1)
+        assert [d.name for d in found] == ["fnd-0"]
+        device_id = found[0].id
+
+        device = sdk.foundation.device(id=device_id).read()  # GET /v3/devices/{id}/
+        assert device.endpoint_name == "fnd-0"
+        device.name = "Boiler"
+        device.description = "basement"
+        device.custom_attributes = {"room": "b1"}
+        device.update()  # PUT /v3/devices/{id}/ with every field read plus the three set
+        again = sdk.foundation.device(id=device_id).read()
+        assert (again.name, again.description, again.custom_attributes) == ("Boiler", "basement", {"room": "b1"})
+
+        # the device answers 4.04: the SDK sees status 404 and no service-side error (not "4.04")
+        with pytest.raises(CloudAsyncError) as failed:
+            api.get_resource_value_async(device_id, "/3/0/99").wait(20)
+        assert failed.value.status == 404 and failed.value.reason is None
+
+        key = sdk.foundation.api_key(name="sdk-made").create()  # POST /v3/api-keys → 201 with the secret
+        assert key.key.startswith("ak_") and key.id
+        developer = SDK(api_key=key.key, host=service.base_url)
+        assert developer.foundation.api_key().me().id == key.id
+        assert key.id in [k.id for k in sdk.foundation.api_key().list()]
+        sdk.foundation.api_key(id=key.id).delete()  # DELETE /v3/api-keys/{id} → 204
+        assert key.id not in [k.id for k in sdk.foundation.api_key().list()]
+
+        sdk.foundation.device(id=device_id).delete()  # DELETE /v3/devices/{id}/
+        with pytest.raises(ApiErrorResponse) as gone:
+            sdk.foundation.device(id=device_id).read()
+        assert gone.value.status_code == 404
+    finally:
+        api.stop_notifications()
+        stop(devices_process)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from devicehub.api import device_routes, openapi, request_routes, subscription_routes
+from devicehub.api import device_routes, iam_routes, openapi, request_routes, subscription_routes
 from devicehub.api.context import SERVICES, Services
 from devicehub.api.errors import error_middleware
+from devicehub.api.trailing_slash import tolerate_trailing_slash
 
 
 async def health(request: web.Request) -> web.Response:
@@ -26,8 +27,9 @@ def create_app(services: Services) -> web.Application:
     app[SERVICES] = services
     from devicehub.api import notification_routes
 
-    for area in (device_routes, subscription_routes, request_routes, notification_routes, openapi):
+    for area in (device_routes, subscription_routes, request_routes, notification_routes, openapi, iam_routes):
         area.add_routes(app)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
+    tolerate_trailing_slash(app)  # issue 11: `/v3/devices/{id}/` as the SDK calls it
     return app

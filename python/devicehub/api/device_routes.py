@@ -7,17 +7,19 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from devicehub.api.body import int_query
+from devicehub.api.body import decode, int_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.api.models import (
     DeviceEcho,
     DeviceList,
     DeviceModel,
+    DeviceUpdateBody,
     EchoDesired,
     EchoLastSuccess,
     EchoReported,
     EchoResource,
     EndpointResource,
+    device_update_decoder,
     encoder,
 )
 from devicehub.domain.timefmt import rfc3339
@@ -40,11 +42,16 @@ def device_model(device: Device) -> DeviceModel:
         account_id=device.account_id,
         endpoint_name=device.endpoint_name,
         endpoint_type=device.endpoint_type,
-        name=device.endpoint_name,
+        name=device.name or device.endpoint_name,
         state=device.state,
         host_gateway=device.host_gateway,
         created_at=rfc3339(device.created_at),
         updated_at=rfc3339(device.updated_at),
+        description=device.description,
+        custom_attributes=device.custom_attributes,
+        auto_update=device.auto_update,
+        ca_id=device.ca_id,
+        device_key=device.device_key,
     )
 
 
@@ -90,6 +97,23 @@ async def get_device(request: web.Request) -> web.Response:
     caller = await principal(request)
     device = await services(request).devices.device_for(caller, request.match_info["device_id"])
     return _json(device_model(device))
+
+
+async def update_device(request: web.Request) -> web.Response:
+    """`PUT /v3/devices/{id}` (Pelion device update): 200 with the updated device."""
+    caller = await principal(request)
+    body: DeviceUpdateBody = decode(
+        device_update_decoder, await read_body(request, services(request).settings.max_body_bytes)
+    )
+    device = await services(request).devices.update_device(caller, request.match_info["device_id"], body.changes())
+    return _json(device_model(device))
+
+
+async def delete_device(request: web.Request) -> web.Response:
+    """`DELETE /v3/devices/{id}`: de-registers a connected device, removes it and its snapshot; 204."""
+    caller = await principal(request)
+    await services(request).devices.delete_device(caller, request.match_info["device_id"])
+    return web.Response(status=204)
 
 
 async def endpoint_resources(request: web.Request) -> web.Response:
@@ -160,6 +184,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v3/devices", list_devices)
     app.router.add_get("/v3/devices/", list_devices)
     app.router.add_get("/v3/devices/{device_id}", get_device)
+    app.router.add_put("/v3/devices/{device_id}", update_device)
+    app.router.add_delete("/v3/devices/{device_id}", delete_device)
     app.router.add_get("/v3/devices/{device_id}/echo", echo)
     app.router.add_delete("/v3/devices/{device_id}/echo", echo_not_deletable)
     app.router.add_get("/v2/endpoints/{device_id}", endpoint_resources)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from devicehub.store.records import PresubscriptionRule
@@ -21,7 +23,7 @@ class DeviceRequestBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
 
 class EndpointResource(msgspec.Struct, frozen=True, omit_defaults=True):
     uri: str
-    obs: bool = False
+    obs: bool  # no default: omit_defaults must not drop `"obs": false` (wire-format.md sends it always)
     rt: str | None = None
     type: str | None = None
 
@@ -39,6 +41,107 @@ class DeviceModel(msgspec.Struct, frozen=True, kw_only=True):
     host_gateway: str
     created_at: str
     updated_at: str
+    description: str = ""
+    custom_attributes: dict[str, str] = {}
+    auto_update: bool = False
+    ca_id: str = ""
+    device_key: str = ""
+
+
+# Pelion DeviceDataPutRequest limits: name 128, description 2000, up to five custom attributes whose keys and
+# values are at most 128 characters and whose keys do not begin with a digit
+AttributeKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[^0-9]")]
+AttributeValue = Annotated[str, msgspec.Meta(max_length=128)]
+Text128 = Annotated[str, msgspec.Meta(max_length=128)]
+
+
+class DeviceUpdateBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`PUT /v3/devices/{id}`: the fields Pelion documents (DeviceDataPutRequest); each optional, unknown ones 400.
+    `endpoint_name`, `endpoint_type` and `host_gateway` belong to the registration: accepted only unchanged."""
+
+    name: Text128 | msgspec.UnsetType | None = msgspec.UNSET
+    description: Annotated[str, msgspec.Meta(max_length=2000)] | msgspec.UnsetType | None = msgspec.UNSET
+    custom_attributes: (
+        Annotated[dict[AttributeKey, AttributeValue], msgspec.Meta(max_length=5)] | msgspec.UnsetType | None
+    ) = msgspec.UNSET
+    auto_update: bool | msgspec.UnsetType | None = msgspec.UNSET
+    ca_id: Annotated[str, msgspec.Meta(max_length=500)] | msgspec.UnsetType | None = msgspec.UNSET
+    device_key: Annotated[str, msgspec.Meta(max_length=512)] | msgspec.UnsetType | None = msgspec.UNSET
+    endpoint_name: str | msgspec.UnsetType = msgspec.UNSET
+    endpoint_type: str | msgspec.UnsetType = msgspec.UNSET
+    host_gateway: str | msgspec.UnsetType = msgspec.UNSET
+
+    def changes(self) -> dict[str, object]:
+        """The fields sent; `null` puts a field back to its default."""
+        defaults: dict[str, object] = {"custom_attributes": {}, "auto_update": False}
+        return {
+            name: (defaults.get(name, "") if value is None else value)
+            for name in self.__struct_fields__
+            if (value := getattr(self, name)) is not msgspec.UNSET
+        }
+
+
+class PolicyGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """One of an account's two fixed policy groups (Pelion `Group`): Administrators or Developers."""
+
+    object: str = "group"
+    id: str
+    account_id: str
+    name: str
+    apikey_count: int
+    user_count: int = 0
+    application_count: int = 0
+    created_at: str
+    updated_at: str
+    etag: str = "1"
+
+
+class PolicyGroupList(msgspec.Struct, frozen=True, kw_only=True):
+    object: str = "list"
+    data: list[PolicyGroup]
+    has_more: bool = False
+    limit: int
+    order: str = "ASC"
+    after: str | None = None
+    total_count: int
+
+
+class ApiKeyCreateBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`POST /v3/api-keys` (Pelion ApiKeyInfoReq): `groups` holds policy-group ids; the Administrators group makes
+    an administrator key. Pelion's `owner` (a user id) has no meaning here and is accepted only empty."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+    groups: list[str] = []
+    status: str = "ACTIVE"
+    owner: str = ""
+
+
+class ApiKeyModel(msgspec.Struct, frozen=True, kw_only=True):
+    """Pelion `ApiKeyInfoResp`; `key` (the secret) only in the answer that created it."""
+
+    object: str = "api-key"
+    id: str
+    account_id: str
+    name: str
+    groups: list[str]
+    status: str
+    owner: str
+    created_at: str
+    updated_at: str
+    creation_time: int
+    last_login_time: int
+    etag: str
+    key: str | msgspec.UnsetType = msgspec.UNSET  # UNSET is never encoded: the secret is shown once
+
+
+class ApiKeyList(msgspec.Struct, frozen=True, kw_only=True):
+    object: str = "list"
+    data: list[ApiKeyModel]
+    has_more: bool
+    limit: int
+    order: str = "ASC"
+    after: str | None = None
+    total_count: int
 
 
 class DeviceList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -46,7 +149,7 @@ class DeviceList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     data: list[DeviceModel]
     has_more: bool
     limit: int
-    order: str = "ASC"
+    order: str  # no default: omit_defaults must not drop `"order": "ASC"`
     after: str | None = None
     total_count: int | None = None
 
@@ -105,3 +208,5 @@ class PresubscriptionBody(msgspec.Struct, frozen=True, forbid_unknown_fields=Tru
 encoder = msgspec.json.Encoder()
 presubscriptions_decoder = msgspec.json.Decoder(list[PresubscriptionBody])
 device_request_decoder = msgspec.json.Decoder(DeviceRequestBody)
+device_update_decoder = msgspec.json.Decoder(DeviceUpdateBody)
+api_key_create_decoder = msgspec.json.Decoder(ApiKeyCreateBody)

@@ -15,7 +15,8 @@ from devicehub.store.records import PresubscriptionRule
 
 def _path(request: web.Request) -> str:
     # wire-format.md: the path comes without its leading slash; accept a leading slash and %2F too
-    return unquote(request.match_info["path"])
+    # a trailing slash (`…/5700/`) is the same path: every route answers with and without one
+    return unquote(request.match_info["path"]).rstrip("/") or "/"
 
 
 async def subscribe(request: web.Request) -> web.Response:
@@ -56,7 +57,8 @@ async def put_presubscriptions(request: web.Request) -> web.Response:
     body = await read_body(request, services(request).settings.max_body_bytes)
     rules: list[PresubscriptionBody] = decode(presubscriptions_decoder, body)
     await services(request).devices.set_presubscriptions(caller, [r.rule() for r in rules])
-    return web.Response(status=202)  # spec §4.2 (Pelion answered 204)
+    # spec §4.2 says 202 and the spec wins (wire-format.md); Pelion answered 204 (README "Pelion compatibility notes")
+    return web.Response(status=202)
 
 
 def _wire(rule: PresubscriptionRule) -> PresubscriptionBody:

@@ -58,11 +58,12 @@ class _Deregistration(msgspec.Struct, kw_only=True, omit_defaults=True, rename={
 
 
 class _AsyncResponse(msgspec.Struct, kw_only=True, omit_defaults=True, rename={"max_age": "max-age"}):
+    # wire-format.md: id, status, payload, ct and max-age always (no defaults, so never omitted); error on failure
     id: str
     status: int
-    payload: bytes | None = None
-    ct: str | None = None
-    max_age: int | None = None
+    payload: bytes
+    ct: str
+    max_age: int
     error: str | None = None
     uid: str | None = None
 

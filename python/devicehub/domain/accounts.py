@@ -1,4 +1,10 @@
-"""Accounts and API keys: creation, hashing, lookup and revocation (keys are stored hashed, shown once)."""
+"""Accounts and API keys: creation, hashing, lookup and revocation (keys are stored hashed, shown once).
+
+Each account has two fixed policy groups, as Pelion's IAM names them: `Administrators` and `Developers`. A key in
+Administrators (`admin`) may manage the account's keys over HTTP (`/v3/api-keys`, `/v3/policy-groups`); a key in
+Developers may not (403). Administrator keys come from `devicehub serve --dev` (the development key), from
+`devicehub keys create --admin`, or from an administrator's `POST /v3/api-keys` naming the Administrators group.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,13 @@ import secrets
 from dataclasses import dataclass
 
 from devicehub.clock import Clock
-from devicehub.errors import NotFound, Unauthorized, ValidationFailed
+from devicehub.errors import FieldError, Forbidden, NotFound, Unauthorized, ValidationFailed
 from devicehub.store.base import Store
 from devicehub.store.records import Account, ApiKey
 
 KEY_PREFIX = "ak_"
 DEV_ACCOUNT_NAME = "development"
+ADMINISTRATORS, DEVELOPERS = "Administrators", "Developers"
 
 
 def hash_key(raw_key: str) -> str:
@@ -30,6 +37,17 @@ class Principal:
     key_id: str
     account_id: str
     free_tier: bool
+    admin: bool = False
+
+    def require_admin(self) -> None:
+        """Key management is for the account's administrator keys only."""
+        if not self.admin:
+            raise Forbidden("this key is not in the account's Administrators group")
+
+
+def group_id(account_id: str, group: str) -> str:
+    """The stable id of one of the account's two policy groups (32 lowercase hex, as every id here)."""
+    return hashlib.sha256(f"{account_id}/{group}".encode()).hexdigest()[:32]
 
 
 class AccountService:
@@ -56,12 +74,17 @@ class AccountService:
             raise NotFound(f"no account {id_or_name!r}")
         return account
 
-    async def create_key(self, account_id: str, name: str = "") -> tuple[ApiKey, str]:
+    async def create_key(self, account_id: str, name: str = "", *, admin: bool = False) -> tuple[ApiKey, str]:
         """Returns the stored key and the secret, which exists nowhere else afterwards."""
         account = await self.resolve_account(account_id)
         secret = KEY_PREFIX + secrets.token_hex(24)
         key = ApiKey(
-            id=new_id(), account_id=account.id, name=name, key_hash=hash_key(secret), created_at=self._clock.now()
+            id=new_id(),
+            account_id=account.id,
+            name=name,
+            key_hash=hash_key(secret),
+            created_at=self._clock.now(),
+            admin=admin,
         )
         await self._store.create_key(key)
         return key, secret
@@ -79,7 +102,45 @@ class AccountService:
         account = await self._store.get_account(key.account_id)
         if account is None:
             raise Unauthorized("the key's account no longer exists")
-        return Principal(key_id=key.id, account_id=account.id, free_tier=account.tier == "free")
+        return Principal(key_id=key.id, account_id=account.id, free_tier=account.tier == "free", admin=key.admin)
+
+    # ---- key management over HTTP (Pelion IAM subset), administrator keys only ----------------------
+    def groups_of(self, key: ApiKey) -> list[str]:
+        return [group_id(key.account_id, ADMINISTRATORS if key.admin else DEVELOPERS)]
+
+    async def own_key(self, caller: Principal) -> ApiKey:
+        """The caller's own key (any key may read itself: Pelion `GET /v3/api-keys/me`)."""
+        for key in await self._store.list_keys(caller.account_id):
+            if key.id == caller.key_id:
+                return key
+        raise NotFound("the calling key no longer exists")
+
+    async def active_keys(self, caller: Principal) -> list[ApiKey]:
+        caller.require_admin()
+        return [k for k in await self._store.list_keys(caller.account_id) if k.revoked_at is None]
+
+    async def issue_key(self, caller: Principal, name: str, groups: list[str]) -> tuple[ApiKey, str]:
+        """A new key of the caller's account; in Administrators when `groups` names it, else in Developers."""
+        caller.require_admin()
+        known = {group_id(caller.account_id, g): g for g in (ADMINISTRATORS, DEVELOPERS)}
+        unknown = [g for g in groups if g not in known]
+        if unknown:
+            raise ValidationFailed(
+                f"no policy group {unknown[0]!r} in this account", fields=(FieldError("groups", "unknown group"),)
+            )
+        admin = any(known[g] == ADMINISTRATORS for g in groups)
+        return await self.create_key(caller.account_id, name, admin=admin)
+
+    async def key_of_account(self, caller: Principal, key_id: str) -> ApiKey:
+        """An active key of the caller's account; another account's key is 404 as an unknown one."""
+        for key in await self.active_keys(caller):
+            if key.id == key_id:
+                return key
+        raise NotFound(f"no API key {key_id!r}")
+
+    async def delete_key(self, caller: Principal, key_id: str) -> None:
+        await self.key_of_account(caller, key_id)
+        await self.revoke_key(key_id)
 
     async def ensure_dev_account(self, key_file_secret: str | None) -> tuple[Account, str]:
         """The development account and a usable key: the one in the key file when still valid, else a new one."""
@@ -88,7 +149,8 @@ class AccountService:
             account = await self.create_account(DEV_ACCOUNT_NAME)
         if key_file_secret:
             key = await self._store.find_key_by_hash(hash_key(key_file_secret))
-            if key is not None and key.revoked_at is None and key.account_id == account.id:
+            # a key file from before administrator keys existed is replaced by an administrator key
+            if key is not None and key.revoked_at is None and key.account_id == account.id and key.admin:
                 return account, key_file_secret
-        _, secret = await self.create_key(account.id, "dev")
+        _, secret = await self.create_key(account.id, "dev", admin=True)  # the --dev key administers its account
         return account, secret

@@ -78,14 +78,19 @@ class DeregistrationEvent(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class AsyncResponseEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """The result of a device request or a subscription, for the requesting key only."""
+    """The result of a device request or a subscription, for the requesting key only.
+
+    wire-format.md: `payload`, `ct` and `max-age` are always sent (`payload` empty when the device returned
+    nothing); `error` names a service-side outcome (REQUEST_EXPIRED, NOT_CONNECTED, TIMEOUT, …) and is set only
+    when the request was not delivered. A device's own error answer is carried by `status` and `payload`.
+    """
 
     async_id: str
     status: int
-    payload: bytes | None = None
-    content_type: str | None = None
+    payload: bytes = b""
+    content_type: str = "text/plain"
     error: str | None = None
-    max_age: int | None = None
+    max_age: int = 0
 
     kind = KIND_ASYNC_RESPONSE
 

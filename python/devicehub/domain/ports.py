@@ -30,6 +30,10 @@ class DeviceGateway(Protocol):
 
     async def cancel_observe(self, device_id: str, path: str) -> None: ...
 
+    async def drop(self, device_id: str) -> bool:
+        """Forget the device's registration without a de-registration event; its next Update gets 4.04, so the
+        device registers afresh. False when it was not registered here."""
+
 
 class EventSink(Protocol):
     """The channel layer as the domain sees it."""

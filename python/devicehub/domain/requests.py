@@ -58,6 +58,14 @@ class RequestQueue:
         if worker is None or worker.done():
             self._workers[device_id] = asyncio.create_task(self._drain(device_id))
 
+    async def forget(self, device_id: str) -> list[DeviceRequest]:
+        """The device was removed: stop its worker; returns the requests that were still waiting for it."""
+        worker = self._workers.pop(device_id, None)
+        if worker is not None and not worker.done():
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+        return await self._store.pending_requests(device_id)
+
     def _reachable(self, device_id: str) -> bool:
         registration = self._gateway.registration(device_id)
         if registration is None:
@@ -116,12 +124,13 @@ class RequestQueue:
             await self._record_desired(request, SUCCESS if response.success else FAILURE)
         await self._sink.publish(
             [request.key_id],
+            # wire-format.md: the device's answer (success or its own error) is `status` + `payload`; `error`
+            # is kept for service-side outcomes (expired, not connected, time-out)
             AsyncResponseEvent(
                 async_id=request.async_id,
                 status=status,
-                payload=response.payload or None,
-                content_type=mime_for(response.content_format) if response.payload else None,
-                error=None if response.success else response.dotted,
+                payload=response.payload,
+                content_type=mime_for(response.content_format),
             ),
         )
 

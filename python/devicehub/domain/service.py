@@ -12,12 +12,20 @@ import msgspec
 
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal, new_id
-from devicehub.domain.events import DeregistrationEvent, RegistrationEvent, ResourceEntry
+from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent, ResourceEntry
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.requests import MAX_QUEUE, RequestQueue
 from devicehub.domain.subscriptions import SubscriptionRouter
-from devicehub.errors import BadRequest, DeviceNotFound, NotFound, QueueFull, ResourceNotFound, ValidationFailed
+from devicehub.errors import (
+    BadRequest,
+    DeviceNotFound,
+    FieldError,
+    NotFound,
+    QueueFull,
+    ResourceNotFound,
+    ValidationFailed,
+)
 from devicehub.lwm2m.content import mime_for
 from devicehub.lwm2m.ports import Admission, Registration, ResourceLink
 from devicehub.store.base import Store
@@ -26,6 +34,10 @@ from devicehub.store.records import Device, DeviceRequest, PresubscriptionRule, 
 log = logging.getLogger("devicehub.core")
 
 ASYNC_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+# `PUT /v3/devices/{id}` (Pelion DeviceDataPutRequest): fields the application owns, and fields the device's
+# registration owns, which an update may repeat (the SDK sends back what it read) but not change
+DIRECTORY_FIELDS = ("name", "description", "custom_attributes", "auto_update", "ca_id", "device_key")
+REGISTRATION_FIELDS = ("endpoint_name", "endpoint_type", "host_gateway")
 SNAPSHOT_RETENTION = 183 * 86400  # spec §2.4 rule 4: six months after the last connection
 MAX_RULES = 1024  # wire-format.md
 MAX_RULE_PATHS = 4096  # resource paths over all of a key's rules: each is matched at every registration
@@ -181,6 +193,8 @@ class DeviceService:
             last_seen_at=now,
             host_gateway=previous.host_gateway if previous else "",
         )
+        if previous is not None:  # what applications set in the directory outlives registrations
+            device = msgspec.structs.replace(device, **{f: getattr(previous, f) for f in DIRECTORY_FIELDS})
         await self._store.put_device(device)
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
         self._devices[device.id] = device
@@ -221,6 +235,41 @@ class DeviceService:
         if device is None or device.account_id != principal.account_id:
             raise DeviceNotFound(f"no device {device_id!r}")
         return device
+
+    async def update_device(self, principal: Principal, device_id: str, changes: dict[str, object]) -> Device:
+        """Directory fields set by the application; registration-owned fields may only repeat their value."""
+        device = await self.device_for(principal, device_id)
+        fixed = [
+            FieldError(name, f"set by the device's registration ({getattr(device, name)!r})")
+            for name in REGISTRATION_FIELDS
+            if name in changes and changes[name] != getattr(device, name)
+        ]
+        if fixed:
+            raise ValidationFailed("registration fields cannot be changed", fields=tuple(fixed))
+        values = {name: changes[name] for name in DIRECTORY_FIELDS if name in changes}
+        updated = msgspec.structs.replace(device, **values)
+        await self._store.put_device(updated)
+        if device_id in self._devices:
+            self._devices[device_id] = updated
+        return updated
+
+    async def delete_device(self, principal: Principal, device_id: str) -> None:
+        """Remove the device: drop its registration, answer its waiting requests, delete it and its snapshot."""
+        device = await self.device_for(principal, device_id)
+        connected = self._gateway is not None and await self._gateway.drop(device_id)
+        self._devices.pop(device_id, None)
+        waiting = await self.requests.forget(device_id)
+        self.router.forget(device_id)
+        await self._store.delete_device(device_id)
+        for request in waiting:  # wire-format.md: not delivered, the registration was removed
+            await self._sink.publish(
+                [request.key_id],
+                AsyncResponseEvent(async_id=request.async_id, status=429, error="DEVICE_REMOVED_REGISTRATION"),
+            )
+        if connected:
+            await self._sink.publish_account(
+                device.account_id, DeregistrationEvent(device_id=device.id, endpoint_name=device.endpoint_name)
+            )
 
     async def subscribe(self, principal: Principal, device_id: str, raw_path: str) -> str:
         device = await self.device_for(principal, device_id)

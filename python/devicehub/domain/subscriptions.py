@@ -122,6 +122,12 @@ class SubscriptionRouter:
         self._routes[device_id] = [(key, path) for key, path in await self._store.subscribers(device_id)]
         self._drop_cache(device_id)
 
+    def forget(self, device_id: str) -> None:
+        """The device was removed: no route to it is left in memory (the store rows go with the device)."""
+        self._routes.pop(device_id, None)
+        self._presub.pop(device_id, None)
+        self._drop_cache(device_id)
+
     def _drop_cache(self, device_id: str) -> None:
         self._index.pop(device_id, None)
         self._route_cache.pop(device_id, None)
@@ -220,8 +226,8 @@ class SubscriptionRouter:
                         AsyncResponseEvent(
                             async_id=async_id,
                             status=status if response.success else (412 if status == 405 else status),
-                            payload=response.payload if response.success else None,
-                            content_type=mime_for(response.content_format) if response.payload else None,
+                            payload=response.payload,  # on failure: the device's diagnostic payload
+                            content_type=mime_for(response.content_format),
                         ),
                     )
                 # the first value comes through DeviceEvents.notification, in order with later notifications

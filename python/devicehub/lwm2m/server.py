@@ -235,6 +235,18 @@ class LwM2MServer:
         except DeviceError as error:
             log.debug("cancel of %s%s not answered: %s", device_id, path, error)
 
+    async def drop(self, device_id: str) -> bool:
+        """The device was removed from the directory (`DELETE /v3/devices/{id}`): forget its registration."""
+        async with self._locks.setdefault(device_id, asyncio.Lock()):
+            await self._known(device_id)  # a registration kept in the store (restart, another node) counts too
+            device = self._devices.pop(device_id, None)
+            if device is None:
+                return False
+            if self._store is not None:  # so that no node accepts its next Update
+                await self._store.remove_registration(device_id)
+            self._by_address.pop(device.registration.address, None)
+            return True
+
     # ---- incoming requests ------------------------------------------------------------------------------
     async def _handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
         segments = [s for s in message.uri_path.split("/") if s]

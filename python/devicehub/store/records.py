@@ -19,6 +19,7 @@ class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
     key_hash: str  # sha256 hex of the secret; the secret itself is never stored
     created_at: float
     revoked_at: float | None = None
+    admin: bool = False  # in the account's Administrators group: may manage the account's keys over HTTP
 
 
 class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,6 +43,13 @@ class Device(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float
     updated_at: float  # last registration event
     last_seen_at: float  # last time the device talked (snapshot retention counts from here)
+    # directory fields an application sets with `PUT /v3/devices/{id}`; a registration keeps them
+    name: str = ""  # "" shows the endpoint name
+    description: str = ""
+    custom_attributes: dict[str, str] = {}
+    auto_update: bool = False
+    ca_id: str = ""
+    device_key: str = ""
 
 
 class PresubscriptionRule(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="kebab"):

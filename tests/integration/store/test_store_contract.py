@@ -352,5 +352,31 @@ def test_registrations_and_observations_survive_a_reopen_and_expire_once(make_st
         assert await store.device_observations("d2") == []
         assert await store.remove_registration("d2")
 
+
+def test_directory_fields_and_administrator_keys_survive_a_reopen(make_store: StoreFactory) -> None:
+    """issue 11: `PUT /v3/devices/{id}` fields and a key's Administrators membership are persisted."""
+    named = msgspec.structs.replace(
+        device("d1", "ep-1"),
+        name="Boiler",
+        description="basement",
+        custom_attributes={"room": "b1", "floor": "-1"},
+        auto_update=True,
+        ca_id="ca-1",
+        device_key="fp:00",
+    )
+    admin = ApiKey(id="k9", account_id=A, name="ops", key_hash="h9", created_at=1.0, admin=True)
+
+    async def write(store: Store) -> None:
+        await store.put_device(named)
+        await store.create_key(admin)
+
+    async def check(store: Store) -> None:
+        assert await store.get_device("d1") == named
+        assert await store.find_device(A, "ep-1") == named
+        assert await store.find_key_by_hash("h9") == admin
+        assert [k.admin for k in await store.list_keys(A)] == [True]
+        await store.delete_device("d1")
+        assert await store.get_device("d1") is None and await store.get_snapshot("d1") == []
+
     run(make_store, write)
     reopen(make_store, check)

@@ -80,7 +80,7 @@ def test_deregistration_is_a_string_or_an_object() -> None:
     ) == {"ep": DEVICE, "original-ep": "node-1", "timestamp": 1_800_000_000_123}
 
 
-def test_async_response_omits_absent_fields() -> None:
+def test_async_response_always_carries_payload_ct_and_max_age() -> None:
     ok = AsyncResponseEvent(async_id="a-1", status=200, payload=b"\x00\x01", content_type="text/plain", max_age=60)
     assert encode(ok, ChannelOptions()) == {
         "id": "a-1",
@@ -89,12 +89,51 @@ def test_async_response_omits_absent_fields() -> None:
         "ct": "text/plain",
         "max-age": 60,
     }
+    # issue 11: an empty device answer still sends `payload` (clients test for the key to see completion)
+    empty = AsyncResponseEvent(async_id="a-0", status=200)
+    assert encode(empty, ChannelOptions()) == {
+        "id": "a-0",
+        "status": 200,
+        "payload": "",
+        "ct": "text/plain",
+        "max-age": 0,
+    }
     failed = AsyncResponseEvent(async_id="a-2", status=504, error="TIMEOUT")
     assert encode(failed, ChannelOptions(include_uid=True)) == {
         "id": "a-2",
         "status": 504,
+        "payload": "",
+        "ct": "text/plain",
+        "max-age": 0,
         "error": "TIMEOUT",
         "uid": "u-1",
+    }
+
+
+def test_every_event_kind_keeps_its_required_keys_when_values_are_empty_or_default() -> None:
+    """wire-format.md NotificationMessage: omit-defaults must never drop a key the format always sends."""
+    options = ChannelOptions()
+    quiet = NotificationEvent(
+        device_id=DEVICE, endpoint_name="n", path="/1/0/1", content_type="text/plain", payload=b""
+    )
+    assert set(encode(quiet, options)) == {"ep", "path", "ct", "payload", "max-age"}
+    bare = RegistrationEvent(device_id=DEVICE, endpoint_name="n", endpoint_type="", queue_mode=False, resources=())
+    for event in (bare, msgspec.structs.replace(bare, update=True)):
+        assert encode(event, options) == {"ep": DEVICE, "original-ep": "n", "ept": "", "q": False, "resources": []}
+    plain = RegistrationEvent(
+        device_id=DEVICE, endpoint_name="n", endpoint_type="t", queue_mode=False, resources=(ResourceEntry(path="/1"),)
+    )
+    assert encode(plain, options)["resources"] == [{"path": "/1", "obs": False}]
+    for expired in (False, True):
+        gone = DeregistrationEvent(device_id=DEVICE, endpoint_name="n", expired=expired)
+        assert encode(gone, options) == DEVICE
+        assert encode(gone, ChannelOptions(deregistrations_as_object=True)) == {"ep": DEVICE}
+    assert set(encode(AsyncResponseEvent(async_id="x", status=404), options)) == {
+        "id",
+        "status",
+        "payload",
+        "ct",
+        "max-age",
     }
 
 

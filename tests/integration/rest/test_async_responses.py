@@ -1,0 +1,77 @@
+"""Async-responses as Pelion clients read them (issue 11 points 1–2), over a real WebSocket channel with a simulated
+device on real UDP: `payload`, `ct` and `max-age` are always there; `error` only for service-side outcomes."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from devicehub.node import Node
+from support.apps import EventReader
+from support.node import device, run, running_node
+
+ALWAYS = {"id", "status", "payload", "ct", "max-age"}
+
+
+@contextlib.asynccontextmanager
+async def websocket_app(node: Node) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
+    headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+    async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+        async with http.put("/v2/notification/websocket") as r:
+            assert r.status in (200, 201)
+        ws = await http.ws_connect("/v2/notification/websocket-connect")
+        try:
+            yield http, EventReader(ws)
+        finally:
+            await ws.close()
+
+
+async def ask(http: aiohttp.ClientSession, events: EventReader, device_id: str, async_id: str, body: Any) -> Any:
+    async with http.post(f"/v2/device-requests/{device_id}?async-id={async_id}", json=body) as r:
+        assert r.status == 202, await r.text()
+    return await events.wait_for("async-responses", lambda e: e["id"] == async_id)
+
+
+def test_an_empty_device_answer_still_carries_payload_ct_and_max_age(tmp_path: Path) -> None:
+    """Pelion's system-test library decides completion with `"payload" in async_response` (websocket_handler)."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "empty-1") as sim, websocket_app(node) as (http, ev):
+            device_id = sim.device_id or ""
+            write = await ask(
+                http, ev, device_id, "w-1", {"method": "PUT", "uri": "/3311/0/5851", "payload-b64": "NDI="}
+            )
+            assert set(write) == ALWAYS, write  # 2.04 Changed has no body: payload "" and no error
+            assert write["status"] == 200 and write["payload"] == "" and write["max-age"] == 0
+            execute = await ask(http, ev, device_id, "x-1", {"method": "POST", "uri": "/3/0/4"})
+            assert set(execute) == ALWAYS and execute["payload"] == ""
+            read = await ask(http, ev, device_id, "r-1", {"method": "GET", "uri": "/3/0/0"})
+            assert set(read) == ALWAYS and base64.b64decode(read["payload"]) == b"devicehub"
+            assert read["ct"] == "text/plain"
+
+    run(scenario())
+
+
+def test_a_device_error_answer_is_status_and_payload_not_error(tmp_path: Path) -> None:
+    """wire-format.md: `error` names a service-side outcome; the device's 4.04/4.05 travels as `status`."""
+
+    async def scenario() -> None:
+        async with (
+            running_node(tmp_path) as node,
+            device(node, "err-1", flavor="oma") as sim,
+            websocket_app(node) as (http, ev),
+        ):
+            device_id = sim.device_id or ""
+            missing = await ask(http, ev, device_id, "nf-1", {"method": "GET", "uri": "/3/0/99"})
+            assert missing == {"id": "nf-1", "status": 404, "payload": "", "ct": "text/plain", "max-age": 0}
+            read_only = await ask(
+                http, ev, device_id, "ro-1", {"method": "PUT", "uri": "/3/0/0", "payload-b64": "eA=="}
+            )
+            assert read_only["status"] == 405 and "error" not in read_only and read_only["payload"] == ""
+
+    run(scenario())
