@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 import msgspec
 
 from devicehub.store.base import Store
 from devicehub.store.records import BootstrapConfig
-from test_store_contract import A, B, StoreFactory, reopen, run
+
+StoreFactory = Callable[[], Store]  # the `make_store` fixture (conftest.py)
+A = "a" * 32
+B = "b" * 32
+
+
+def run(make_store: StoreFactory, scenario: Callable[[Store], Awaitable[None]]) -> None:
+    """One store opened, used and closed (a second call reopens what the first one wrote)."""
+
+    async def main() -> None:
+        store = make_store()
+        await store.open()
+        try:
+            await scenario(store)
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
 
 
 def config(name: str, account: str = A, uri: str = "coap://10.0.0.1:5683", **fields: object) -> BootstrapConfig:
@@ -41,7 +61,7 @@ def test_bootstrap_configs_are_kept_listed_per_account_and_survive_a_reopen(make
         assert len(await store.list_bootstrap_configs(A)) == 3
 
     run(make_store, scenario)
-    reopen(make_store, check)
+    run(make_store, check)
 
 
 def test_an_endpoint_name_of_another_account_cannot_be_configured_or_deleted(make_store: StoreFactory) -> None:
