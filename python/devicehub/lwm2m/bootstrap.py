@@ -10,6 +10,8 @@ Leshan's answer (Wakaama's example server stays silent). A new `POST /bs` of the
 session in progress. Values written, in TLV resource order:
 /0/x: 0 server URI, 1 bootstrap-server = false, 2 security mode, 3 public key or identity, 4 server public key,
 5 secret key, 10 short server id; /1/y: 0 short server id, 1 lifetime, 6 notification storing = false, 7 binding.
+Writes are TLV whatever `pct` prefers (checked only for form): Wakaama and Anjay take TLV when the Content-Format
+says so. Bootstrap-Read is not needed for this sequence and not sent.
 Everything the device answers is untrusted: a failed or odd exchange ends that session, counted, and nothing else.
 """
 

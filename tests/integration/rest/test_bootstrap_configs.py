@@ -61,6 +61,9 @@ def test_configs_are_created_replaced_listed_read_and_deleted(tmp_path: Path) ->
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as anonymous:
                 async with anonymous.get("/v3/bootstrap-configs") as r:
                     assert r.status == 401
+                async with anonymous.get("/openapi.json") as r:
+                    paths = (await r.json())["paths"]
+                assert set(paths["/v3/bootstrap-configs/{endpoint_name}"]) == {"put", "get", "delete"}
 
     run(scenario())
 
