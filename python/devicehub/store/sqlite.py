@@ -668,7 +668,7 @@ class SqliteStore:
             )
             return True
 
-        return await self._run(work)
+        return await self._read(work)
 
     async def get_bootstrap_config(self, endpoint_name: str) -> BootstrapConfig | None:
         return await self._one(
@@ -686,7 +686,7 @@ class SqliteStore:
         )
 
     async def delete_bootstrap_config(self, account_id: str, endpoint_name: str) -> bool:
-        return await self._run(
+        return await self._read(
             lambda db: (
                 db.execute(
                     "DELETE FROM bootstrap_configs WHERE endpoint_name = ? AND account_id = ?",
