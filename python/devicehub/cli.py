@@ -85,6 +85,79 @@ def _keys(args: argparse.Namespace) -> int:
     return _run(_with_store(settings, action))
 
 
+def _bootstrap(args: argparse.Namespace) -> int:
+    from devicehub.clock import SystemClock
+    from devicehub.domain.accounts import AccountService
+    from devicehub.domain.bootstrap import MODE_NAMES, BootstrapConfigs, ConfigInput
+
+    settings = build(StoreSettings, args)
+
+    def show(config: Any) -> None:
+        mode = MODE_NAMES.get(config.security_mode, str(config.security_mode))
+        print(
+            f"{config.endpoint_name}\t{config.server_uri}\t{mode}\tssid={config.short_server_id}"
+            f"\tlt={config.lifetime}\tb={config.binding}"
+        )
+
+    async def action(store: Any) -> int:
+        clock = SystemClock()
+        account = await AccountService(store, clock).resolve_account(args.account)
+        configs = BootstrapConfigs(store, clock)
+        if args.action == "set":
+            identity = args.identity_hex if args.identity_hex is not None else args.identity.encode()
+            given = ConfigInput(
+                server_uri=args.server_uri,
+                security_mode=args.security_mode,
+                public_identity=identity,
+                server_public_key=args.server_public_key_hex,
+                secret_key=args.secret_key_hex,
+                short_server_id=args.short_server_id,
+                lifetime=args.lifetime,
+                binding=args.binding,
+            )
+            config, _ = await configs.put(account.id, args.endpoint_name, given)
+            show(config)
+        elif args.action == "get":
+            show(await configs.get(account.id, args.endpoint_name))
+        elif args.action == "list":
+            after: str | None = None
+            while batch := await configs.list(account.id, after=after, limit=500):
+                for config in batch:
+                    show(config)
+                after = batch[-1].endpoint_name
+        elif args.action == "delete":
+            await configs.delete(account.id, args.endpoint_name)
+            print(f"deleted the bootstrap configuration of {args.endpoint_name}")
+        return 0
+
+    return _run(_with_store(settings, action))
+
+
+def _add_bootstrap_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from devicehub.domain.bootstrap import DEFAULT_LIFETIME, SECURITY_MODES
+
+    bootstrap = sub.add_parser("bootstrap", help="per-endpoint configurations of the LwM2M bootstrap server")
+    actions = bootstrap.add_subparsers(dest="action", required=True)
+    set_ = actions.add_parser("set", help="create or replace an endpoint's configuration")
+    set_.add_argument("endpoint_name")
+    set_.add_argument("--server-uri", required=True, help="LwM2M server to install, coap://host:5683")
+    set_.add_argument("--security-mode", choices=tuple(SECURITY_MODES), default="no_sec")
+    set_.add_argument("--identity", default="", help="PSK identity (text), or the client's public key/certificate")
+    set_.add_argument("--identity-hex", type=bytes.fromhex, default=None, help="the same as hex bytes")
+    set_.add_argument("--secret-key-hex", type=bytes.fromhex, default=b"", help="PSK or private key, hex")
+    set_.add_argument("--server-public-key-hex", type=bytes.fromhex, default=b"", help="server public key, hex")
+    set_.add_argument("--short-server-id", type=int, default=1)
+    set_.add_argument("--lifetime", type=int, default=DEFAULT_LIFETIME)
+    set_.add_argument("--binding", default="U")
+    actions.add_parser("get", help="show an endpoint's configuration").add_argument("endpoint_name")
+    actions.add_parser("list", help="list the account's configurations")
+    actions.add_parser("delete", help="delete an endpoint's configuration").add_argument("endpoint_name")
+    for action in actions.choices.values():
+        action.add_argument("--account", required=True, help="account id or name")
+        add_arguments(action, StoreSettings)
+    bootstrap.set_defaults(run=_bootstrap)
+
+
 def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     accounts = sub.add_parser("accounts", help="create and list accounts, enroll endpoint names")
     accounts_sub = accounts.add_subparsers(dest="action", required=True)
@@ -116,6 +189,7 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     revoke.add_argument("key_id")
     add_arguments(revoke, StoreSettings)
     keys.set_defaults(run=_keys)
+    _add_bootstrap_command(sub)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,6 +21,9 @@ class ServeSettings:
     host: str = field(default="127.0.0.1", metadata={"help": "address the HTTP API and CoAP server bind to"})
     http_port: int = field(default=8000, metadata={"help": "TCP port of the REST/WebSocket API"})
     coap_port: int = field(default=5683, metadata={"help": "UDP port of the LwM2M (CoAP) server"})
+    bootstrap_port: int = field(
+        default=0, metadata={"help": "UDP port of the LwM2M bootstrap server, e.g. 5685 (0: no bootstrap server)"}
+    )
     data_dir: Path = field(default=Path("devicehub-data"), metadata={"help": "directory of the embedded store"})
     redis_url: str = field(default="", metadata={"help": "redis://… to keep all state in Redis (several nodes)"})
     dev: bool = field(
@@ -67,6 +70,9 @@ class SimulateSettings:
     flavor: str = field(default="pelion", metadata={"help": "oma (plain LwM2M) or pelion (Pelion client)"})
     duration: float = field(default=0.0, metadata={"help": "stop after this many seconds (0: run until Ctrl-C)"})
     register_rate: float = field(default=500.0, metadata={"help": "new registrations per second (ramp-up)"})
+    bootstrap: str = field(
+        default="", metadata={"help": "coap://host:5685: bootstrap there first, then register where it says"}
+    )
 
 
 @dataclass(frozen=True, slots=True)

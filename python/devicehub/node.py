@@ -19,6 +19,7 @@ from devicehub.clock import Clock, SystemClock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService
 from devicehub.domain.service import DeviceService
+from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.store import open_store
 from devicehub.store.redis import RedisStore
@@ -39,6 +40,8 @@ class Node:
         self.coap_port = settings.coap_port
         self._runner: web.AppRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self.bootstrap: BootstrapServer | None = None
+        self.bootstrap_port = 0
 
     async def start(self) -> None:
         settings = self.settings
@@ -62,6 +65,12 @@ class Node:
         self.coap_port = self.lwm2m.address[1]
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
+        if settings.bootstrap_port:
+            dev_port = self.coap_port if settings.dev else None
+            lookup = ConfigLookup(self.store, self.clock, host=settings.host, dev_port=dev_port)
+            self.bootstrap = BootstrapServer(lookup.config_for, self.clock)
+            await self.bootstrap.start(settings.host, settings.bootstrap_port)
+            self.bootstrap_port = self.bootstrap.address[1]
         services = Services(
             settings=settings,
             clock=self.clock,
@@ -69,7 +78,7 @@ class Node:
             accounts=self.accounts,
             hub=self.hub,
             devices=self.devices,
-            extra_metrics=self.lwm2m.metrics,
+            extra_metrics=self._metrics,
         )
         self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -88,6 +97,12 @@ class Node:
             self.coap_port,
             settings.redis_url or settings.data_dir,
         )
+
+    def _metrics(self) -> dict[str, float]:
+        values = self.lwm2m.metrics()
+        if self.bootstrap is not None:
+            values.update(self.bootstrap.metrics())
+        return values
 
     async def _dev_account(self) -> str:
         key_file = Path(self.settings.data_dir) / DEV_KEY_FILE
@@ -116,6 +131,8 @@ class Node:
             await asyncio.gather(self._sweeper, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
+        if self.bootstrap is not None:
+            await self.bootstrap.stop()
         await self.lwm2m.stop()
         await self.devices.stop()
         await self.hub.stop()
@@ -128,7 +145,8 @@ async def serve(settings: ServeSettings) -> int:
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     print(
-        f"devicehub: HTTP http://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}",
+        f"devicehub: HTTP http://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
+        + (f"  bootstrap coap://{settings.host}:{node.bootstrap_port}" if node.bootstrap_port else ""),
         flush=True,
     )
     stop = asyncio.Event()

@@ -25,10 +25,11 @@ async def metrics(request: web.Request) -> web.Response:
 def create_app(services: Services) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=services.settings.max_body_bytes)
     app[SERVICES] = services
-    from devicehub.api import notification_routes
+    from devicehub.api import bootstrap_routes, notification_routes
 
     for area in (device_routes, subscription_routes, request_routes, notification_routes, openapi, iam_routes):
         area.add_routes(app)
+    bootstrap_routes.add_routes(app)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     tolerate_trailing_slash(app)  # issue 11: `/v3/devices/{id}/` as the SDK calls it

@@ -132,7 +132,9 @@ fetch('/openapi.json').then(r => r.json()).then(spec => {
 
 
 async def openapi_json(request: web.Request) -> web.Response:
-    return web.Response(body=msgspec.json.encode(build_spec()), content_type="application/json")
+    from devicehub.api.bootstrap_routes import OPERATIONS as BOOTSTRAP  # imports Operation from here
+
+    return web.Response(body=msgspec.json.encode(build_spec(BOOTSTRAP)), content_type="application/json")
 
 
 async def docs(request: web.Request) -> web.Response:

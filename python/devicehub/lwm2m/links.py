@@ -140,3 +140,31 @@ def format_links(links: list[ResourceLink]) -> bytes:
             part += ";d"
         parts.append(part)
     return ",".join(parts).encode()
+
+
+def link_attributes(payload: bytes) -> list[tuple[str, dict[str, str | None]]]:
+    """Every link target with all its attributes as text (quotes removed), `</>` included: what a
+    Bootstrap-Discover answer says (`</>;lwm2m=1.1,</0/0>,</0/1>;ssid=101;uri="coap://…"`, LwM2M 1.1 §5.2.7.1)."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise LinkFormatError("link format is not UTF-8") from error
+    links: list[tuple[str, dict[str, str | None]]] = []
+    for raw in _split(text.strip(), ","):
+        fields = _split(raw.strip(), ";")
+        target = fields[0].strip()
+        if not target:
+            continue
+        if not (target.startswith("<") and target.endswith(">")):
+            raise LinkFormatError(f"link target must be <…>: {target[:40]!r}")
+        attrs: dict[str, str | None] = {}
+        for field in fields[1:]:
+            name, eq, value = field.strip().partition("=")
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            attrs[name.strip()] = value if eq else None
+        links.append((target[1:-1], attrs))
+        if len(links) > MAX_LINKS:
+            raise LinkFormatError(f"more than {MAX_LINKS} links")
+    return links

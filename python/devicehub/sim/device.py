@@ -22,6 +22,7 @@ from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.transport import ACK_TIMEOUT, MAX_RETRANSMIT, Address, CoapEndpoint, Reply
 from devicehub.sim import attributes
+from devicehub.sim.bootstrap import BootstrapClient, BootstrapError
 from devicehub.sim.objects import (
     BATTERY,
     CBOR_CFS,
@@ -65,6 +66,8 @@ class DeviceCounters:
     notifications: int = 0
     errors: int = 0
     requests: int = 0
+    bootstraps: int = 0
+    bootstrap_failures: int = 0
 
 
 @dataclass(slots=True)
@@ -111,6 +114,7 @@ class SimDevice:
         self.on_write: Callable[[str, Value], None] | None = None
         self.on_execute: Callable[[str, bytes], None] | None = None
         self.device_id: str | None = None
+        self.bootstrap: BootstrapClient | None = None  # set: bootstrap there first, then register where it says
         self.location: list[str] = []
         self.registered = asyncio.Event()
         self.counters = DeviceCounters()
@@ -165,6 +169,8 @@ class SimDevice:
         while True:
             try:
                 if not self.registered.is_set():
+                    if self.bootstrap is not None and self.counters.bootstraps == 0:
+                        await self.run_bootstrap()
                     await self.register()
                     backoff = 1.0
                 await self.clock.sleep(self._update_interval())
@@ -176,16 +182,32 @@ class SimDevice:
                 await self.clock.sleep(backoff)
                 backoff = min(backoff * 2, MAX_REGISTER_BACKOFF)
 
+    async def run_bootstrap(self) -> None:
+        """Client-initiated bootstrap (sim/bootstrap.py); the LwM2M server and lifetime are then the bootstrapped."""
+        assert self.bootstrap is not None
+        try:
+            provisioned = await self.bootstrap.run(self.endpoint)
+            if not provisioned.server[0]:
+                raise BootstrapError(f"cannot register at {provisioned.server_uri!r} (the simulator speaks coap://)")
+        except DeviceError:
+            self.counters.bootstrap_failures += 1
+            raise
+        self.server, self.lifetime = provisioned.server, provisioned.lifetime
+        self.queue_mode = "Q" in provisioned.binding
+        self.counters.bootstraps += 1
+
     def _update_interval(self) -> float:
         # Wakaama's rule (lwm2m-device-side.md §2): lt − 93 s, or lt/2 for short lifetimes
         return self.lifetime - 93 if self.lifetime > 186 else self.lifetime / 2
 
     # ---- registration interface -------------------------------------------------------------------
     def links(self) -> list[ResourceLink]:
-        if self.flavor == OMA:
-            return [ResourceLink(path=p) for p in self.model.instances()]
+        if self.flavor == OMA:  # the Security object is never announced (LwM2M 1.1 Core §6.2.1)
+            return [ResourceLink(path=p) for p in self.model.instances() if not p.startswith("/0/")]
         links = []
         for path in self.model.paths():
+            if path.startswith("/0/"):
+                continue
             resource = self.model.resource(path)
             assert resource is not None
             links.append(
@@ -345,7 +367,11 @@ class SimDevice:
     # ---- requests from the server ------------------------------------------------------------------
     async def _handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
         self.counters.requests += 1
+        if self.bootstrap is not None and remote == self.bootstrap.server:
+            return await self.bootstrap.handle(message, payload)
         path = message.uri_path
+        if path.strip("/").split("/")[0] == "0":
+            return Reply(codes.UNAUTHORIZED)  # the Security object is for the bootstrap server only
         code = message.code
         if code == codes.GET:
             if message.observe == 0:

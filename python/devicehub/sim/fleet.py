@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import SimulateSettings
 from devicehub.lwm2m.transport import Address
+from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import SimDevice
 
 PROGRESS_INTERVAL = 1.0
@@ -44,6 +45,9 @@ class Fleet:
             )
             for n in range(settings.count)
         ]
+        if settings.bootstrap:
+            for device in self.devices:
+                device.bootstrap = BootstrapClient(device.model, self.clock, device.endpoint_name, settings.bootstrap)
         self._varying: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -69,10 +73,15 @@ class Fleet:
         notifications = sum(d.counters.notifications for d in self.devices)
         notifying = sum(d.counters.notifications > 0 for d in self.devices)
         errors = sum(d.counters.errors for d in self.devices)
-        return (
+        line = (
             f"registered {registered}/{len(self.devices)}  notifying {notifying}  "
             f"notifications {notifications}  errors {errors}"
         )
+        if self.settings.bootstrap:
+            bootstrapped = sum(d.counters.bootstraps > 0 for d in self.devices)
+            failures = sum(d.counters.bootstrap_failures for d in self.devices)
+            line += f"  bootstrapped {bootstrapped}  bootstrap failures {failures}"
+        return line
 
 
 async def simulate(settings: SimulateSettings) -> int:

@@ -176,3 +176,23 @@ class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):
     auto: bool = False  # adopted from a Pelion `aobs` link
     last_seq: int | None = None
     last_at: float = 0.0
+
+
+class BootstrapConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """What the bootstrap server installs in a device's Security (/0) and Server (/1) objects (LwM2M 1.1 §5.2).
+
+    Keyed by endpoint name across the whole service (a device names only itself in `POST /bs?ep=`); owned by
+    one account."""
+
+    endpoint_name: str
+    account_id: str
+    server_uri: str  # /0/x/0
+    security_mode: int  # /0/x/2: 0 PSK, 1 RPK, 2 certificate, 3 NoSec, 4 certificate with EST
+    public_identity: bytes = b""  # /0/x/3: PSK identity or the client's certificate / public key
+    server_public_key: bytes = b""  # /0/x/4
+    secret_key: bytes = b""  # /0/x/5: PSK or private key
+    short_server_id: int = 1  # /0/x/10 and /1/x/0
+    lifetime: int = 86_400  # /1/x/1
+    binding: str = "U"  # /1/x/7
+    created_at: float
+    updated_at: float

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from devicehub.store.records import (
     Account,
     ApiKey,
+    BootstrapConfig,
     ChannelConfig,
     ChannelDrops,
     DesiredValue,
@@ -61,6 +62,8 @@ class RedisStore:
         self._acquire: Any = None
         self._release: Any = None
         self._remove_reg: Any = None
+        self._put_bootstrap: Any = None
+        self._delete_bootstrap: Any = None
         self._reported = ReportedWriteBehind(self._write_reported)
 
     @property
@@ -83,6 +86,8 @@ class RedisStore:
         self._acquire = self._redis.register_script((_LUA / "acquire_lease.lua").read_text())
         self._release = self._redis.register_script((_LUA / "release_lease.lua").read_text())
         self._remove_reg = self._redis.register_script((_LUA / "remove_registration.lua").read_text())
+        self._put_bootstrap = self._redis.register_script((_LUA / "put_bootstrap_config.lua").read_text())
+        self._delete_bootstrap = self._redis.register_script((_LUA / "delete_bootstrap_config.lua").read_text())
 
     async def close(self) -> None:
         await self._reported.close()
@@ -461,3 +466,30 @@ class RedisStore:
 
     async def release_lease(self, name: str, owner: str) -> None:
         await self._release(keys=[self._k("lease", name)], args=[owner])
+
+    # ---- bootstrap configurations -------------------------------------------------------------------
+    async def put_bootstrap_config(self, config: BootstrapConfig) -> bool:
+        name = config.endpoint_name
+        keys = [self._k("bootstrap", name), self._k("enroll", name), self._k("bootstraps", config.account_id)]
+        return bool(await self._put_bootstrap(keys=keys, args=[config.account_id, _encode(config), name]))
+
+    async def get_bootstrap_config(self, endpoint_name: str) -> BootstrapConfig | None:
+        data = await self.redis.hget(self._k("bootstrap", endpoint_name), "data")
+        return None if data is None else _decode(BootstrapConfig, data)
+
+    async def list_bootstrap_configs(
+        self, account_id: str, *, after: str | None = None, limit: int = 50
+    ) -> list[BootstrapConfig]:
+        low = f"({after}" if after is not None else "-"
+        index = self._k("bootstraps", account_id)
+        names = [_text(n) for n in await self.redis.zrangebylex(index, low, "+", start=0, num=limit)]
+        configs = []
+        for name in names:
+            config = await self.get_bootstrap_config(name)
+            if config is not None and config.account_id == account_id:
+                configs.append(config)
+        return configs
+
+    async def delete_bootstrap_config(self, account_id: str, endpoint_name: str) -> bool:
+        keys = [self._k("bootstrap", endpoint_name), self._k("bootstraps", account_id)]
+        return bool(await self._delete_bootstrap(keys=keys, args=[account_id, endpoint_name]))

@@ -26,6 +26,7 @@ from devicehub.store.health import WriteHealth
 from devicehub.store.records import (
     Account,
     ApiKey,
+    BootstrapConfig,
     ChannelConfig,
     ChannelDrops,
     DesiredValue,
@@ -82,6 +83,9 @@ CREATE INDEX IF NOT EXISTS registrations_expiry ON registrations (expires_at);
 CREATE TABLE IF NOT EXISTS observations (token BLOB PRIMARY KEY, device_id TEXT NOT NULL, data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS observations_device ON observations (device_id);
 CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS bootstrap_configs (
+    endpoint_name TEXT PRIMARY KEY, account_id TEXT NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS bootstrap_configs_account ON bootstrap_configs (account_id, endpoint_name);
 """
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -649,6 +653,48 @@ class SqliteStore:
 
     async def release_lease(self, name: str, owner: str) -> None:
         await self._write(lambda db: db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner)))
+
+    # ---- bootstrap configurations -------------------------------------------------------------------
+    async def put_bootstrap_config(self, config: BootstrapConfig) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            name = config.endpoint_name
+            owner = db.execute("SELECT account_id FROM bootstrap_configs WHERE endpoint_name = ?", (name,)).fetchone()
+            enrolled = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (name,)).fetchone()
+            if any(row is not None and row[0] != config.account_id for row in (owner, enrolled)):
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO bootstrap_configs (endpoint_name, account_id, data) VALUES (?, ?, ?)",
+                (name, config.account_id, _encode(config)),
+            )
+            return True
+
+        return await self._read(work)
+
+    async def get_bootstrap_config(self, endpoint_name: str) -> BootstrapConfig | None:
+        return await self._one(
+            BootstrapConfig, "SELECT data FROM bootstrap_configs WHERE endpoint_name = ?", (endpoint_name,)
+        )
+
+    async def list_bootstrap_configs(
+        self, account_id: str, *, after: str | None = None, limit: int = 50
+    ) -> list[BootstrapConfig]:
+        return await self._all(
+            BootstrapConfig,
+            "SELECT data FROM bootstrap_configs WHERE account_id = ? AND endpoint_name > ? ORDER BY endpoint_name"
+            " LIMIT ?",
+            (account_id, after if after is not None else "", limit),
+        )
+
+    async def delete_bootstrap_config(self, account_id: str, endpoint_name: str) -> bool:
+        return await self._read(
+            lambda db: (
+                db.execute(
+                    "DELETE FROM bootstrap_configs WHERE endpoint_name = ? AND account_id = ?",
+                    (endpoint_name, account_id),
+                ).rowcount
+                > 0
+            )
+        )
 
     # ---- helpers --------------------------------------------------------------------------------------
     async def _one(self, kind: type[T], sql: str, args: tuple[object, ...]) -> T | None:

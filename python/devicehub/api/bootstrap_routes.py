@@ -1,0 +1,156 @@
+"""Bootstrap configurations of the caller's account: `/v3/bootstrap-configs[/{endpoint_name}]` (PUT, GET, DELETE, list).
+
+Keys and identities travel base64-encoded (JSON has no bytes); the secret key is write-only, as API keys are: a
+response says only whether one is set.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from aiohttp import web
+
+from devicehub.api.body import decode, int_query, read_body
+from devicehub.api.context import principal, services
+from devicehub.api.openapi import Operation
+from devicehub.domain.bootstrap import DEFAULT_LIFETIME, MODE_NAMES, BootstrapConfigs, ConfigInput
+from devicehub.domain.timefmt import rfc3339
+from devicehub.store.records import BootstrapConfig
+
+MAX_LIMIT = 1000
+MAX_BODY = 64 * 1024
+
+
+class BootstrapConfigBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    server_uri: str
+    security_mode: str = "no_sec"
+    public_identity: bytes = b""
+    server_public_key: bytes = b""
+    secret_key: bytes = b""
+    short_server_id: int = 1
+    lifetime: int = DEFAULT_LIFETIME
+    binding: str = "U"
+
+
+class BootstrapConfigModel(msgspec.Struct, frozen=True, kw_only=True):
+    object: str = "bootstrap-config"
+    endpoint_name: str
+    account_id: str
+    server_uri: str
+    security_mode: str
+    public_identity: bytes
+    server_public_key: bytes
+    secret_key_set: bool
+    short_server_id: int
+    lifetime: int
+    binding: str
+    created_at: str
+    updated_at: str
+
+
+class BootstrapConfigList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    object: str = "list"
+    data: list[BootstrapConfigModel]
+    has_more: bool
+    limit: int
+    order: str = "ASC"
+    after: str | None = None
+
+
+_decoder = msgspec.json.Decoder(BootstrapConfigBody)
+_encoder = msgspec.json.Encoder()
+
+
+def config_model(config: BootstrapConfig) -> BootstrapConfigModel:
+    return BootstrapConfigModel(
+        endpoint_name=config.endpoint_name,
+        account_id=config.account_id,
+        server_uri=config.server_uri,
+        security_mode=MODE_NAMES.get(config.security_mode, str(config.security_mode)),
+        public_identity=config.public_identity,
+        server_public_key=config.server_public_key,
+        secret_key_set=bool(config.secret_key),
+        short_server_id=config.short_server_id,
+        lifetime=config.lifetime,
+        binding=config.binding,
+        created_at=rfc3339(config.created_at),
+        updated_at=rfc3339(config.updated_at),
+    )
+
+
+def _json(body: object, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=_encoder.encode(body), content_type="application/json")
+
+
+def _configs(request: web.Request) -> BootstrapConfigs:
+    node = services(request)
+    return BootstrapConfigs(node.store, node.clock)
+
+
+async def put_config(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    body: BootstrapConfigBody = decode(_decoder, await read_body(request, MAX_BODY))
+    given = ConfigInput(**{f: getattr(body, f) for f in body.__struct_fields__})
+    config, created = await _configs(request).put(caller.account_id, request.match_info["endpoint_name"], given)
+    return _json(config_model(config), 201 if created else 200)
+
+
+async def get_config(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    return _json(config_model(await _configs(request).get(caller.account_id, request.match_info["endpoint_name"])))
+
+
+async def delete_config(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    await _configs(request).delete(caller.account_id, request.match_info["endpoint_name"])
+    return web.Response(status=204)
+
+
+async def list_configs(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    limit = int_query(request, "limit", 2, MAX_LIMIT) or 50
+    after = request.query.get("after") or None
+    configs = await _configs(request).list(caller.account_id, after=after, limit=limit + 1)
+    return _json(
+        BootstrapConfigList(
+            data=[config_model(c) for c in configs[:limit]], has_more=len(configs) > limit, limit=limit, after=after
+        )
+    )
+
+
+OPERATIONS = (
+    Operation(
+        "get",
+        "/v3/bootstrap-configs",
+        "List the account's bootstrap configurations",
+        200,
+        BootstrapConfigList,
+        tag="bootstrap",
+    ),
+    Operation(
+        "put",
+        "/v3/bootstrap-configs/{endpoint_name}",
+        "Create (201) or replace (200) an endpoint's bootstrap configuration",
+        201,
+        BootstrapConfigModel,
+        BootstrapConfigBody,
+        tag="bootstrap",
+    ),
+    Operation(
+        "get",
+        "/v3/bootstrap-configs/{endpoint_name}",
+        "One bootstrap configuration",
+        200,
+        BootstrapConfigModel,
+        tag="bootstrap",
+    ),
+    Operation(
+        "delete", "/v3/bootstrap-configs/{endpoint_name}", "Delete a bootstrap configuration", 204, tag="bootstrap"
+    ),
+)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/v3/bootstrap-configs", list_configs)
+    app.router.add_put("/v3/bootstrap-configs/{endpoint_name}", put_config)
+    app.router.add_get("/v3/bootstrap-configs/{endpoint_name}", get_config)
+    app.router.add_delete("/v3/bootstrap-configs/{endpoint_name}", delete_config)

@@ -1,0 +1,253 @@
+"""The LwM2M bootstrap server (LwM2M 1.1 Core §5.2, §6.1; Transport §5.2) on its own CoAP endpoint.
+
+A device sends `POST /bs?ep=NAME[&pct=N]`; with a configuration for NAME it gets 2.04, and once that answer is
+on its way the server runs the session, one request at a time, as Leshan's DefaultBootstrapHandler does:
+Bootstrap-Discover (`GET /`, Accept link-format) to find the Security instance of the bootstrap account (the /0
+instance without `ssid`, as Leshan's BootstrapConfigStoreTaskProvider), Bootstrap-Delete of /0 and /1 (the client
+keeps its bootstrap account: Wakaama core/bootstrap.c), Bootstrap-Write of one Security and one Server instance in
+TLV, and Bootstrap-Finish (`POST /bs`). Without a configuration the answer is 4.00 "no bootstrap configuration",
+Leshan's answer (Wakaama's example server stays silent). A new `POST /bs` of the same endpoint replaces its
+session in progress. Values written, in TLV resource order:
+/0/x: 0 server URI, 1 bootstrap-server = false, 2 security mode, 3 public key or identity, 4 server public key,
+5 secret key, 10 short server id; /1/y: 0 short server id, 1 lifetime, 6 notification storing = false, 7 binding.
+Writes are TLV whatever `pct` prefers (checked only for form): Wakaama and Anjay take TLV when the Content-Format
+says so. Bootstrap-Read is not needed for this sequence and not sent.
+Everything the device answers is untrusted: a failed or odd exchange ends that session, counted, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from devicehub._core import TLV_RESOURCE, CoapMessage, TlvNode, coap_encode_uint, tlv_bool, tlv_encode, tlv_int
+from devicehub.clock import Clock
+from devicehub.lwm2m import codes
+from devicehub.lwm2m.errors import DeviceError
+from devicehub.lwm2m.links import LinkFormatError, link_attributes
+from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.store.base import Store
+from devicehub.store.records import BootstrapConfig
+
+log = logging.getLogger("devicehub.bootstrap")
+
+LINK_FORMAT_CF = 40
+NO_SEC = 3  # Security object resource 2
+TLV_CF = 11542
+MAX_ENDPOINT_NAME = 64
+MAX_SESSIONS = 1024
+OUTCOMES_KEPT = 1024
+FALLBACK_SECURITY_INSTANCE = 1  # a client that cannot Discover (LwM2M 1.0): its bootstrap account is taken as /0/0
+
+Lookup = Callable[[str, Address], Awaitable[BootstrapConfig | None]]
+
+
+class BootstrapFailed(Exception):
+    """A step of a bootstrap session was refused or not answered."""
+
+
+@dataclass(slots=True)
+class BootstrapStats:
+    requests: int = 0
+    refused: int = 0
+    malformed: int = 0
+    busy: int = 0
+    completed: int = 0
+    failed: int = 0
+    superseded: int = 0
+
+
+def security_instance(config: BootstrapConfig) -> bytes:
+    """TLV resources of the Security instance (object 0) for the configured server."""
+    return tlv_encode(
+        [
+            TlvNode(TLV_RESOURCE, 0, config.server_uri.encode()),
+            TlvNode(TLV_RESOURCE, 1, tlv_bool(False)),
+            TlvNode(TLV_RESOURCE, 2, tlv_int(config.security_mode)),
+            TlvNode(TLV_RESOURCE, 3, config.public_identity),
+            TlvNode(TLV_RESOURCE, 4, config.server_public_key),
+            TlvNode(TLV_RESOURCE, 5, config.secret_key),
+            TlvNode(TLV_RESOURCE, 10, tlv_int(config.short_server_id)),
+        ]
+    )
+
+
+def server_instance(config: BootstrapConfig) -> bytes:
+    """TLV resources of the Server instance (object 1)."""
+    return tlv_encode(
+        [
+            TlvNode(TLV_RESOURCE, 0, tlv_int(config.short_server_id)),
+            TlvNode(TLV_RESOURCE, 1, tlv_int(config.lifetime)),
+            TlvNode(TLV_RESOURCE, 6, tlv_bool(False)),
+            TlvNode(TLV_RESOURCE, 7, config.binding.encode()),
+        ]
+    )
+
+
+def bootstrap_account_instance(discover_payload: bytes) -> int | None:
+    """The /0 instance that has no `ssid` in a Bootstrap-Discover answer (the bootstrap server's own account)."""
+    for target, attrs in link_attributes(discover_payload):
+        parts = target.strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "0" and parts[1].isdigit() and "ssid" not in attrs:
+            return int(parts[1])
+    return None
+
+
+def local_address_towards(remote: Address) -> str:
+    """The address of this host on the route to `remote` (no packet is sent: a UDP connect only picks a route)."""
+    family = socket.AF_INET6 if ":" in remote[0] else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect(remote)
+        return str(probe.getsockname()[0])
+
+
+class ConfigLookup:
+    """Configurations from the store. With `dev_port` (`serve --dev`), an endpoint without one is sent to this
+    service's own LwM2M server on that port with NoSec, as `--dev` admits any device."""
+
+    def __init__(self, store: Store, clock: Clock, *, host: str, dev_port: int | None = None) -> None:
+        self._store = store
+        self._clock = clock
+        self._host = host
+        self._dev_port = dev_port
+
+    async def config_for(self, endpoint_name: str, remote: Address) -> BootstrapConfig | None:
+        config = await self._store.get_bootstrap_config(endpoint_name)
+        if config is not None or self._dev_port is None:
+            return config
+        host = self._host if self._host not in ("", "0.0.0.0", "::") else local_address_towards(remote)
+        now = self._clock.now()
+        return BootstrapConfig(
+            endpoint_name=endpoint_name,
+            account_id="",
+            server_uri=f"coap://[{host}]:{self._dev_port}" if ":" in host else f"coap://{host}:{self._dev_port}",
+            security_mode=NO_SEC,
+            created_at=now,
+            updated_at=now,
+        )
+
+
+class BootstrapServer:
+    """Answers `POST /bs` and runs one bootstrap session per endpoint (see the module docstring)."""
+
+    def __init__(self, lookup: Lookup, clock: Clock, *, max_sessions: int = MAX_SESSIONS) -> None:
+        self._lookup = lookup
+        self._clock = clock
+        self._max_sessions = max_sessions
+        self._endpoint: CoapEndpoint | None = None
+        self._sessions: dict[str, asyncio.Task[None]] = {}
+        # endpoint name → "completed" or the reason of failure, newest last (bounded): for operators and tests
+        self.outcomes: OrderedDict[str, str] = OrderedDict()
+        self.stats = BootstrapStats()
+
+    async def start(self, host: str, port: int) -> None:
+        self._endpoint = await CoapEndpoint.bind(host, port, self._clock, self._handle)
+
+    async def stop(self) -> None:
+        for task in list(self._sessions.values()):
+            task.cancel()
+        await asyncio.gather(*self._sessions.values(), return_exceptions=True)
+        if self._endpoint is not None:
+            await self._endpoint.close()
+
+    @property
+    def address(self) -> Address:
+        assert self._endpoint is not None, "start() first"
+        return self._endpoint.address
+
+    def metrics(self) -> dict[str, float]:
+        values: dict[str, float] = {"bootstrap_sessions": len(self._sessions)}
+        for name in BootstrapStats.__slots__:
+            values[f"bootstrap_{name}"] = getattr(self.stats, name)
+        return values
+
+    # ---- Bootstrap-Request --------------------------------------------------------------------------
+    async def _handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply:
+        if [s for s in message.uri_path.split("/") if s] != ["bs"]:
+            return Reply(codes.NOT_FOUND)
+        if message.code != codes.POST:
+            return Reply(codes.METHOD_NOT_ALLOWED)
+        self.stats.requests += 1
+        query: dict[str, str] = {}
+        for item in message.uri_query:
+            name, _, value = item.partition("=")
+            query[name] = value
+        endpoint_name = query.get("ep", "")
+        if not endpoint_name or len(endpoint_name) > MAX_ENDPOINT_NAME or not endpoint_name.isprintable():
+            self.stats.malformed += 1
+            return Reply(codes.BAD_REQUEST, payload=b"bootstrap needs ep= (1-64 printable characters)")
+        pct = query.get("pct")
+        if pct is not None and not (pct.isdigit() and len(pct) <= 5):
+            self.stats.malformed += 1
+            return Reply(codes.BAD_REQUEST, payload=b"pct must be a content-format number")
+        config = await self._lookup(endpoint_name, remote)
+        if config is None:
+            self.stats.refused += 1
+            log.info("bootstrap refused for %r from %s:%d: no configuration", endpoint_name, *remote)
+            return Reply(codes.BAD_REQUEST, payload=b"no bootstrap configuration")
+        previous = self._sessions.pop(endpoint_name, None)
+        if previous is not None:
+            previous.cancel()
+            self.stats.superseded += 1
+        elif len(self._sessions) >= self._max_sessions:
+            self.stats.busy += 1
+            return Reply(codes.SERVICE_UNAVAILABLE)
+        # the task first runs after this handler has returned and the transport has sent the 2.04
+        task = asyncio.create_task(self._session(endpoint_name, config, remote), name=f"bootstrap-{endpoint_name}")
+        self._sessions[endpoint_name] = task
+        task.add_done_callback(lambda done: self._ended(endpoint_name, done))
+        return Reply(codes.CHANGED)
+
+    def _ended(self, endpoint_name: str, task: asyncio.Task[None]) -> None:
+        if self._sessions.get(endpoint_name) is task:
+            del self._sessions[endpoint_name]
+
+    # ---- the session ----------------------------------------------------------------------------------
+    async def _session(self, endpoint_name: str, config: BootstrapConfig, remote: Address) -> None:
+        try:
+            await self._run(config, remote)
+        except (BootstrapFailed, DeviceError) as error:
+            self.stats.failed += 1
+            self._record(endpoint_name, f"failed: {error}")
+            log.info("bootstrap of %r failed: %s", endpoint_name, error)
+            return
+        self.stats.completed += 1
+        self._record(endpoint_name, "completed")
+        log.info("bootstrapped %r to %s", endpoint_name, config.server_uri)
+
+    def _record(self, endpoint_name: str, outcome: str) -> None:
+        self.outcomes.pop(endpoint_name, None)
+        self.outcomes[endpoint_name] = outcome
+        while len(self.outcomes) > OUTCOMES_KEPT:
+            self.outcomes.popitem(last=False)
+
+    async def _run(self, config: BootstrapConfig, remote: Address) -> None:
+        assert self._endpoint is not None
+        request = self._endpoint.request
+        accept = [(codes.ACCEPT, coap_encode_uint(LINK_FORMAT_CF))]
+        discover = await request(remote, codes.GET, accept)
+        keep: int | None = None
+        if discover.code == codes.CONTENT:
+            try:
+                keep = bootstrap_account_instance(discover.payload)
+            except LinkFormatError as error:
+                raise BootstrapFailed(f"Bootstrap-Discover answer is not link format: {error}") from None
+        elif discover.code not in (codes.BAD_REQUEST, codes.NOT_FOUND, codes.METHOD_NOT_ALLOWED):
+            raise BootstrapFailed(f"Bootstrap-Discover answered {codes.dotted(discover.code)}")
+        security_id = FALLBACK_SECURITY_INSTANCE if keep is None else (1 if keep == 0 else 0)
+        for path in ("/0", "/1"):
+            deleted = await request(remote, codes.DELETE, codes.path_options(path))
+            if deleted.code >> 5 != 2 and deleted.code != codes.NOT_FOUND:  # 4.04: nothing there to delete
+                raise BootstrapFailed(f"Bootstrap-Delete {path} answered {codes.dotted(deleted.code)}")
+        tlv = [(codes.CONTENT_FORMAT, coap_encode_uint(TLV_CF))]
+        for path, body in ((f"/0/{security_id}", security_instance(config)), ("/1/0", server_instance(config))):
+            written = await request(remote, codes.PUT, codes.path_options(path) + tlv, body)
+            if written.code != codes.CHANGED:
+                raise BootstrapFailed(f"Bootstrap-Write {path} answered {codes.dotted(written.code)}")
+        finished = await request(remote, codes.POST, codes.path_options("/bs"))
+        if finished.code != codes.CHANGED:
+            raise BootstrapFailed(f"Bootstrap-Finish answered {codes.dotted(finished.code)}")
