@@ -95,7 +95,10 @@ class Journal:
     async def stop(self) -> None:
         """Stop the flusher and write what is pending (graceful stop loses nothing)."""
         if self._task is not None:
-            self._task.cancel()
+            # cancelled only between flushes: a store write cancelled while its executor thread carries on would
+            # land in the store uncounted, and the final flush would write those events a second time
+            async with self._lock:
+                self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         await self.flush()

@@ -185,3 +185,35 @@ def test_forget_drops_pending_and_stored_events() -> None:
         assert journal_of(channel).pending_events == 0
 
     asyncio.run(main())
+
+
+def test_stop_during_a_flush_writes_each_event_once() -> None:
+    """A stop used to cancel the flusher mid-write; the store (a thread) finished the write anyway, uncounted, and
+    the final flush wrote the same events again: a restart then delivered them twice."""
+
+    class SlowStore(JournalStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.writing = asyncio.Event()
+            self.release = asyncio.Event()
+
+        async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None:
+            async def write() -> None:  # like a store's executor thread: carries on when its caller is cancelled
+                self.writing.set()
+                await self.release.wait()
+                await JournalStore.append_events(self, key_id, events)
+
+            await asyncio.shield(write())
+
+    async def main() -> None:
+        store = SlowStore()
+        journal = Journal(store, 0.001)  # type: ignore[arg-type]
+        journal.append("k1", StoredEvent(KIND_NOTIFICATION, b"1", 0))
+        journal.start()
+        await store.writing.wait()
+        stopping = asyncio.ensure_future(journal.stop())  # while the write is out
+        store.release.set()
+        await stopping
+        assert [e.data for e in store.events["k1"]] == [b"1"]
+
+    asyncio.run(asyncio.wait_for(main(), 10))
