@@ -17,6 +17,7 @@ from devicehub.edge.forwarding import (
     INVALID_JSON_STRUCTURE,
     REQUEST_TIMEOUT,
     RESOURCE_NOT_FOUND,
+    SHUTDOWN_TIMING,
     Forwarded,
     ForwardingDevice,
     RpcError,
@@ -52,6 +53,7 @@ class Children:
         self._server = server
         self._gateway = gateway
         self._children: dict[str, Child] = {}
+        self._shutting_down = False
 
     def names(self) -> list[str]:
         return sorted(self._children)
@@ -78,6 +80,8 @@ class Children:
             model=built.model,
         )
         device.registration_query = [f"gw={self._gateway.endpoint_name}"]
+        if self._shutting_down:
+            device.deregister_timing = SHUTDOWN_TIMING
 
         def owner(kind: str, operations: int) -> Forwarded:
             async def to_translator(path: str, operation: int, value: str) -> None:
@@ -123,6 +127,13 @@ class Children:
         for device_id in [d for d, c in self._children.items() if c.translator == translator]:
             await self.unregister(device_id)
 
+    def shutting_down(self) -> None:
+        """From now on each de-registration is one send (forwarding.SHUTDOWN_TIMING)."""
+        self._shutting_down = True
+        for child in self._children.values():
+            child.device.deregister_timing = SHUTDOWN_TIMING
+
     async def stop(self) -> None:
+        self.shutting_down()
         children, self._children = list(self._children.values()), {}
         await asyncio.gather(*(child.device.stop(deregister=True) for child in children))

@@ -130,6 +130,7 @@ class Api:
         self.write_timeout = write_timeout
         self.translators: dict[str, Peer] = {}
         self.managers: dict[str, Peer] = {}
+        self.peers: set[Peer] = set()  # every open connection, closed on shutdown
         self.tables: dict[str, dict[str, Callable[[Peer, dict[str, Any]], Awaitable[object]]]] = {
             "pt": {
                 "protocol_translator_register": self.protocol_translator_register,
@@ -373,6 +374,7 @@ async def _serve(request: web.Request, path: str) -> web.WebSocketResponse:
     ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE)
     await ws.prepare(request)
     peer = Peer(ws, api.clock)
+    api.peers.add(peer)
     tasks: set[asyncio.Task[None]] = set()
 
     async def answer(data: str | bytes) -> None:
@@ -395,8 +397,14 @@ async def _serve(request: web.Request, path: str) -> web.WebSocketResponse:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        api.peers.discard(peer)
         await api.gone(path, peer)
     return ws
+
+
+async def _close_connections(app: web.Application) -> None:
+    """Shutdown: open WebSockets would otherwise hold the server's cleanup for its whole grace period."""
+    await asyncio.gather(*(peer.ws.close(code=1001) for peer in list(app[API].peers)), return_exceptions=True)
 
 
 async def pt(request: web.Request) -> web.WebSocketResponse:
@@ -416,6 +424,7 @@ def create_pt_app(
 ) -> web.Application:
     app = web.Application()
     app[API] = Api(children, client, clock, write_timeout)
+    app.on_shutdown.append(_close_connections)
     app.router.add_get("/1/pt", pt)
     app.router.add_get("/1/mgmt", mgmt)
     app.router.add_get("/1/grm", grm)

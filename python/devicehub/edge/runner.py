@@ -15,6 +15,7 @@ from aiohttp import web
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import EdgeSettings, add_arguments, build
 from devicehub.edge.children import Children
+from devicehub.edge.forwarding import SHUTDOWN_TIMING
 from devicehub.edge.pt_api import WRITE_TIMEOUT, create_pt_app
 from devicehub.edge.status_api import create_status_app
 from devicehub.edge.upstream import EdgeClient
@@ -72,8 +73,10 @@ class EdgeCore:
         )
 
     async def stop(self) -> None:
-        """Prompt even when the service is gone: each de-registration is one send (forwarding.DEREGISTER_TIMING),
+        """Prompt even when the service is gone: each de-registration is one send (forwarding.SHUTDOWN_TIMING),
         the children's side by side; the socket file is removed."""
+        self.children.shutting_down()
+        self.client.deregister_timing = SHUTDOWN_TIMING
         for runner in reversed(self._runners):
             await runner.cleanup()
         self._runners.clear()
