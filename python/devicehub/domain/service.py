@@ -191,7 +191,7 @@ class DeviceService:
             created_at=previous.created_at if previous else now,
             updated_at=now,
             last_seen_at=now,
-            host_gateway=previous.host_gateway if previous else "",
+            host_gateway=await self._host_gateway(registration),
         )
         if previous is not None:  # what applications set in the directory outlives registrations
             device = msgspec.structs.replace(device, **{f: getattr(previous, f) for f in DIRECTORY_FIELDS})
@@ -199,6 +199,13 @@ class DeviceService:
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
         self._devices[device.id] = device
         return device
+
+    async def _host_gateway(self, registration: Registration) -> str:
+        """The device-id of the gateway a child names with `gw=` (its endpoint name): a device of the same account."""
+        if not registration.gateway or registration.gateway == registration.endpoint_name:
+            return ""
+        gateway = await self._store.find_device(registration.account_id, registration.gateway)
+        return gateway.id if gateway is not None else ""
 
     async def _store_link_values(self, device: Device, links: Sequence[ResourceLink]) -> None:
         """spec §2.4: values announced in the register message are reported values."""

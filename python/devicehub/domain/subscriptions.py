@@ -51,6 +51,7 @@ _HTTP_FOR_COAP = {
     0x8F: 415,
     0xA0: 500,
     0xA3: 503,
+    0xA4: 504,  # a gateway's translator did not answer in time (mbed-edge map_to_coap_error)
 }
 
 

@@ -1,113 +1,48 @@
 """Child devices of the gateway: each one a protocol translator added is registered upstream as its own LwM2M
-endpoint (so the cloud API, subscriptions, echo and channels work on it); what the cloud writes or executes on
-it goes back to its translator; value updates from the translator notify the observers upstream."""
+endpoint (so the cloud API, subscriptions, echo and channels work on it), with `gw=<Edge Core's endpoint name>` so
+the directory shows Edge Core as its `host_gateway`; what the cloud writes or executes on it goes to its translator
+and is answered with the translator's answer; value updates from the translator notify the observers upstream."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
-import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from devicehub.clock import Clock
+from devicehub.edge.forwarding import (
+    ENDPOINT_ALREADY_REGISTERED,
+    ENDPOINT_LIMIT,
+    INVALID_JSON_STRUCTURE,
+    REQUEST_TIMEOUT,
+    RESOURCE_NOT_FOUND,
+    SHUTDOWN_TIMING,
+    Forwarded,
+    ForwardingDevice,
+    RpcError,
+    build_model,
+)
 from devicehub.edge.upstream import EdgeClient
 from devicehub.lwm2m.transport import Address
-from devicehub.sim.device import PELION, SimDevice
-from devicehub.sim.objects import BOOL, FLOAT, INT, OPAQUE, STRING, TIME, Model, Resource, Value
+from devicehub.sim.device import PELION
 
 log = logging.getLogger("devicehub.edge")
 
 REGISTER_TIMEOUT = 30.0
-READ, WRITE, EXECUTE = 1, 2, 4
-TYPES = {"string": STRING, "int": INT, "float": FLOAT, "bool": BOOL, "time": TIME, "objlink": STRING, "opaque": OPAQUE}
 MAX_CHILDREN = 1000
 
-# what a translator hears: (device id, object, instance, resource, operation, base64 value)
-WriteForward = Callable[[str, int, int, int, int, str], None]
-
-
-class ChildError(Exception):
-    """A translator request that cannot be done; `code` is the JSON-RPC error code (wire-format.md)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def decode_value(kind: str, data: str) -> Value:
-    """A translator's base64 value in the type's binary form (Mbed Edge): big-endian numbers."""
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError) as error:
-        raise ChildError(-30101, f"value is not base64: {error}") from error
-    try:
-        if kind in (INT, TIME):
-            return int.from_bytes(raw, "big", signed=True) if raw else 0
-        if kind == FLOAT:
-            return struct.unpack(">d" if len(raw) == 8 else ">f", raw)[0] if raw else 0.0
-        if kind == BOOL:
-            return raw not in (b"", b"\x00")
-        if kind == OPAQUE:
-            return raw
-        return raw.decode()
-    except (struct.error, UnicodeDecodeError) as error:
-        raise ChildError(-30102, f"illegal value for a {kind} resource: {error}") from error
-
-
-def encode_value(kind: str, value: Value) -> str:
-    if kind in (INT, TIME):
-        raw = int(value).to_bytes(8, "big", signed=True)
-    elif kind == FLOAT:
-        raw = struct.pack(">d", float(value))
-    elif kind == BOOL:
-        raw = b"\x01" if value else b"\x00"
-    elif isinstance(value, bytes):
-        raw = value
-    else:
-        raw = str(value).encode()
-    return base64.b64encode(raw).decode()
+# what a translator hears: (device id, object, instance, resource, operation, base64 value); RpcError on failure
+ChildForward = Callable[[str, int, int, int, int, str], Awaitable[None]]
 
 
 @dataclass(slots=True)
 class Child:
-    device: SimDevice
+    device: ForwardingDevice
     translator: str
     kinds: dict[str, str]  # path → value kind
-
-
-def build_model(objects: object) -> tuple[Model, dict[str, str]]:
-    """The LwM2M model of a `device_register` call's `objects`; ChildError -32602 when malformed."""
-    if not isinstance(objects, list) or not objects:
-        raise ChildError(-32602, "objects must be a non-empty list")
-    model = Model()
-    kinds: dict[str, str] = {}
-    try:
-        for obj in objects:
-            oid = int(obj["objectId"])
-            for instance in obj["objectInstances"]:
-                iid = int(instance["objectInstanceId"])
-                resources = model.objects.setdefault(oid, {}).setdefault(iid, {})
-                for res in instance["resources"]:
-                    rid, kind = int(res["resourceId"]), TYPES[res.get("type", "string")]
-                    operations = int(res.get("operations", READ))
-                    value = decode_value(kind, res.get("value", ""))
-                    resources[rid] = Resource(
-                        rid,
-                        kind,
-                        value,
-                        writable=bool(operations & WRITE),
-                        executable=bool(operations & EXECUTE),
-                        published=True,
-                    )
-                    kinds[f"/{oid}/{iid}/{rid}"] = kind
-    except (KeyError, TypeError, ValueError) as error:
-        raise ChildError(-32602, f"malformed objects: {error!r}") from error
-    if not all(0 <= int(p) <= 65535 for path in kinds for p in path.strip("/").split("/")):
-        raise ChildError(-32602, "object, instance and resource ids are 0-65535")
-    return model, kinds
+    operations: dict[str, int]  # path → operations bitmask as declared
+    types: dict[str, str]  # path → type name as declared
 
 
 class Children:
@@ -118,6 +53,7 @@ class Children:
         self._server = server
         self._gateway = gateway
         self._children: dict[str, Child] = {}
+        self._shutting_down = False
 
     def names(self) -> list[str]:
         return sorted(self._children)
@@ -126,14 +62,14 @@ class Children:
         return self._children.get(device_id)
 
     async def register(
-        self, translator: str, device_id: str, lifetime: int, queue_mode: bool, objects: object, forward: WriteForward
+        self, translator: str, device_id: str, lifetime: int, queue_mode: bool, objects: object, forward: ChildForward
     ) -> None:
         if device_id in self._children:
-            raise ChildError(-30005, f"endpoint {device_id} is already registered")
+            raise RpcError(ENDPOINT_ALREADY_REGISTERED, f"endpoint {device_id} is already registered")
         if len(self._children) >= MAX_CHILDREN:
-            raise ChildError(-30000, f"at most {MAX_CHILDREN} child devices")
-        model, kinds = build_model(objects)
-        device = SimDevice(
+            raise RpcError(ENDPOINT_LIMIT, f"at most {MAX_CHILDREN} child devices")
+        built = build_model(objects, code=INVALID_JSON_STRUCTURE)
+        device = ForwardingDevice(
             self._clock,
             self._server,
             device_id,
@@ -141,31 +77,35 @@ class Children:
             lifetime=lifetime,
             queue_mode=queue_mode,
             flavor=PELION,
-            model=model,
+            model=built.model,
         )
+        device.registration_query = [f"gw={self._gateway.endpoint_name}"]
+        if self._shutting_down:
+            device.deregister_timing = SHUTDOWN_TIMING
 
-        def on_write(path: str, value: Value) -> None:
-            _, oid, iid, rid = path.split("/")
-            forward(device_id, int(oid), int(iid), int(rid), WRITE, encode_value(kinds[path], value))
+        def owner(kind: str, operations: int) -> Forwarded:
+            async def to_translator(path: str, operation: int, value: str) -> None:
+                _, oid, iid, rid = path.split("/")
+                await forward(device_id, int(oid), int(iid), int(rid), operation, value)
 
-        def on_execute(path: str, payload: bytes) -> None:
-            _, oid, iid, rid = path.split("/")
-            forward(device_id, int(oid), int(iid), int(rid), EXECUTE, base64.b64encode(payload).decode())
+            return Forwarded(kind, operations, to_translator)
 
-        device.on_write, device.on_execute = on_write, on_execute
-        self._children[device_id] = Child(device, translator, kinds)
+        device.forwarded = {path: owner(kind, built.operations[path]) for path, kind in built.kinds.items()}
+        self._children[device_id] = Child(device, translator, built.kinds, built.operations, built.types)
         await device.start()
         try:
             await asyncio.wait_for(device.registered.wait(), REGISTER_TIMEOUT)
         except TimeoutError:
             await self.unregister(device_id)
-            raise ChildError(-30007, f"{device_id} did not register upstream in {REGISTER_TIMEOUT:.0f} s") from None
+            raise RpcError(
+                REQUEST_TIMEOUT, f"{device_id} did not register upstream in {REGISTER_TIMEOUT:.0f} s"
+            ) from None
         self._gateway.children_changed(self.names())
 
     async def unregister(self, device_id: str) -> None:
         child = self._children.pop(device_id, None)
         if child is None:
-            raise ChildError(-30000, f"no child device {device_id}")
+            raise RpcError(RESOURCE_NOT_FOUND, f"no child device {device_id}")
         await child.device.stop(deregister=True)
         self._gateway.children_changed(self.names())
 
@@ -173,13 +113,13 @@ class Children:
         """Values a translator reports: set each resource (observers upstream are notified)."""
         child = self._children.get(device_id)
         if child is None:
-            raise ChildError(-30000, f"no child device {device_id}")
-        model, kinds = build_model(objects)
-        unknown = [path for path in kinds if path not in child.kinds]
+            raise RpcError(RESOURCE_NOT_FOUND, f"no child device {device_id}")
+        built = build_model(objects, code=INVALID_JSON_STRUCTURE)
+        unknown = [path for path in built.kinds if path not in child.kinds]
         if unknown:  # nothing is set when any resource is unknown
-            raise ChildError(-30103, f"{device_id} has no resource {unknown[0]}")
-        for path in kinds:
-            resource = model.resource(path)
+            raise RpcError(RESOURCE_NOT_FOUND, f"{device_id} has no resource {unknown[0]}")
+        for path in built.kinds:
+            resource = built.model.resource(path)
             assert resource is not None
             child.device.set_value(path, resource.value)
 
@@ -187,7 +127,13 @@ class Children:
         for device_id in [d for d, c in self._children.items() if c.translator == translator]:
             await self.unregister(device_id)
 
+    def shutting_down(self) -> None:
+        """From now on each de-registration is one send (forwarding.SHUTDOWN_TIMING)."""
+        self._shutting_down = True
+        for child in self._children.values():
+            child.device.deregister_timing = SHUTDOWN_TIMING
+
     async def stop(self) -> None:
-        for device_id in list(self._children):
-            child = self._children.pop(device_id)
-            await child.device.stop(deregister=True)
+        self.shutting_down()
+        children, self._children = list(self._children.values()), {}
+        await asyncio.gather(*(child.device.stop(deregister=True) for child in children))

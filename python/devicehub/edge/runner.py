@@ -15,7 +15,8 @@ from aiohttp import web
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import EdgeSettings, add_arguments, build
 from devicehub.edge.children import Children
-from devicehub.edge.pt_api import create_pt_app
+from devicehub.edge.forwarding import SHUTDOWN_TIMING
+from devicehub.edge.pt_api import WRITE_TIMEOUT, create_pt_app
 from devicehub.edge.status_api import create_status_app
 from devicehub.edge.upstream import EdgeClient
 from devicehub.sim.fleet import server_address
@@ -26,7 +27,9 @@ log = logging.getLogger("devicehub.edge")
 class EdgeCore:
     """Everything `devicehub edge` runs, startable in tests on free ports and a temporary socket path."""
 
-    def __init__(self, settings: EdgeSettings, clock: Clock | None = None) -> None:
+    def __init__(
+        self, settings: EdgeSettings, clock: Clock | None = None, *, write_timeout: float = WRITE_TIMEOUT
+    ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.client = EdgeClient(
@@ -41,6 +44,7 @@ class EdgeCore:
         )
         self.children = Children(self.clock, server_address(settings.server), self.client)
         self.http_port = settings.http_port
+        self.write_timeout = write_timeout
         self._runners: list[web.AppRunner] = []
 
     async def start(self) -> None:
@@ -55,7 +59,8 @@ class EdgeCore:
         self._runners.append(status_runner)
         socket_path = Path(self.settings.edge_pt_domain_socket)
         await asyncio.to_thread(_remove_stale, socket_path)
-        pt_runner = web.AppRunner(create_pt_app(self.children), access_log=None)
+        app = create_pt_app(self.children, self.client, self.clock, write_timeout=self.write_timeout)
+        pt_runner = web.AppRunner(app, access_log=None)
         await pt_runner.setup()
         await web.UnixSite(pt_runner, str(socket_path)).start()
         self._runners.append(pt_runner)
@@ -68,10 +73,15 @@ class EdgeCore:
         )
 
     async def stop(self) -> None:
+        """Prompt even when the service is gone: each de-registration is one send (forwarding.SHUTDOWN_TIMING),
+        the children's side by side; the socket file is removed."""
+        self.children.shutting_down()
+        self.client.deregister_timing = SHUTDOWN_TIMING
         for runner in reversed(self._runners):
             await runner.cleanup()
-        await self.children.stop()
-        await self.client.stop()
+        self._runners.clear()
+        await asyncio.to_thread(_remove_stale, Path(self.settings.edge_pt_domain_socket))
+        await asyncio.gather(self.children.stop(), self.client.stop())
 
 
 def _remove_stale(socket_path: Path) -> None:

@@ -1,44 +1,72 @@
 """Edge Core's own LwM2M connection to the service, and the status it reports.
 
 It is a full LwM2M client (the simulator's client code: reads, writes, observations) with its own objects:
-3 Device (Edge version) and the gateway object listing the child devices. Its life cycle follows the real
-connection: `connecting` while registering, `connected` after 2.01 with the device-id the service assigned
-(the last Location-Path segment), `error` with the code when the server refuses (4.03 → 403), is unreachable
-past the retransmission window (504), or a keepalive goes unanswered (504). While idle it sends a registration
-update every `keepalive_time` seconds; unanswered, it is sent again after `keepalive_interval` and then with
-doubling waits (RFC 7252 back-off, three sends), so a dead link shows as `error` at most
+1 Server (/1/0/8 registration update trigger), 3 Device (Edge version, /3/0/4 reboot = a clean restart of this
+link: de-register, register afresh; /3/0/13 current time), the gateway object listing the child devices, and the
+resources a gateway resource manager adds over `/1/grm` (cloud writes on those go to the manager).
+
+Its life cycle follows the real connection: `connecting` while registering, `connected` after 2.01 with the device-
+id the service assigned (the last Location-Path segment), `error` with the code when the server refuses (4.03 →
+403), is unreachable past the retransmission window (504), or a keepalive goes unanswered (504). While idle it
+sends a registration update every `keepalive_time` seconds; unanswered, it is sent again after `keepalive_interval`
+and then with doubling waits (RFC 7252 back-off, three sends), so a dead link shows as `error` at most
 keepalive_time + 10.5 × keepalive_interval after the last answer (spec §2.6: the status can lag).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 
 from devicehub import __version__
 from devicehub.clock import Clock
+from devicehub.edge.forwarding import (
+    GRM_OBJECT_RESERVED,
+    GRM_RESOURCE_EXISTS,
+    RESOURCE_NOT_FOUND,
+    Forward,
+    Forwarded,
+    ForwardingDevice,
+    Objects,
+    RpcError,
+)
 from devicehub.edge.status import ERROR, EdgeStatus
 from devicehub.lwm2m.errors import DeviceError, DeviceTimeout
-from devicehub.lwm2m.transport import Address
-from devicehub.sim.device import PELION, SimDevice
-from devicehub.sim.objects import INT, STRING, Model, Resource
+from devicehub.lwm2m.ports import ResourceLink
+from devicehub.lwm2m.transport import Address, Reply
+from devicehub.sim.device import PELION
+from devicehub.sim.objects import INT, STRING, CurrentTime, Model, Resource
 
 log = logging.getLogger("devicehub.edge")
 
 GATEWAY_OBJECT = 33001  # devicehub's gateway object: 0 child count, 1 child endpoint names (comma-separated)
+REBOOT = "/3/0/4"
+# objects a gateway resource manager may not add (mbed-edge grm_api.c: Edge Core's own), and devicehub's gateway object
+RESERVED_OBJECTS = frozenset({1, 3, 14, 10252, 10255, 26241, 35011, GATEWAY_OBJECT})
 KEEPALIVE_TRIES = 3
 MAX_BACKOFF = 60.0
 
 
-def edge_model(endpoint_name: str, lifetime: int) -> Model:
+def edge_model(endpoint_name: str, lifetime: int, now: Callable[[], float]) -> Model:
     return Model(
         objects={
-            1: {0: {0: Resource(0, INT, 1), 1: Resource(1, INT, lifetime, writable=True)}},
+            1: {
+                0: {
+                    0: Resource(0, INT, 1),
+                    1: Resource(1, INT, lifetime, writable=True),
+                    8: Resource(8, STRING, "", executable=True),  # Registration Update Trigger
+                }
+            },
             3: {
                 0: {
                     0: Resource(0, STRING, "devicehub", published=True),
                     1: Resource(1, STRING, "edge-core", published=True),
                     2: Resource(2, STRING, endpoint_name, published=True),
                     3: Resource(3, STRING, __version__, published=True),  # Firmware Version = Edge version
+                    4: Resource(4, STRING, "", executable=True),  # Reboot: restarts the upstream link
+                    13: CurrentTime(13, now),  # Current Time
                 }
             },
             GATEWAY_OBJECT: {0: {0: Resource(0, INT, 0), 1: Resource(1, STRING, "")}},
@@ -46,7 +74,7 @@ def edge_model(endpoint_name: str, lifetime: int) -> Model:
     )
 
 
-class EdgeClient(SimDevice):
+class EdgeClient(ForwardingDevice):
     """The upstream connection; `status` is the record GET /status serves."""
 
     def __init__(
@@ -68,17 +96,90 @@ class EdgeClient(SimDevice):
             endpoint_type=endpoint_type,
             lifetime=lifetime,
             flavor=PELION,
-            model=edge_model(endpoint_name, lifetime),
+            model=edge_model(endpoint_name, lifetime, clock.now),
         )
         # the keepalive (a registration update) is retransmitted after keepalive_interval, KEEPALIVE_TRIES sends in
         # all; registration itself keeps CoAP's own window, so an unreachable server shows within ~93 s
         self.update_timing = (keepalive_interval, KEEPALIVE_TRIES - 1)
         self.keepalive_time = keepalive_time
         self.status = EdgeStatus(endpoint_name=endpoint_name, lwm2m_server_uri=server_uri, edge_version=__version__)
+        self.restarts = 0
+        self._stopping = False
 
     def children_changed(self, names: list[str]) -> None:
         self.set_value(f"/{GATEWAY_OBJECT}/0/0", len(names))
         self.set_value(f"/{GATEWAY_OBJECT}/0/1", ",".join(names))
+
+    async def add_resources(self, built: Objects, forward: Forward, owner: object) -> None:
+        """A gateway resource manager's `add_resource`: the resources join this endpoint, announced upstream in a
+        registration update before the call is answered."""
+        for path in built.kinds:
+            oid = int(path.split("/")[1])
+            if oid in RESERVED_OBJECTS:
+                raise RpcError(GRM_OBJECT_RESERVED, f"object {oid} is Edge Core's own")
+            if self.model.resource(path) is not None:
+                raise RpcError(GRM_RESOURCE_EXISTS, f"{path} already exists")
+        for oid, instances in built.model.objects.items():
+            for iid, resources in instances.items():
+                self.model.objects.setdefault(oid, {}).setdefault(iid, {}).update(resources)
+        for path, kind in built.kinds.items():
+            self.forwarded[path] = Forwarded(kind, built.operations[path], forward, owner)
+        await self._announce([link for link in self.links() if link.path in built.kinds])
+
+    def set_values(self, built: Objects, owner: object) -> None:
+        """A manager's `write_resource_value`: values of resources it added (observers upstream are notified)."""
+        unknown = [
+            path for path in built.kinds if path not in self.forwarded or self.forwarded[path].owner is not owner
+        ]
+        if unknown:  # nothing is set when any resource is unknown
+            raise RpcError(RESOURCE_NOT_FOUND, f"no gateway resource {unknown[0]}")
+        for path in built.kinds:
+            resource = built.model.resource(path)
+            assert resource is not None
+            self.set_value(path, resource.value)
+
+    async def remove_resources(self, owner: object) -> None:
+        """A manager went away: the resources it added go with it."""
+        paths = [path for path, forwarded in self.forwarded.items() if forwarded.owner is owner]
+        for path in paths:
+            del self.forwarded[path]
+            oid, iid, rid = (int(p) for p in path.split("/")[1:])
+            instance = self.model.objects[oid][iid]
+            del instance[rid]
+            if not instance:
+                del self.model.objects[oid][iid]
+            if not self.model.objects[oid]:
+                del self.model.objects[oid]
+        await self._announce([ResourceLink(path=path, deleted=True) for path in paths])
+
+    async def _announce(self, links: list[ResourceLink]) -> None:
+        if links and self.registered.is_set():
+            with contextlib.suppress(DeviceError):  # a failed update shows in the status; the next Register has them
+                await self.update(links)
+
+    def _execute(self, path: str, payload: bytes) -> Reply:
+        reply = super()._execute(path, payload)
+        if path == REBOOT and reply.code >> 5 == 2:
+            self._spawn(self._restart())  # after the 2.04 has gone out
+        return reply
+
+    async def _restart(self) -> None:
+        """/3/0/4: end the registration cleanly and register afresh (a new registration, observations reset)."""
+        if self._stopping or self._lifecycle is None:
+            return
+        self._lifecycle.cancel()
+        await asyncio.gather(self._lifecycle, return_exceptions=True)
+        if self.registered.is_set():
+            with contextlib.suppress(DeviceError):
+                await self.deregister()
+        self.registered.clear()
+        self.restarts += 1
+        if not self._stopping:
+            self._lifecycle = asyncio.create_task(self._run(), name=f"edge-{self.endpoint_name}")
+
+    async def stop(self, *, deregister: bool = True) -> None:
+        self._stopping = True
+        await super().stop(deregister=deregister)
 
     def _idle_wait(self) -> float:
         # the keepalive doubles as the registration update: whichever comes first

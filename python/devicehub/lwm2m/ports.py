@@ -37,6 +37,7 @@ class Registration:
     updated_at: float  # clock seconds of the last Register or Update
     queue_mode: bool = False
     domain: str | None = None
+    gateway: str = ""  # `gw=`: the endpoint name of the Edge gateway hosting this device (devicehub's Edge Core)
 
 
 @dataclass(frozen=True, slots=True)

@@ -300,6 +300,7 @@ class LwM2MServer:
             updated_at=now,
             queue_mode="Q" in binding or "Q" in query,
             domain=query.get("d"),
+            gateway=query.get("gw", "")[:MAX_ENDPOINT_NAME],
         )
         lock = self._locks.setdefault(admission.device_id, asyncio.Lock())
         async with lock:

@@ -107,9 +107,10 @@ class SimDevice:
         self.queue_mode = queue_mode
         self.flavor = flavor
         self.host = host
-        self.model = model if model is not None else standard_model(endpoint_name, lifetime, clock.now())
+        self.model = model if model is not None else standard_model(endpoint_name, lifetime, clock.now)
         self.ack_timeout, self.max_retransmit = ack_timeout, max_retransmit
         self.update_timing: tuple[float, int] | None = None  # (ACK timeout, retransmissions) of Updates only
+        self.registration_query: list[str] = []  # more Register parameters (an Edge child's `gw=`)
         # Edge Core forwards what the cloud writes or executes on a child to its protocol translator
         self.on_write: Callable[[str, Value], None] | None = None
         self.on_execute: Callable[[str, bytes], None] | None = None
@@ -231,6 +232,7 @@ class SimDevice:
         ]
         if self.endpoint_type:
             query.append(f"et={self.endpoint_type}")
+        query += self.registration_query
         options = [(codes.URI_PATH, b"rd"), (codes.CONTENT_FORMAT, coap_encode_uint(40))]
         options += [(codes.URI_QUERY, q.encode()) for q in query]
         for observer in self._observers.values():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from devicehub._core import (
@@ -138,6 +139,23 @@ class Resource:
             raise BadValue(str(error)) from error
 
 
+class CurrentTime(Resource):
+    """/3/0/13 Current Time: moves with the (injected) clock; a write sets the offset from it."""
+
+    def __init__(self, rid: int, now: Callable[[], float], *, writable: bool = True) -> None:
+        self._now = now
+        self._offset = 0
+        super().__init__(rid, TIME, int(now()), writable=writable)
+
+    @property
+    def value(self) -> Value:
+        return int(self._now()) + self._offset
+
+    @value.setter
+    def value(self, value: Value) -> None:
+        self._offset = int(value) - int(self._now())
+
+
 @dataclass(slots=True)
 class Model:
     """Object → instance → resource."""
@@ -249,7 +267,7 @@ def _ids(path: str) -> list[int] | None:
     return [int(p) for p in parts]
 
 
-def standard_model(endpoint_name: str, lifetime: int, now: float) -> Model:
+def standard_model(endpoint_name: str, lifetime: int, now: Callable[[], float]) -> Model:
     """The objects every simulated device has (issue 8 §5)."""
     return Model(
         objects={
@@ -269,7 +287,7 @@ def standard_model(endpoint_name: str, lifetime: int, now: float) -> Model:
                     3: Resource(3, STRING, "1.0", published=True),  # Firmware Version
                     4: Resource(4, STRING, "", executable=True),  # Reboot
                     9: Resource(9, INT, 100),  # Battery Level (auto-observed in the Pelion flavour)
-                    13: Resource(13, TIME, int(now), writable=True),  # Current Time
+                    13: CurrentTime(13, now),  # Current Time
                     16: Resource(16, STRING, "U"),  # Supported Binding and Modes
                 }
             },

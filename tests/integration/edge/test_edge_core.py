@@ -5,41 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import socket
 import struct
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import msgspec
 
-from devicehub.clock import Clock, ManualClock
-from devicehub.config import EdgeSettings
+from devicehub.clock import ManualClock
 from devicehub.edge.runner import EdgeCore
-from devicehub.node import Node
 from support.apps import EventReader, until
+from support.edge import TranslatorClient, api_session, edge_core, local_session
+from support.edge import float_objects as objects
 from support.node import run, running_node
-
-
-@contextlib.asynccontextmanager
-async def edge_core(
-    tmp_path: Path, coap_port: int, *, clock: Clock | None = None, **overrides: Any
-) -> AsyncIterator[EdgeCore]:
-    settings = EdgeSettings(
-        server=f"coap://127.0.0.1:{coap_port}",
-        endpoint_name="edge-01",
-        http_port=0,
-        edge_pt_domain_socket=str(tmp_path / "edge.sock"),
-        **overrides,
-    )
-    core = EdgeCore(settings, clock=clock)
-    await core.start()
-    try:
-        yield core
-    finally:
-        await core.stop()
 
 
 async def status(core: EdgeCore) -> list[dict[str, Any]]:
@@ -149,62 +127,10 @@ def test_status_api_answers_400_404_and_405(tmp_path: Path) -> None:
     run(scenario())
 
 
-class TranslatorClient:
-    """A protocol translator speaking JSON-RPC 2.0 over the Unix socket, as Mbed Edge translators do."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        self.ws = ws
-        self.ids = 0
-        self.requests: asyncio.Queue[dict[str, Any]] = asyncio.Queue()  # what Edge Core asks the translator
-
-    async def next_request(self) -> dict[str, Any]:
-        """The next request Edge Core sends this translator (a cloud write or execute)."""
-        if not self.requests.empty():
-            return self.requests.get_nowait()
-        message: dict[str, Any] = msgspec.json.decode((await self.ws.receive()).data)
-        assert "method" in message, message
-        return message
-
-    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.ids += 1
-        await self.ws.send_str(
-            msgspec.json.encode({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}).decode()
-        )
-        while True:
-            message = msgspec.json.decode((await self.ws.receive()).data)
-            if "method" in message:
-                await self.requests.put(message)
-                continue
-            assert message["id"] == self.ids
-            return dict(message)
-
-
-def objects(temperature: float) -> list[dict[str, Any]]:
-    value = base64.b64encode(struct.pack(">d", temperature)).decode()
-    return [
-        {
-            "objectId": 3303,
-            "objectInstances": [
-                {
-                    "objectInstanceId": 0,
-                    "resources": [{"resourceId": 5700, "operations": 1 | 2, "type": "float", "value": value}],
-                }
-            ],
-        }
-    ]
-
-
-async def _api(node: Node) -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(
-        f"http://127.0.0.1:{node.http_port}", headers={"Authorization": f"Bearer {node.dev_api_key}"}
-    )
-
-
 def test_child_device_lives_upstream_and_round_trips_values_and_writes(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port):
-            connector = aiohttp.UnixConnector(path=str(tmp_path / "edge.sock"))
-            async with aiohttp.ClientSession(connector=connector) as local, await _api(node) as http:
+            async with local_session(tmp_path) as local, api_session(node) as http:
                 translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
                 answer = await translator.call("device_register", {"deviceId": "child-1", "objects": objects(20.0)})
                 assert answer["error"]["code"] == -30001  # the translator must register itself first
@@ -239,7 +165,7 @@ def test_child_device_lives_upstream_and_round_trips_values_and_writes(tmp_path:
                     json={"method": "PUT", "uri": "/3303/0/5700", "payload-b64": base64.b64encode(b"18.25").decode()},
                 ) as r:
                     assert r.status == 202
-                forwarded = await asyncio.wait_for(translator.next_request(), 10)
+                forwarded = await translator.next_request()
                 assert forwarded["method"] == "write" and forwarded["params"]["uri"] == {
                     "deviceId": "child-1",
                     "objectId": 3303,
@@ -247,12 +173,17 @@ def test_child_device_lives_upstream_and_round_trips_values_and_writes(tmp_path:
                     "resourceId": 5700,
                 }
                 assert struct.unpack(">d", base64.b64decode(forwarded["params"]["value"]))[0] == 18.25
+                await translator.answer(forwarded)
+                response = await events.wait_for("async-responses", lambda e: e["id"] == "w1")
+                assert response["status"] == 200
 
                 manager = TranslatorClient(await local.ws_connect("http://edge/1/mgmt"))
                 listed = (await manager.call("devices", {}))["result"]["data"]
-                assert [(d["endpointName"], d["internalId"]) for d in listed] == [("child-1", child_id)]
+                assert listed == [
+                    {"endpointName": "child-1", "resources": [{"uri": "/3303/0/5700", "type": "float", "operation": 3}]}
+                ]
                 read = await manager.call("read_resource", {"endpointName": "child-1", "uri": "/3303/0/5700"})
-                assert struct.unpack(">d", base64.b64decode(read["result"]["value"]))[0] == 18.25
+                assert struct.unpack(">d", base64.b64decode(read["result"]["base64Value"]))[0] == 18.25
                 await manager.ws.close()
 
                 assert (await translator.call("device_unregister", {"deviceId": "child-1"}))["result"] == "ok"
@@ -267,8 +198,7 @@ def test_gateway_object_lists_children_and_a_closed_translator_takes_its_childre
     async def scenario() -> None:
         async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
             await until(lambda: core.client.status.status == "connected")
-            connector = aiohttp.UnixConnector(path=str(tmp_path / "edge.sock"))
-            async with aiohttp.ClientSession(connector=connector) as local, await _api(node) as http:
+            async with local_session(tmp_path) as local, api_session(node) as http:
                 async with http.put("/v2/notification/websocket") as r:
                     assert r.status == 201
                 events = EventReader(await http.ws_connect("/v2/notification/websocket-connect"))
