@@ -492,12 +492,12 @@ class LwM2MServer:
                 cached = self._devices.pop(record.device_id, None)
                 registration = cached.registration if cached is not None else _registration(record)
                 self._by_address.pop(registration.address, None)
-            self.stats.expirations += 1
             log.info("registration of %s (%s) expired", record.endpoint_name, record.device_id)
             try:
                 await self._events.expired(registration)
             except Exception:
                 log.exception("expiry handling failed for %s", record.device_id)
+            self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
         for device_id, device in list(self._devices.items()):  # cached copies of what another node expired
             registration = device.registration
             if now > registration.updated_at + registration.lifetime + self._expiry_grace + EXPIRY_CHECK_INTERVAL * 5:
