@@ -73,6 +73,9 @@ class SimulateSettings:
     bootstrap: str = field(
         default="", metadata={"help": "coap://host:5685: bootstrap there first, then register where it says"}
     )
+    observe_restart: bool = field(default=False, metadata={"help": "restart Observe numbers at 0 on a re-observe"})
+    block_size: int = field(default=1024, metadata={"help": "the devices' CoAP block size (16-1024)"})
+    max_payload: int = field(default=0, metadata={"help": "answer larger request payloads 4.13 (0: no limit)"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,9 @@ class DeviceGateway(Protocol):
         """Forget the device's registration without a de-registration event; its next Update gets 4.04, so the
         device registers afresh. False when it was not registered here."""
 
+    def observed(self, device_id: str, path: str) -> bool:
+        """Whether an observation of `path` that the service asked for is pending or established."""
+
 
 class EventSink(Protocol):
     """The channel layer as the domain sees it."""

@@ -12,6 +12,7 @@ from devicehub.domain.events import AsyncResponseEvent
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.subscriptions import SubscriptionRouter, http_status
 from devicehub.lwm2m.content import TEXT, known_cf, mime_for
+from devicehub.lwm2m.errors import DeviceError
 from devicehub.store.base import Store
 from devicehub.store.records import DesiredValue, DeviceRequest, LastSuccess
 
@@ -104,14 +105,18 @@ class RequestQueue:
                 content_format=content_format,
                 accept=accept,
             )
-        except Exception as error:  # unreachable or gone: a failed attempt uses a retry (wire-format.md)
+        except DeviceError as error:  # unreachable, gone or refused: a failed attempt uses a retry (wire-format.md)
             log.info("request %s to %s failed: %s", request.async_id, request.device_id, error)
             if request.retries_left > 0:
                 await self._store.update_request(
                     msgspec.structs.replace(request, retries_left=request.retries_left - 1)
                 )
                 return
-            await self._fail(request, 504, "TIMEOUT")
+            await self._fail(request, error.status, error.token)  # 504 TIMEOUT only for silence
+            return
+        except Exception:  # a fault of ours, not of the device: no retry would mend it
+            log.exception("request %s to %s could not be sent", request.async_id, request.device_id)
+            await self._fail(request, 500, "INTERNAL_ERROR")
             return
         await self._store.remove_request(request.key_id, request.async_id)
         status = http_status(response)

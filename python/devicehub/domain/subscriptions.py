@@ -12,6 +12,7 @@ from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
 from devicehub.domain.paths import name_matches, observe_targets
 from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
+from devicehub.lwm2m.codes import http_status as coap_http_status
 from devicehub.lwm2m.content import (
     LWM2M_CBOR,
     LWM2M_JSON,
@@ -25,6 +26,7 @@ from devicehub.lwm2m.content import (
     encode_text_value,
     mime_for,
 )
+from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.ports import DeviceResponse
 from devicehub.store.base import Store
 from devicehub.store.records import Device, PresubscriptionRule, ReportedValue
@@ -32,27 +34,6 @@ from devicehub.store.records import Device, PresubscriptionRule, ReportedValue
 log = logging.getLogger("devicehub.subscriptions")
 
 MAX_CACHED_PATHS = 4096  # routing answers kept per device
-
-# wire-format.md: async-response statuses are the device's answer as HTTP
-_HTTP_FOR_COAP = {
-    0x41: 201,
-    0x42: 200,
-    0x43: 200,
-    0x44: 200,
-    0x45: 200,
-    0x80: 400,
-    0x81: 401,
-    0x83: 403,
-    0x84: 404,
-    0x85: 405,
-    0x86: 406,
-    0x8C: 412,
-    0x8D: 413,
-    0x8F: 415,
-    0xA0: 500,
-    0xA3: 503,
-    0xA4: 504,  # a gateway's translator did not answer in time (mbed-edge map_to_coap_error)
-}
 
 
 _MULTI_VALUE = frozenset((TLV, SENML_JSON, SENML_CBOR, LWM2M_JSON, LWM2M_CBOR))
@@ -89,7 +70,8 @@ def _snapshot_values(
 
 
 def http_status(response: DeviceResponse) -> int:
-    return _HTTP_FOR_COAP.get(response.code, 200 if response.success else 500)
+    """wire-format.md: an async-response status is the device's answer as HTTP (the table is lwm2m/codes.py)."""
+    return coap_http_status(response.code)
 
 
 def _presub_targets(pattern: str, new_paths: PathSet) -> list[str]:
@@ -179,7 +161,10 @@ class SubscriptionRouter:
 
     # --- presubscriptions ------------------------------------------------------------------------
     async def apply_presubscriptions(self, device: Device, new_paths: Sequence[str]) -> None:
-        """Match the account's rules against the device (spec §2.2) and observe what they select."""
+        """Match the account's rules against the device (spec §2.2) and observe what they select.
+
+        A target already observed is left alone: re-observing on every registration update would restart the
+        device's notification stream for nothing (issue 12); a target whose observation ended is observed again."""
         rules = await self._store.account_presubscriptions(device.account_id)
         announced = PathSet(new_paths)
         presub: list[tuple[str, str]] = []
@@ -195,7 +180,8 @@ class SubscriptionRouter:
         self._presub[device.id] = presub
         self._drop_cache(device.id)
         for target, key_id in to_observe.items():
-            self._spawn(self._observe(device, [target], key_id, None))
+            if not self._gateway.observed(device.id, target):
+                self._spawn(self._observe(device, [target], key_id, None))
 
     @staticmethod
     def _rule_selects_device(rule: PresubscriptionRule, device: Device) -> bool:
@@ -210,11 +196,11 @@ class SubscriptionRouter:
             for target in observe_targets(pattern, known):
                 try:
                     response = await self._gateway.observe(device.id, target)
-                except Exception as error:  # the device is gone or silent: tell the requester
+                except DeviceError as error:  # the device is gone, silent or refused: tell the requester which
                     log.info("observe %s%s failed: %s", device.id, target, error)
                     if async_id is not None:
                         await self._sink.publish(
-                            [key_id], AsyncResponseEvent(async_id=async_id, status=504, error="TIMEOUT")
+                            [key_id], AsyncResponseEvent(async_id=async_id, status=error.status, error=error.token)
                         )
                     continue
                 status = http_status(response)

@@ -10,20 +10,69 @@ METHODS = {"GET": GET, "POST": POST, "PUT": PUT, "DELETE": DELETE}
 
 CREATED, DELETED, VALID, CHANGED, CONTENT, CONTINUE = 0x41, 0x42, 0x43, 0x44, 0x45, 0x5F
 BAD_REQUEST, UNAUTHORIZED, BAD_OPTION, FORBIDDEN, NOT_FOUND, METHOD_NOT_ALLOWED = 0x80, 0x81, 0x82, 0x83, 0x84, 0x85
-NOT_ACCEPTABLE, REQUEST_INCOMPLETE, PRECONDITION_FAILED, ENTITY_TOO_LARGE = 0x86, 0x88, 0x8C, 0x8D
-UNSUPPORTED_FORMAT, INTERNAL_ERROR, SERVICE_UNAVAILABLE = 0x8F, 0xA0, 0xA3
+NOT_ACCEPTABLE, REQUEST_INCOMPLETE, CONFLICT, PRECONDITION_FAILED, ENTITY_TOO_LARGE = 0x86, 0x88, 0x89, 0x8C, 0x8D
+UNSUPPORTED_FORMAT, UNPROCESSABLE, TOO_MANY_REQUESTS = 0x8F, 0x96, 0x9D
+INTERNAL_ERROR, NOT_IMPLEMENTED, BAD_GATEWAY, SERVICE_UNAVAILABLE, GATEWAY_TIMEOUT = 0xA0, 0xA1, 0xA2, 0xA3, 0xA4
+PROXYING_NOT_SUPPORTED = 0xA5
 
+IF_MATCH = 1
+URI_HOST = 3
+ETAG = 4
+IF_NONE_MATCH = 5
 OBSERVE = 6
+URI_PORT = 7
 LOCATION_PATH = 8
 URI_PATH = 11
 CONTENT_FORMAT = 12
 MAX_AGE = 14
 URI_QUERY = 15
 ACCEPT = 17
+LOCATION_QUERY = 20
 BLOCK2 = 23
 BLOCK1 = 27
 SIZE2 = 28
+PROXY_URI = 35
+PROXY_SCHEME = 39
 SIZE1 = 60
+
+# RFC 7252 §5.4.1: critical options (odd numbers) this endpoint acts on; any other critical option in a
+# confirmable request is answered 4.02 Bad Option and makes a response be rejected. If-Match/If-None-Match
+# are not implemented, so they are refused rather than silently ignored; the proxy options are understood
+# well enough to answer 5.05 (§5.7.2).
+RECOGNISED_CRITICAL = frozenset(
+    (URI_HOST, URI_PORT, URI_PATH, URI_QUERY, ACCEPT, BLOCK2, BLOCK1, PROXY_URI, PROXY_SCHEME)
+)
+
+# async-response statuses: the device's answer as HTTP (wire-format.md), following the CoAP-to-HTTP mapping
+# of RFC 8075 §7 where the wire format names no status (4.02 and 4.08 → 400, 5.05 → 502).
+_HTTP_STATUS = {
+    CREATED: 201,
+    DELETED: 200,
+    VALID: 200,
+    CHANGED: 200,
+    CONTENT: 200,
+    CONTINUE: 200,
+    BAD_REQUEST: 400,
+    UNAUTHORIZED: 401,
+    BAD_OPTION: 400,
+    FORBIDDEN: 403,
+    NOT_FOUND: 404,
+    METHOD_NOT_ALLOWED: 405,
+    NOT_ACCEPTABLE: 406,
+    REQUEST_INCOMPLETE: 400,
+    CONFLICT: 409,
+    PRECONDITION_FAILED: 412,
+    ENTITY_TOO_LARGE: 413,
+    UNSUPPORTED_FORMAT: 415,
+    UNPROCESSABLE: 422,
+    TOO_MANY_REQUESTS: 429,
+    INTERNAL_ERROR: 500,
+    NOT_IMPLEMENTED: 501,
+    BAD_GATEWAY: 502,
+    SERVICE_UNAVAILABLE: 503,
+    GATEWAY_TIMEOUT: 504,
+    PROXYING_NOT_SUPPORTED: 502,
+}
 
 
 def is_request(code: int) -> bool:
@@ -32,6 +81,14 @@ def is_request(code: int) -> bool:
 
 def is_response(code: int) -> bool:
     return code >= 0x40
+
+
+def http_status(code: int) -> int:
+    """The HTTP status of a CoAP response code; an unknown detail counts as its class's x.00 (RFC 7252 §5.9)."""
+    status = _HTTP_STATUS.get(code)
+    if status is not None:
+        return status
+    return {2: 200, 4: 400}.get(code >> 5, 500)
 
 
 def dotted(code: int) -> str:

@@ -41,8 +41,9 @@ EXPIRY_CHECK_INTERVAL = 1.0
 class _Observation:
     path: str
     auto: bool  # adopted from the device's `aobs` (Pelion auto-observation), not requested by us
-    last_seq: int | None = None
+    last_seq: int | None = None  # None until the first notification (or the Observe response) of this stream
     last_at: float = 0.0
+    accept: int | None = None  # the Accept of the Observe request, asked again for later Block2 blocks
 
 
 @dataclass(slots=True)
@@ -85,6 +86,7 @@ class LwM2MServer:
         self._expiry: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Future[None]] = set()
         self._expiry_ticks = 0
+        self._completions: set[asyncio.Task[None]] = set()  # Block2 notifications being fetched
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -104,6 +106,9 @@ class LwM2MServer:
         if self._expiry is not None:
             self._expiry.cancel()
             await asyncio.gather(self._expiry, return_exceptions=True)
+        for task in list(self._completions):
+            task.cancel()
+        await asyncio.gather(*self._completions, return_exceptions=True)
         if self._endpoint is not None:
             await self._endpoint.close()
         if self._store is not None:  # the freshness of each observation, for whoever serves the device next
@@ -195,7 +200,13 @@ class LwM2MServer:
         token = device.token_for(path)
         if token is None:
             token = endpoint.new_token()
-            device.observations[token] = _Observation(path=path, auto=False)
+            device.observations[token] = _Observation(path=path, auto=False, accept=accept)
+        else:
+            # a re-registration starts a new stream: Anjay answers it with Observe 0 and counts up again
+            # (avs_coap: "Response to the original Observe request always set the option to 0"), so the
+            # old stream's last number and time must not judge the new one stale (RFC 7641 §3.4, §4.4)
+            renewed = device.observations[token]
+            renewed.last_seq, renewed.last_at, renewed.accept = None, self._clock.now(), accept
         options = [(codes.OBSERVE, b""), *codes.path_options(path)]
         if accept is not None:
             options.append((codes.ACCEPT, coap_encode_uint(accept)))
@@ -207,16 +218,25 @@ class LwM2MServer:
         if response.observe is None or response.code >> 5 != 2:
             self._forget_observation(device_id, token, only_ours=True)
             return _response(response)
-        observation = device.observations.get(token)
-        # a notification that overtook this response while it was being handled is newer: keep it
-        if observation is not None and self._store is not None:
-            await self._store.put_observation(_observation_record(device, token, observation))
-        if observation is not None and observation.last_seq is None:
+        if (observation := device.observations.get(token)) is not None:
+            # the response opens the stream: its number is the baseline even if a datagram of the old stream
+            # slipped in meanwhile; its value is reported only if no notification overtook it (that one is newer)
+            overtaken = observation.last_seq is not None
             observation.last_seq, observation.last_at = response.observe, self._clock.now()
-            if response.payload:
+            if self._store is not None:
+                await self._store.put_observation(_observation_record(device, token, observation))
+            if response.payload and not overtaken:
                 self.stats.notifications += 1
                 self._events.notification(device_id, path, response.content_format, response.payload, response.observe)
         return _response(response)
+
+    def observed(self, device_id: str, path: str) -> bool:
+        """Whether `path` has an observation this server requested (pending or established)."""
+        device = self._devices.get(device_id)
+        if device is None:
+            return False
+        token = device.token_for(path)
+        return token is not None and not device.observations[token].auto
 
     async def cancel_observe(self, device_id: str, path: str) -> None:
         """Proactive cancel: GET with Observe=1 and the same token (RFC 7641 §3.6); auto-observations stay."""
@@ -446,11 +466,41 @@ class LwM2MServer:
             return True  # acknowledged, but older than what we have (RFC 7641 §3.4)
         if seq is not None:
             observation.last_seq, observation.last_at = seq, now
+        block2 = message.block2
+        if block2 is not None and (block2[0] != 0 or block2[1]):
+            if block2[0] == 0:  # RFC 7959 §3.4: the first block of a larger notification; fetch the rest first
+                task = asyncio.ensure_future(self._complete(device, message.token, observation, message, remote))
+                self._completions.add(task)
+                task.add_done_callback(self._completions.discard)
+            return True  # a later block never comes as a notification: acknowledged and dropped
         self.stats.notifications += 1
         self._events.notification(
             device.registration.device_id, observation.path, message.content_format, message.payload, seq
         )
         return True
+
+    async def _complete(
+        self, device: _Device, token: bytes, observation: _Observation, first: CoapMessage, remote: Address
+    ) -> None:
+        """Fetch the blocks after a notification's first one (GET Block2 num 1.. without Observe) and deliver
+        the whole value, unless a newer notification came meanwhile (it carries the newer value)."""
+        options = codes.path_options(observation.path)
+        if observation.accept is not None:
+            options.append((codes.ACCEPT, coap_encode_uint(observation.accept)))
+        try:
+            whole = await self._endpoint_or_fail().complete_block2(remote, codes.GET, options, first)
+        except DeviceError as error:
+            log.info("rest of a block-wise notification of %s not fetched: %s", observation.path, error)
+            return
+        if whole.code >> 5 != 2 or device.observations.get(token) is not observation:
+            return
+        if first.observe is not None and observation.last_seq != first.observe:
+            self.stats.stale_notifications += 1
+            return
+        self.stats.notifications += 1
+        self._events.notification(
+            device.registration.device_id, observation.path, whole.content_format, whole.payload, whole.observe
+        )
 
     # ---- expiry -----------------------------------------------------------------------------------------
     async def _expire_forever(self) -> None:

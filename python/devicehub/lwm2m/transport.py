@@ -2,7 +2,10 @@
 
 What it owns: message IDs and tokens of what it sends, retransmission of its confirmable messages with
 exponential back-off, de-duplication of what it receives by (remote, message ID), piggy-backed or separate
-responses, Block1 reassembly of large requests and Block2 fetching of large responses (RFC 7959, up to 1 MiB).
+responses, and block-wise transfer both ways (RFC 7959, bodies up to 1 MiB): large requests go out in Block1
+blocks of a negotiated size and come in reassembled; large responses and notifications go out as Block2 blocks
+and come in completed. Messages it cannot process are refused as RFC 7252 says: a CON with a format error gets
+RST (§4.2), a CON request with an unrecognised critical option gets 4.02 (§5.4.1).
 What it leaves to its owner: what a request means (`on_request`) and whether an unsolicited response belongs to
 an observation (`on_notification`): that is how a device's auto-observe tokens can be adopted and why an unknown
 confirmable notification gets RST while an unknown non-confirmable one is ignored (lwm2m-device-side.md §0, §4).
@@ -24,7 +27,7 @@ from devicehub._core import CoapError, CoapMessage, coap_decode, coap_encode, co
 from devicehub.clock import Clock
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.errors import DeviceReset, DeviceTimeout
+from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
 
 log = logging.getLogger("devicehub.coap")
 
@@ -42,6 +45,12 @@ MAX_BODY = 1 << 20  # Block-wise bodies are capped at 1 MiB (issue 8)
 MAX_DATAGRAM = 65_535
 BLOCK_SZX = 6  # 1024-byte blocks, the largest RFC 7959 allows
 BLOCK_SIZE = 1 << (BLOCK_SZX + 4)
+MIN_BLOCK_SIZE = 16
+
+
+def block_szx(size: int) -> int:
+    """SZX of the largest block size (16..1024) not above `size` (RFC 7959 §2.2: size = 2 ** (SZX + 4))."""
+    return max(0, min(BLOCK_SZX, size.bit_length() - 5))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,8 @@ class Stats:
     sent: int = 0
     malformed: int = 0
     duplicates: int = 0
+    rejected: int = 0
+    send_errors: int = 0
     retransmissions: int = 0
     timeouts: int = 0
     resets: int = 0
@@ -95,6 +106,8 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         ack_timeout: float = ACK_TIMEOUT,
         max_retransmit: int = MAX_RETRANSMIT,
         response_timeout: float = MAX_TRANSMIT_WAIT,
+        block_size: int = BLOCK_SIZE,
+        max_payload: int | None = None,
     ) -> None:
         self._clock = clock
         self._on_request = on_request
@@ -102,6 +115,10 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._ack_timeout = ack_timeout
         self._max_retransmit = max_retransmit
         self._response_timeout = response_timeout
+        # the block size this endpoint sends and prefers to receive (Block1 in 2.31 answers, Block2 it serves)
+        self._szx = block_szx(block_size)
+        # the largest request payload one datagram may carry here: above it, 4.13 with Size1 (RFC 7959 §2.9.3)
+        self._max_payload = max_payload
         self._transport: asyncio.DatagramTransport | None = None
         self._next_mid = random.randrange(0x10000)
         self._token_prefix = os.urandom(4)
@@ -126,10 +143,20 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         *,
         ack_timeout: float = ACK_TIMEOUT,
         max_retransmit: int = MAX_RETRANSMIT,
+        block_size: int = BLOCK_SIZE,
+        max_payload: int | None = None,
     ) -> CoapEndpoint:
         loop = asyncio.get_running_loop()
         _, protocol = await loop.create_datagram_endpoint(
-            lambda: cls(clock, on_request, on_notification, ack_timeout=ack_timeout, max_retransmit=max_retransmit),
+            lambda: cls(
+                clock,
+                on_request,
+                on_notification,
+                ack_timeout=ack_timeout,
+                max_retransmit=max_retransmit,
+                block_size=block_size,
+                max_payload=max_payload,
+            ),
             local_addr=(host, port),
         )
         return protocol
@@ -141,7 +168,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._transport = None
         for exchange in list(self._by_token.values()):
             if not exchange.done.done():
-                exchange.done.set_exception(DeviceTimeout("endpoint closed"))
+                exchange.done.set_exception(EndpointClosed("endpoint closed"))
 
     @property
     def address(self) -> Address:
@@ -168,9 +195,15 @@ class CoapEndpoint(asyncio.DatagramProtocol):
 
     def _send(self, data: bytes, remote: Address) -> None:
         if self._transport is None:
-            raise DeviceTimeout("endpoint closed")
+            raise EndpointClosed("endpoint closed")
         self._transport.sendto(data, remote)
         self.stats.sent += 1
+
+    def error_received(self, exc: Exception) -> None:
+        # asyncio reports a failed sendto (or an ICMP error) here, not to the sender: count it, the sender's
+        # retransmission window decides the exchange
+        self.stats.send_errors += 1
+        log.debug("UDP send error: %s", exc)
 
     async def request(
         self,
@@ -185,20 +218,81 @@ class CoapEndpoint(asyncio.DatagramProtocol):
     ) -> CoapMessage:
         """Send a request and return the response; Block2 continuations are fetched and joined.
 
-        `timing` = (ACK timeout, retransmissions) for this request instead of the endpoint's (Edge Core's
+        A payload larger than one block goes out in Block1 blocks (RFC 7959 §2.5); a 4.13 answer to a whole
+        payload that names a smaller size (Size1, or a Block1 preference) is retried block-wise, as Californium
+        does. `timing` = (ACK timeout, retransmissions) for this request instead of the endpoint's (Edge Core's
         keepalive probes use their own, spec §2.6)."""
-        response = await self._exchange(
-            remote, code, options, payload, confirmable, token, expect_response=True, timing=timing
-        )
+        if len(payload) > MAX_BODY:
+            raise ValueError(f"request body of {len(payload)} bytes exceeds {MAX_BODY}")
+        if len(payload) > 1 << (self._szx + 4):
+            response = await self._send_blocks(remote, code, options, payload, self._szx, confirmable, timing)
+        else:
+            response = await self._exchange(
+                remote, code, options, payload, confirmable, token, expect_response=True, timing=timing
+            )
+            if response.code == codes.ENTITY_TOO_LARGE and len(payload) > MIN_BLOCK_SIZE:
+                szx = _size_hint(response)
+                if szx is None:
+                    szx = block_szx(len(payload) - 1)  # no hint: the next smaller size that splits the body
+                if 1 << (szx + 4) < len(payload):
+                    response = await self._send_blocks(remote, code, options, payload, szx, confirmable, timing)
         block2 = response.block2
         if block2 is None or not block2[1]:
             return response
-        return await self._fetch_rest(remote, code, options, response, confirmable)
+        return await self.complete_block2(remote, code, options, response, confirmable=confirmable)
+
+    async def _send_blocks(
+        self,
+        remote: Address,
+        code: int,
+        options: Options,
+        payload: bytes,
+        szx: int,
+        confirmable: bool,
+        timing: tuple[float, int] | None,
+    ) -> CoapMessage:
+        """Block1 upload (RFC 7959 §2.5): the device may ask for smaller blocks in its 2.31 answers (the rest
+        goes at that size) or in a 4.13 (the upload starts again at that size); sizes only ever shrink."""
+        base = [(n, v) for n, v in options if n not in (codes.BLOCK1, codes.SIZE1)]
+        offset = 0
+        while True:
+            size = 1 << (szx + 4)
+            num = offset // size
+            more = offset + size < len(payload)
+            block = [(codes.BLOCK1, coap_encode_uint(num << 4 | (0x8 if more else 0) | szx))]
+            if num == 0:
+                block.append((codes.SIZE1, coap_encode_uint(len(payload))))  # §4: the size of the whole body
+            response = await self._exchange(
+                remote, code, [*base, *block], payload[offset : offset + size], confirmable, None,
+                expect_response=True, timing=timing,
+            )  # fmt: skip
+            if response.code == codes.CONTINUE and more:
+                preferred = response.block1
+                if preferred is not None and preferred[2] < szx:
+                    szx = preferred[2]
+                offset += size
+                continue
+            if response.code == codes.ENTITY_TOO_LARGE:
+                smaller = _size_hint(response)
+                if smaller is not None and smaller < szx:
+                    szx, offset = smaller, 0
+                    continue
+            return response
 
     async def send_notification(
         self, remote: Address, code: int, token: bytes, options: Options, payload: bytes, *, confirmable: bool
     ) -> None:
-        """Send an observation notification; a confirmable one waits for the ACK (DeviceReset on RST)."""
+        """Send an observation notification; a confirmable one waits for the ACK (DeviceReset on RST).
+
+        A body larger than a block goes as its first Block2 block; the observer fetches the rest (RFC 7959 §3.4)."""
+        size = 1 << (self._szx + 4)
+        if len(payload) > size:
+            options = [
+                *options,
+                (codes.BLOCK2, coap_encode_uint(0x8 | self._szx)),
+                (codes.SIZE2, coap_encode_uint(len(payload))),
+            ]
+            payload = payload[:size]
         if not confirmable:
             self._send(coap_encode(codes.NON, code, self._mid(), token, options, payload), remote)
             return
@@ -276,23 +370,35 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             raise DeviceTimeout(f"no response from {exchange.remote[0]}:{exchange.remote[1]}")
         return exchange.done.result()
 
-    async def _fetch_rest(
-        self, remote: Address, code: int, options: Options, first: CoapMessage, confirmable: bool
+    async def complete_block2(
+        self, remote: Address, code: int, options: Options, first: CoapMessage, *, confirmable: bool = True
     ) -> CoapMessage:
+        """Fetch the blocks after `first` (a response or notification whose Block2 has M set) and join them.
+
+        RFC 7959 §3.4: the later blocks are asked for without Observe, and the joined message keeps what the
+        first block carried (its Observe above all: that is what says the observation was established); each
+        block must come in order and with the first block's ETag, or the representation changed under us."""
         body = bytearray(first.payload)
         block2 = first.block2
+        etag = option_values(first.options, codes.ETAG)
         base = [(n, v) for n, v in options if n not in (codes.BLOCK2, codes.OBSERVE)]
         while block2 is not None and block2[1]:
-            num, _more, szx = block2
+            szx = block2[2]
             if len(body) > MAX_BODY:
-                raise DeviceTimeout(f"response body from {remote[0]}:{remote[1]} exceeds {MAX_BODY} bytes")
-            option = (codes.BLOCK2, coap_encode_uint(((num + 1) << 4) | szx))
+                raise DeviceProtocolError(f"response body from {remote[0]}:{remote[1]} exceeds {MAX_BODY} bytes")
+            offset = len(body)
+            option = (codes.BLOCK2, coap_encode_uint(((offset >> (szx + 4)) << 4) | szx))
             part = await self._exchange(remote, code, [*base, option], b"", confirmable, None, expect_response=True)
-            body.extend(part.payload)
+            if part.code != first.code:
+                return part  # the device failed the continuation: its answer is the answer
             block2 = part.block2
-            last = part
-        kept = [(n, v) for n, v in last.options if n not in (codes.BLOCK2, codes.SIZE2)]
-        return coap_decode(coap_encode(last.mtype, last.code, last.mid, first.token, kept, bytes(body)))
+            if block2 is None or block2[0] << (block2[2] + 4) != offset:
+                raise DeviceProtocolError(f"block {block2} from {remote[0]}:{remote[1]} is not at offset {offset}")
+            if option_values(part.options, codes.ETAG) != etag:
+                raise DeviceProtocolError(f"representation from {remote[0]}:{remote[1]} changed between blocks")
+            body.extend(part.payload)
+        kept = [(n, v) for n, v in first.options if n not in (codes.BLOCK2, codes.SIZE2)]
+        return coap_decode(coap_encode(first.mtype, first.code, first.mid, first.token, kept, bytes(body)))
 
     # ---- receiving ------------------------------------------------------------------------------------
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
@@ -306,20 +412,25 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         except CoapError as error:
             self.stats.malformed += 1
             log.debug("dropped malformed datagram from %s:%d: %s", remote[0], remote[1], error)
+            # RFC 7252 §4.2: a confirmable message with a format error is rejected with RST, when its header
+            # can be read far enough to know it is one and which message ID to reset
+            if len(data) >= 4 and data[0] >> 6 == 1 and (data[0] >> 4) & 0x3 == codes.CON:
+                self._send(coap_encode(codes.RST, 0, int.from_bytes(data[2:4], "big"), b"", [], b""), remote)
             return
         mtype, code = message.mtype, message.code
+        fault = option_fault(message) if code != codes.EMPTY else None
         if mtype == codes.ACK or mtype == codes.RST:
-            self._settle(message, remote)
+            self._settle(message, remote, fault)
         elif codes.is_request(code):
-            self._incoming_request(message, remote)
+            self._incoming_request(message, remote, fault)
         elif codes.is_response(code):
-            self._incoming_response(message, remote)
+            self._incoming_response(message, remote, fault)
         elif mtype == codes.CON and code == codes.EMPTY:
             self._send(coap_encode(codes.RST, 0, message.mid, b"", [], b""), remote)  # CoAP ping
         else:
             self.stats.malformed += 1
 
-    def _settle(self, message: CoapMessage, remote: Address) -> None:
+    def _settle(self, message: CoapMessage, remote: Address, fault: str | None) -> None:
         exchange = self._by_mid.get((remote, message.mid))
         if exchange is None:
             return
@@ -330,12 +441,25 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             return
         exchange.acked.set()
         if message.code != codes.EMPTY and not exchange.done.done():
+            if fault is not None:  # §5.4.1: a piggy-backed response we cannot understand is rejected
+                self.stats.rejected += 1
+                exchange.done.set_exception(DeviceProtocolError(f"{remote[0]}:{remote[1]} answered with {fault}"))
+                return
             exchange.done.set_result(message)  # piggy-backed response
 
-    def _incoming_response(self, message: CoapMessage, remote: Address) -> None:
+    def _incoming_response(self, message: CoapMessage, remote: Address, fault: str | None) -> None:
         if message.mtype == codes.CON and self._duplicate(message, remote):
             return
         exchange = self._by_token.get(message.token)
+        if fault is not None:  # §5.4.1: rejected; a CON one with RST (§4.2)
+            self.stats.rejected += 1
+            if exchange is not None and exchange.remote == remote and not exchange.done.done():
+                exchange.done.set_exception(DeviceProtocolError(f"{remote[0]}:{remote[1]} answered with {fault}"))
+            if message.mtype == codes.CON:
+                reply = coap_encode(codes.RST, 0, message.mid, b"", [], b"")
+                self._remember(remote, message.mid, reply)
+                self._send(reply, remote)
+            return
         if exchange is not None and exchange.remote == remote and not exchange.done.done():
             exchange.acked.set()
             exchange.done.set_result(message)
@@ -390,10 +514,25 @@ class CoapEndpoint(asyncio.DatagramProtocol):
     def _remember(self, remote: Address, mid: int, reply: bytes) -> None:
         self._seen[(remote, mid)] = (self._clock.now(), reply)
 
-    def _incoming_request(self, message: CoapMessage, remote: Address) -> None:
+    def _incoming_request(self, message: CoapMessage, remote: Address, fault: str | None) -> None:
         if self._duplicate(message, remote):
             return
+        if fault is not None:
+            self.stats.rejected += 1
+            if message.mtype == codes.CON:  # §5.4.1; a NON one is silently ignored (§4.3)
+                self._reply(message, remote, Reply(codes.BAD_OPTION, payload=fault.encode()[:100]))
+            return
+        if any(n in (codes.PROXY_URI, codes.PROXY_SCHEME) for n, _ in message.options):
+            self._reply(message, remote, Reply(codes.PROXYING_NOT_SUPPORTED))  # §5.7.2: this is no proxy
+            return
         block1 = message.block1
+        if self._max_payload is not None and len(message.payload) > self._max_payload:
+            # RFC 7959 §2.9.3: too large for one message here; Size1 says how much, a Block1 the size we want
+            size = [(codes.SIZE1, coap_encode_uint(self._max_payload))]
+            if block1 is not None:
+                size.append((codes.BLOCK1, coap_encode_uint(block1[0] << 4 | block_szx(self._max_payload))))
+            self._reply(message, remote, Reply(codes.ENTITY_TOO_LARGE, size))
+            return
         if block1 is not None:
             assembled = self._assemble(message, remote, block1)
             if assembled is None:
@@ -419,9 +558,10 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             self._reply(message, remote, Reply(code))
             return None
         body.extend(message.payload)
-        if more:
+        if more:  # §2.5: the 2.31 names the block it acknowledges and the size this endpoint prefers
+            preferred = min(szx, self._szx)
             self._reply(
-                message, remote, Reply(codes.CONTINUE, [(codes.BLOCK1, coap_encode_uint(num << 4 | 0x8 | szx))])
+                message, remote, Reply(codes.CONTINUE, [(codes.BLOCK1, coap_encode_uint(num << 4 | 0x8 | preferred))])
             )
             return None
         del self._block1[key]
@@ -442,12 +582,31 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             self._reply(message, remote, reply)
 
     def _reply(self, message: CoapMessage, remote: Address, reply: Reply) -> None:
+        if reply.code >> 5 == 2 and reply.code != codes.CONTINUE:
+            reply = self._block2(message, reply)
         if message.mtype == codes.CON:
             data = coap_encode(codes.ACK, reply.code, message.mid, message.token, reply.options, reply.payload)
         else:
             data = coap_encode(codes.NON, reply.code, self._mid(), message.token, reply.options, reply.payload)
         self._remember(remote, message.mid, data)
         self._send(data, remote)
+
+    def _block2(self, request: CoapMessage, reply: Reply) -> Reply:
+        """Serve the block of `reply` the request asks for (RFC 7959 §2.4), the first one when it asks for none
+        and the body is larger than a block; the handler builds the whole body again for each block."""
+        asked = request.block2
+        if asked is None and len(reply.payload) <= 1 << (self._szx + 4):
+            return reply
+        szx = self._szx if asked is None else min(asked[2], self._szx)
+        offset = 0 if asked is None else asked[0] << (asked[2] + 4)
+        size = 1 << (szx + 4)
+        if offset and offset >= len(reply.payload):
+            return Reply(codes.BAD_OPTION, payload=b"block out of range")  # §2.2
+        more = offset + size < len(reply.payload)
+        options = [*reply.options, (codes.BLOCK2, coap_encode_uint((offset // size) << 4 | (0x8 if more else 0) | szx))]
+        if offset == 0:
+            options.append((codes.SIZE2, coap_encode_uint(len(reply.payload))))
+        return Reply(reply.code, options, reply.payload[offset : offset + size])
 
 
 # stands in for the "response" of a confirmable notification, which has only an ACK
@@ -456,3 +615,30 @@ _ACKED: CoapMessage = coap_decode(bytes([0x60, 0x00, 0x00, 0x00]))
 
 def option_values(options: Sequence[tuple[int, bytes]], number: int) -> list[bytes]:
     return [value for n, value in options if n == number]
+
+
+def _size_hint(response: CoapMessage) -> int | None:
+    """The block SZX a 4.13 asks for: its Block1 preference (RFC 7959 §2.9.3), else its Size1, the largest
+    body the device takes in one message (RFC 7252 §5.10.9); None without either."""
+    block1 = response.block1
+    if block1 is not None:
+        return block1[2]
+    size1 = option_values(response.options, codes.SIZE1)
+    if size1 and int.from_bytes(size1[0], "big") >= MIN_BLOCK_SIZE:
+        return block_szx(int.from_bytes(size1[0], "big"))
+    return None
+
+
+def option_fault(message: CoapMessage) -> str | None:
+    """Why this message's options cannot be acted on (RFC 7252 §5.4.1, §5.4.3), or None.
+
+    An unrecognised critical option, or an option value of the wrong length or a reserved block size (which
+    counts as unrecognised); option values are parsed lazily by the codec, so this parses the ones read later."""
+    for number, _value in message.options:
+        if number & 1 and number not in codes.RECOGNISED_CRITICAL:
+            return f"unrecognised critical option {number}"
+    try:
+        message.block1, message.block2, message.observe, message.content_format, message.accept  # noqa: B018
+    except CoapError as error:
+        return str(error)
+    return None

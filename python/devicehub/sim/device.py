@@ -3,6 +3,7 @@
 Two flavours (lwm2m-device-side.md §0, §8): `oma` behaves like Wakaama/Anjay (object-instance links, NON
 notifications, LwM2M 1.1); `pelion` like the Mbed/Pelion client (one link per resource with `;v=` values,
 an `aobs` auto-observed resource that notifies with no Observe request, CON notifications, LwM2M 1.0).
+`OmaBehaviour` switches on the habits of real clients that servers trip over (issue 12).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceError, DeviceReset
 from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink
-from devicehub.lwm2m.transport import ACK_TIMEOUT, MAX_RETRANSMIT, Address, CoapEndpoint, Reply
+from devicehub.lwm2m.transport import ACK_TIMEOUT, BLOCK_SIZE, MAX_RETRANSMIT, Address, CoapEndpoint, Reply
 from devicehub.sim import attributes
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError
 from devicehub.sim.objects import (
@@ -45,6 +46,21 @@ log = logging.getLogger("devicehub.sim")
 
 OMA, PELION = "oma", "pelion"
 MAX_REGISTER_BACKOFF = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class OmaBehaviour:
+    """Habits of real clients, each one a switch (defaults: the plain behaviour of the simulator so far)."""
+
+    # Anjay: the answer to every Observe carries Observe 0 and the notifications count up from there, also
+    # when the server observes again with the same token (avs_coap `_avs_coap_observe_initial_option_value`)
+    restart_observe_seq: bool = False
+    # the client's block size: reads and notifications above it go block-wise (Block2, a notification as its
+    # first block, RFC 7959 §3.4), and its 2.31 answers ask for Block1 blocks of this size (§2.5)
+    block_size: int = BLOCK_SIZE
+    # the largest request payload one datagram may carry (the client's input buffer): above it the request is
+    # answered 4.13 with Size1 (RFC 7959 §2.9.3); None: no limit
+    max_payload: int | None = None
 
 
 @dataclass(slots=True)
@@ -77,6 +93,8 @@ class DeviceLog:
     writes: list[tuple[str, Value]] = field(default_factory=list)
     executes: list[tuple[str, bytes]] = field(default_factory=list)
     attribute_queries: list[tuple[str, list[str]]] = field(default_factory=list)
+    observes: list[str] = field(default_factory=list)  # paths of Observe requests (GET Observe 0)
+    block_reads: list[tuple[str, int]] = field(default_factory=list)  # (path, Block2 num) of later-block reads
 
 
 class SimDevice:
@@ -96,6 +114,7 @@ class SimDevice:
         model: Model | None = None,
         ack_timeout: float = ACK_TIMEOUT,
         max_retransmit: int = MAX_RETRANSMIT,
+        oma: OmaBehaviour | None = None,
     ) -> None:
         if flavor not in (OMA, PELION):
             raise ValueError(f"flavor must be {OMA} or {PELION}")
@@ -109,6 +128,7 @@ class SimDevice:
         self.host = host
         self.model = model if model is not None else standard_model(endpoint_name, lifetime, clock.now)
         self.ack_timeout, self.max_retransmit = ack_timeout, max_retransmit
+        self.oma = oma if oma is not None else OmaBehaviour()
         self.update_timing: tuple[float, int] | None = None  # (ACK timeout, retransmissions) of Updates only
         self.registration_query: list[str] = []  # more Register parameters (an Edge child's `gw=`)
         # Edge Core forwards what the cloud writes or executes on a child to its protocol translator
@@ -133,7 +153,14 @@ class SimDevice:
     async def start(self, *, lifecycle: bool = True) -> None:
         """Bind the socket; with `lifecycle`, register and keep the registration updated in the background."""
         self._endpoint = await CoapEndpoint.bind(
-            self.host, 0, self.clock, self._handle, ack_timeout=self.ack_timeout, max_retransmit=self.max_retransmit
+            self.host,
+            0,
+            self.clock,
+            self._handle,
+            ack_timeout=self.ack_timeout,
+            max_retransmit=self.max_retransmit,
+            block_size=self.oma.block_size,
+            max_payload=self.oma.max_payload,
         )
         if lifecycle:
             self._lifecycle = asyncio.create_task(self._run(), name=f"sim-{self.endpoint_name}")
@@ -377,7 +404,11 @@ class SimDevice:
         code = message.code
         if code == codes.GET:
             if message.observe == 0:
+                self.log.observes.append(path)
                 return self._observe(message, path)
+            block2 = message.block2
+            if block2 is not None and block2[0] > 0:
+                self.log.block_reads.append((path, block2[0]))
             if message.observe == 1:
                 self._drop_observer(message.token)
             return self._read(path, message.accept)
@@ -421,6 +452,8 @@ class SimDevice:
         if observer is None or observer.path != path:
             observer = _Observer(path=path, token=message.token, accept=message.accept)
             self._observers[message.token] = observer
+        elif self.oma.restart_observe_seq:
+            observer.seq = 0  # a re-observe opens a new stream at 0
         observer.last_sent_at = self.clock.now()
         observer.last_value = self._numeric(path)
         self._start_periodic(observer)

@@ -12,7 +12,7 @@ from devicehub.clock import Clock, SystemClock
 from devicehub.config import SimulateSettings
 from devicehub.lwm2m.transport import Address
 from devicehub.sim.bootstrap import BootstrapClient
-from devicehub.sim.device import SimDevice
+from devicehub.sim.device import OmaBehaviour, SimDevice
 
 PROGRESS_INTERVAL = 1.0
 
@@ -33,6 +33,11 @@ class Fleet:
         self.clock = clock or SystemClock()
         self.rng = random.Random(seed)
         server = server_address(settings.server)
+        oma = OmaBehaviour(
+            restart_observe_seq=settings.observe_restart,
+            block_size=settings.block_size,
+            max_payload=settings.max_payload or None,
+        )
         self.devices = [
             SimDevice(
                 self.clock,
@@ -42,6 +47,7 @@ class Fleet:
                 lifetime=settings.lifetime,
                 queue_mode=settings.queue_mode,
                 flavor=settings.flavor,
+                oma=oma,
             )
             for n in range(settings.count)
         ]
