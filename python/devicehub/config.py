@@ -76,6 +76,9 @@ class SimulateSettings:
     observe_restart: bool = field(default=False, metadata={"help": "restart Observe numbers at 0 on a re-observe"})
     block_size: int = field(default=1024, metadata={"help": "the devices' CoAP block size (16-1024)"})
     max_payload: int = field(default=0, metadata={"help": "answer larger request payloads 4.13 (0: no limit)"})
+    full_list_updates: bool = field(
+        default=False, metadata={"help": "send the whole object list in every registration update (Wakaama, Anjay)"}
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,9 @@ class OmaBehaviour:
     # the largest request payload one datagram may carry (the client's input buffer): above it the request is
     # answered 4.13 with Size1 (RFC 7959 §2.9.3); None: no limit
     max_payload: int | None = None
+    # Wakaama and Anjay: every Update carries the whole object list (LwM2M 1.1 §6.2.2 — it replaces the registered
+    # one), not only the registration's lifetime; objects the client dropped disappear with it
+    full_list_updates: bool = False
 
 
 @dataclass(slots=True)
@@ -279,6 +282,8 @@ class SimDevice:
         """Registration update; a 4.04 answer makes the client register afresh. Returns the CoAP code."""
         options = [(codes.URI_PATH, segment.encode()) for segment in self.location]
         payload = b""
+        if links is None and self.oma.full_list_updates:
+            links = self.links()
         if links:
             options.append((codes.CONTENT_FORMAT, coap_encode_uint(40)))
             payload = format_links(links)

@@ -37,6 +37,7 @@ class Fleet:
             restart_observe_seq=settings.observe_restart,
             block_size=settings.block_size,
             max_payload=settings.max_payload or None,
+            full_list_updates=settings.full_list_updates,
         )
         self.devices = [
             SimDevice(

@@ -10,7 +10,7 @@ import aiohttp
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.ports import ResourceLink
 from devicehub.node import Node
-from devicehub.sim.device import OMA
+from devicehub.sim.device import OMA, OmaBehaviour
 from support.node import device, run, running_node
 
 
@@ -48,5 +48,21 @@ def test_a_pelion_delta_adds_and_deletes_single_resources(tmp_path: Path) -> Non
             delta = [ResourceLink(path="/3303/1/5700"), ResourceLink(path="/3303/0/5700", deleted=True)]
             assert await sim.update(delta) == codes.CHANGED
             assert await _endpoint_paths(node, device_id) == (before - {"/3303/0/5700"}) | {"/3303/1/5700"}
+
+    run(scenario())
+
+
+def test_a_client_sending_its_whole_object_list_in_every_update_drops_a_removed_object(tmp_path: Path) -> None:
+    """The simulator's `full_list_updates` switch (Wakaama/Anjay habit): the Update is the client's own list."""
+
+    async def scenario() -> None:
+        oma = OmaBehaviour(full_list_updates=True)
+        async with running_node(tmp_path) as node, device(node, "full-2", flavor=OMA, oma=oma) as sim:
+            device_id = sim.device_id or ""
+            assert "/3311/0" in await _endpoint_paths(node, device_id)
+            del sim.model.objects[3311]  # the client no longer has the light control object
+            assert await sim.update() == codes.CHANGED
+            assert "/3311/0" not in await _endpoint_paths(node, device_id)
+            assert {"/3/0", "/3303/0"} <= await _endpoint_paths(node, device_id)
 
     run(scenario())
