@@ -39,6 +39,11 @@ class ServeSettings:
     )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
+    tls_cert: str = field(default="", metadata={"help": "PEM certificate (chain) to serve the API over HTTPS"})
+    tls_key: str = field(default="", metadata={"help": "PEM private key of --tls-cert (if not in the same file)"})
+    tls_client_ca: str = field(
+        default="", metadata={"help": "PEM CA bundle: HTTPS clients must present a certificate it signed"}
+    )
     max_batch_bytes: int = field(
         default=1_048_576,
         metadata={"help": "largest NotificationMessage sent at once (WebSocket frame, callback or pull body)"},

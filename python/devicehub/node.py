@@ -13,6 +13,7 @@ from aiohttp import web
 
 from devicehub.api.app import create_app
 from devicehub.api.context import Services
+from devicehub.api.tls import server_context
 from devicehub.channels.cluster import ClusterLink
 from devicehub.channels.hub import ChannelHub
 from devicehub.clock import Clock, SystemClock
@@ -36,6 +37,7 @@ class Node:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.dev_api_key: str | None = None
+        self.http_scheme = "http"
         self.http_port = settings.http_port
         self.coap_port = settings.coap_port
         self._runner: web.AppRunner | None = None
@@ -82,7 +84,9 @@ class Node:
         )
         self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, settings.host, settings.http_port, reuse_address=True)
+        tls = server_context(settings)
+        self.http_scheme = "https" if tls is not None else "http"
+        site = web.TCPSite(self._runner, settings.host, settings.http_port, reuse_address=True, ssl_context=tls)
         await site.start()
         # asyncio.Server or uvloop's Server: both expose the bound sockets
         sockets = getattr(site._server, "sockets", None) or ()
@@ -90,7 +94,8 @@ class Node:
             self.http_port = int(sockets[0].getsockname()[1])
         self._sweeper = asyncio.create_task(self._sweep_snapshots())
         log.info(
-            "devicehub serving HTTP on %s:%d, CoAP on %s:%d, store %s",
+            "devicehub serving %s on %s:%d, CoAP on %s:%d, store %s",
+            self.http_scheme.upper(),
             settings.host,
             self.http_port,
             settings.host,
@@ -145,7 +150,7 @@ async def serve(settings: ServeSettings) -> int:
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     print(
-        f"devicehub: HTTP http://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
+        f"devicehub: HTTP {node.http_scheme}://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
         + (f"  bootstrap coap://{settings.host}:{node.bootstrap_port}" if node.bootstrap_port else ""),
         flush=True,
     )
