@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
+import typing
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -14,6 +14,13 @@ from devicehub.config import StoreSettings, add_arguments, build
 from devicehub.errors import DevicehubError
 
 Runner = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors as one line (`devicehub serve: --http-port: invalid int value: 'x'`), exit code 2."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:
@@ -26,10 +33,12 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 
 async def _with_store(settings: StoreSettings, action: Callable[[Any], Coroutine[Any, Any, int]]) -> int:
+    from devicehub.startup import redacted, starting
     from devicehub.store import open_store
 
     store = open_store(settings.data_dir, settings.redis_url)
-    await store.open()
+    with starting(f"the store {redacted(settings.redis_url) or settings.data_dir}"):
+        await store.open()
     try:
         return await action(store)
     finally:
@@ -193,9 +202,11 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="devicehub", description="LwM2M device management service")
+    top = _Parser(prog="devicehub", description="LwM2M device management service")
     top.add_argument("--version", action="version", version=f"devicehub {__version__}")
-    sub = top.add_subparsers(dest="command", required=True)
+    sub = typing.cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]", top.add_subparsers(dest="command", required=True)
+    )
     for register in _COMMANDS:
         register(sub)
     _add_admin_commands(sub)
@@ -254,15 +265,14 @@ _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=(getattr(args, "log_level", None) and str(args.log_level).upper()) or logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
+        from devicehub.logs import setup_logging
+
+        setup_logging(args)
         run: Runner = args.run
         return run(args)
     except DevicehubError as error:
-        print(f"devicehub: {error.message}", file=sys.stderr)
+        print(f"devicehub {args.command}: {error.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -10,8 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from devicehub.errors import BadSetting
 
 ENV_PREFIX = "DEVICEHUB_"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+PORT: dict[str, Any] = {"range": (0, 65535)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,13 +25,17 @@ class ServeSettings:
     """`devicehub serve`: the service (REST + WebSocket API, LwM2M server, channel delivery)."""
 
     host: str = field(default="127.0.0.1", metadata={"help": "address the HTTP API and CoAP server bind to"})
-    http_port: int = field(default=8000, metadata={"help": "TCP port of the REST/WebSocket API"})
-    coap_port: int = field(default=5683, metadata={"help": "UDP port of the LwM2M (CoAP) server"})
+    http_port: int = field(default=8000, metadata={**PORT, "help": "TCP port of the REST/WebSocket API"})
+    coap_port: int = field(default=5683, metadata={**PORT, "help": "UDP port of the LwM2M (CoAP) server"})
     bootstrap_port: int = field(
-        default=0, metadata={"help": "UDP port of the LwM2M bootstrap server, e.g. 5685 (0: no bootstrap server)"}
+        default=0,
+        metadata={**PORT, "help": "UDP port of the LwM2M bootstrap server, e.g. 5685 (0: no bootstrap server)"},
     )
     data_dir: Path = field(default=Path("devicehub-data"), metadata={"help": "directory of the embedded store"})
-    redis_url: str = field(default="", metadata={"help": "redis://… to keep all state in Redis (several nodes)"})
+    redis_url: str = field(
+        default="",
+        metadata={"url": ("redis", "rediss", "unix"), "help": "redis://… to keep all state in Redis (several nodes)"},
+    )
     dev: bool = field(
         default=False,
         metadata={"help": "development mode: create/reuse a dev account and key, accept any device into it"},
@@ -37,7 +47,11 @@ class ServeSettings:
     registration_grace: float = field(
         default=93.0, metadata={"help": "seconds a registration outlives its lifetime before it expires"}
     )
-    log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    log_level: str = field(default="info", metadata={"choices": LOG_LEVELS, "help": "debug, info, warning or error"})
+    log_format: str = field(
+        default="text",
+        metadata={"choices": LOG_FORMATS, "help": "text for people, json (one object a line) for machines"},
+    )
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (chain) to serve the API over HTTPS"})
     tls_key: str = field(default="", metadata={"help": "PEM private key of --tls-cert (if not in the same file)"})
@@ -65,14 +79,16 @@ class ServeSettings:
 class SimulateSettings:
     """`devicehub simulate`: N simulated LwM2M devices on real UDP sockets."""
 
-    server: str = field(default="coap://127.0.0.1:5683", metadata={"help": "LwM2M server URI"})
-    count: int = field(default=1, metadata={"help": "number of devices"})
+    server: str = field(default="coap://127.0.0.1:5683", metadata={"url": ("coap",), "help": "LwM2M server URI"})
+    count: int = field(default=1, metadata={"range": (1, 1_000_000), "help": "number of devices"})
     prefix: str = field(default="sim-", metadata={"help": "endpoint name prefix (names are <prefix><n>)"})
     endpoint_type: str = field(default="devicehub-sim", metadata={"help": "endpoint type (et=)"})
     lifetime: int = field(default=300, metadata={"help": "registration lifetime in seconds"})
     queue_mode: bool = field(default=False, metadata={"help": "register with binding UQ (queue mode)"})
     rate: float = field(default=0.2, metadata={"help": "temperature changes per second per device"})
-    flavor: str = field(default="pelion", metadata={"help": "oma (plain LwM2M) or pelion (Pelion client)"})
+    flavor: str = field(
+        default="pelion", metadata={"choices": ("oma", "pelion"), "help": "oma (plain LwM2M) or pelion (Pelion client)"}
+    )
     duration: float = field(default=0.0, metadata={"help": "stop after this many seconds (0: run until Ctrl-C)"})
     register_rate: float = field(default=500.0, metadata={"help": "new registrations per second (ramp-up)"})
     bootstrap: str = field(
@@ -90,13 +106,16 @@ class SimulateSettings:
 class EdgeSettings:
     """`devicehub edge`: Edge Core, an LwM2M client of the service with a local status API."""
 
-    server: str = field(default="coap://127.0.0.1:5683", metadata={"help": "LwM2M server URI of the service"})
+    server: str = field(
+        default="coap://127.0.0.1:5683", metadata={"url": ("coap",), "help": "LwM2M server URI of the service"}
+    )
     endpoint_name: str = field(default="edge-core", metadata={"help": "Edge Core's endpoint name"})
     endpoint_type: str = field(default="MBED_GW", metadata={"help": "Edge Core's endpoint type"})
     lifetime: int = field(default=86400, metadata={"help": "registration lifetime in seconds"})
     http_port: int = field(
         default=8080,
         metadata={
+            **PORT,
             "short": "-o",
             "help": "port of GET /status (8080 as the reference release; 9101 and 8081 are the conventions "
             "of the second and the packaged distributions)",
@@ -119,7 +138,9 @@ class StoreSettings:
     """`devicehub keys` / `devicehub accounts`: administration against the store."""
 
     data_dir: Path = field(default=Path("devicehub-data"), metadata={"help": "directory of the embedded store"})
-    redis_url: str = field(default="", metadata={"help": "redis://… when the service runs on Redis"})
+    redis_url: str = field(
+        default="", metadata={"url": ("redis", "rediss", "unix"), "help": "redis://… when the service runs on Redis"}
+    )
 
 
 S = TypeVar("S")
@@ -156,25 +177,52 @@ def _parse_env(kind: Any, raw: str, name: str) -> Any:
             return True
         if raw.lower() in ("0", "false", "no", "off", ""):
             return False
-        raise ValueError(f"{name}: expected a boolean, got {raw!r}")
+        raise BadSetting(f"{name}: expected a boolean, got {raw!r}")
     try:
         return kind(raw)
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
+    except ValueError:
+        raise BadSetting(f"{name}: expected {_kind_name(kind)}, got {raw!r}") from None
+
+
+def _kind_name(kind: Any) -> str:
+    return {int: "an integer", float: "a number"}.get(kind, "a string")
+
+
+def _check(f: dataclasses.Field[Any], value: Any, source: str) -> None:
+    """The limits a field's metadata states; `source` names the flag or variable the value came from."""
+    if "range" in f.metadata:
+        low, high = f.metadata["range"]
+        if not low <= value <= high:
+            raise BadSetting(f"{source} must be between {low} and {high}, got {value}")
+    if "choices" in f.metadata and value not in f.metadata["choices"]:
+        raise BadSetting(f"{source} must be one of {', '.join(f.metadata['choices'])}, got {value!r}")
+    if "url" in f.metadata and value:
+        schemes = f.metadata["url"]
+        example = f"{schemes[0]}://127.0.0.1:{5683 if schemes[0] == 'coap' else 6379}"
+        try:
+            parts = urlsplit(value)
+            port = parts.port  # raises ValueError when out of range or not a number
+        except ValueError as exc:
+            raise BadSetting(f"{source}: {exc} in {value!r} (expected {example})") from None
+        if parts.scheme not in schemes or (parts.scheme != "unix" and not parts.hostname):
+            raise BadSetting(f"{source} must look like {example}, got {value!r}")
+        del port
 
 
 def build(cls: type[S], args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None) -> S:
-    """Flag wins over `DEVICEHUB_*` env var, which wins over the field default."""
+    """Flag wins over `DEVICEHUB_*` env var, which wins over the field default; values are checked (BadSetting)."""
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         given = getattr(args, f.name, None) if args is not None else None
+        env_name = ENV_PREFIX + f.name.upper()
         if given is not None and given is not False:
             values[f.name] = given
+            _check(f, given, _flag(f.name))
             continue
-        env_name = ENV_PREFIX + f.name.upper()
         if env_name in env:
             values[f.name] = _parse_env(_field_type(cls, f), env[env_name], env_name)
+            _check(f, values[f.name], env_name)
     return cls(**values)
 
 

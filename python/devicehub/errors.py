@@ -139,3 +139,11 @@ class StorageUnavailable(Unavailable):
     """The store cannot write (disk full, I/O error): reads are still served, changes answer 503."""
 
     token = "STORAGE_UNAVAILABLE"
+
+
+class StartupFailed(DevicehubError):
+    """The process cannot start (a port in use, a store out of reach): `devicehub` prints it and exits 2."""
+
+
+class BadSetting(StartupFailed, ValueError):
+    """A flag or `DEVICEHUB_*` value is not valid."""

@@ -22,6 +22,7 @@ from devicehub.domain.accounts import AccountService
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.server import LwM2MServer
+from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import open_store
 from devicehub.store.redis import RedisStore
 
@@ -48,9 +49,10 @@ class Node:
     async def start(self) -> None:
         settings = self.settings
         if not settings.redis_url or settings.dev:  # the dev key file lives there in Redis mode too
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = open_store(settings.data_dir, settings.redis_url)
-        await self.store.open()
+            check_data_dir(settings.data_dir)
+        with starting(f"the store {redacted(settings.redis_url) or settings.data_dir}"):
+            self.store = open_store(settings.data_dir, settings.redis_url)
+            await self.store.open()
         self.accounts = AccountService(self.store, self.clock)
         default_account: str | None = None
         if settings.dev:
@@ -63,7 +65,8 @@ class Node:
         await self.hub.start()
         self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
         self.lwm2m = LwM2MServer(self.devices, self.clock, expiry_grace=settings.registration_grace, store=self.store)
-        await self.lwm2m.start(settings.host, settings.coap_port)
+        with starting(f"the LwM2M server on udp {settings.host}:{settings.coap_port}"):
+            await self.lwm2m.start(settings.host, settings.coap_port)
         self.coap_port = self.lwm2m.address[1]
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
@@ -71,7 +74,8 @@ class Node:
             dev_port = self.coap_port if settings.dev else None
             lookup = ConfigLookup(self.store, self.clock, host=settings.host, dev_port=dev_port)
             self.bootstrap = BootstrapServer(lookup.config_for, self.clock)
-            await self.bootstrap.start(settings.host, settings.bootstrap_port)
+            with starting(f"the LwM2M bootstrap server on udp {settings.host}:{settings.bootstrap_port}"):
+                await self.bootstrap.start(settings.host, settings.bootstrap_port)
             self.bootstrap_port = self.bootstrap.address[1]
         services = Services(
             settings=settings,
@@ -84,10 +88,12 @@ class Node:
         )
         self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
         await self._runner.setup()
-        tls = server_context(settings)
+        with starting("TLS for the HTTP API (--tls-cert, --tls-key, --tls-client-ca)"):
+            tls = server_context(settings)
         self.http_scheme = "https" if tls is not None else "http"
         site = web.TCPSite(self._runner, settings.host, settings.http_port, reuse_address=True, ssl_context=tls)
-        await site.start()
+        with starting(f"the HTTP API on tcp {settings.host}:{settings.http_port}"):
+            await site.start()
         # asyncio.Server or uvloop's Server: both expose the bound sockets
         sockets = getattr(site._server, "sockets", None) or ()
         if sockets:
@@ -138,15 +144,21 @@ class Node:
             await self._runner.cleanup()
         if self.bootstrap is not None:
             await self.bootstrap.stop()
-        await self.lwm2m.stop()
-        await self.devices.stop()
-        await self.hub.stop()
-        await self.store.close()
+        # each part only if start() got that far (a failed start stops what it had started)
+        for part in ("lwm2m", "devices", "hub"):
+            if hasattr(self, part):
+                await getattr(self, part).stop()
+        if hasattr(self, "store"):
+            await self.store.close()
 
 
 async def serve(settings: ServeSettings) -> int:
     node = Node(settings)
-    await node.start()
+    try:
+        await node.start()
+    except BaseException:
+        await node.stop()
+        raise
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     print(

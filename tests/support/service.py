@@ -19,6 +19,7 @@ class ServiceProcess:
     http_port: int = field(default_factory=free_tcp_port)
     coap_port: int = field(default_factory=free_udp_port)
     extra_args: tuple[str, ...] = ()
+    dev: bool = True
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[str] | None = None
     api_key: str = ""
@@ -39,7 +40,7 @@ class ServiceProcess:
             "-m",
             "devicehub",
             "serve",
-            "--dev",
+            *(["--dev"] if self.dev else []),
             "--http-port",
             str(self.http_port),
             "--coap-port",
@@ -54,7 +55,7 @@ class ServiceProcess:
         # drain the output all the time: a full pipe would block the service
         self._reader = threading.Thread(target=self._read, args=(self.process, ready), daemon=True)
         self._reader.start()
-        if not ready.wait(timeout) or not self.api_key:
+        if not ready.wait(timeout) or (self.dev and not self.api_key):
             self.stop()
             raise RuntimeError("devicehub serve did not start:\n" + "".join(self.output))
         return self

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +20,9 @@ from devicehub.edge.forwarding import SHUTDOWN_TIMING
 from devicehub.edge.pt_api import WRITE_TIMEOUT, create_pt_app
 from devicehub.edge.status_api import create_status_app
 from devicehub.edge.upstream import EdgeClient
+from devicehub.errors import StartupFailed
 from devicehub.sim.fleet import server_address
+from devicehub.startup import starting
 
 log = logging.getLogger("devicehub.edge")
 
@@ -48,22 +51,26 @@ class EdgeCore:
         self._runners: list[web.AppRunner] = []
 
     async def start(self) -> None:
-        await self.client.start()
+        """Local ports first: a start that fails on them must not leave a gateway registered upstream."""
         status_runner = web.AppRunner(create_status_app(self.client.status), access_log=None)
         await status_runner.setup()
+        self._runners.append(status_runner)
         site = web.TCPSite(status_runner, self.settings.bind, self.settings.http_port)
-        await site.start()
+        with starting(f"the status API on tcp {self.settings.bind}:{self.settings.http_port}"):
+            await site.start()
         sockets = getattr(site._server, "sockets", None) or ()
         if sockets:
             self.http_port = int(sockets[0].getsockname()[1])
-        self._runners.append(status_runner)
         socket_path = Path(self.settings.edge_pt_domain_socket)
-        await asyncio.to_thread(_remove_stale, socket_path)
         app = create_pt_app(self.children, self.client, self.clock, write_timeout=self.write_timeout)
         pt_runner = web.AppRunner(app, access_log=None)
         await pt_runner.setup()
-        await web.UnixSite(pt_runner, str(socket_path)).start()
         self._runners.append(pt_runner)
+        with starting(f"the protocol translator API on {socket_path}"):
+            await asyncio.to_thread(_remove_stale, socket_path)
+            await web.UnixSite(pt_runner, str(socket_path)).start()
+        with starting("the upstream LwM2M client"):
+            await self.client.start()
         log.info(
             "edge %s: status on http://%s:%d/status, translators on %s",
             self.settings.endpoint_name,
@@ -85,14 +92,20 @@ class EdgeCore:
 
 
 def _remove_stale(socket_path: Path) -> None:
-    """A socket file left by an earlier run would make the bind fail."""
+    """A socket file left by an earlier run would make the bind fail; any other file there is not ours to remove."""
     with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISSOCK(socket_path.lstat().st_mode):
+            raise StartupFailed(f"{socket_path} exists and is not a socket")
         socket_path.unlink()
 
 
 async def edge(settings: EdgeSettings) -> int:
     core = EdgeCore(settings)
-    await core.start()
+    try:
+        await core.start()
+    except BaseException:
+        await core.stop()
+        raise
     print(f"devicehub edge: status http://{settings.bind}:{core.http_port}/status", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -18,7 +18,7 @@ from typing import Any
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.errors import DeviceError, DeviceReset
+from devicehub.lwm2m.errors import DeviceError, DeviceReset, DeviceTimeout
 from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.transport import ACK_TIMEOUT, BLOCK_SIZE, MAX_RETRANSMIT, Address, CoapEndpoint, Reply
@@ -87,6 +87,17 @@ class DeviceCounters:
     requests: int = 0
     bootstraps: int = 0
     bootstrap_failures: int = 0
+    register_failures: int = 0
+
+
+def register_failure(error: DeviceError) -> str:
+    """Why a registration failed, in words an operator can act on (`devicehub simulate` prints it)."""
+    text = str(error)
+    if isinstance(error, DeviceTimeout):
+        return "no answer from the server (is devicehub serve running there?)"
+    if text.endswith("4.03"):
+        return "refused with 4.03 Forbidden (endpoint not enrolled: run the server with --dev, or enroll it)"
+    return text
 
 
 @dataclass(slots=True)
@@ -142,6 +153,7 @@ class SimDevice:
         self.location: list[str] = []
         self.registered = asyncio.Event()
         self.counters = DeviceCounters()
+        self.last_failure = ""  # why the last registration failed, for the progress line
         self.log = DeviceLog()
         self._endpoint: CoapEndpoint | None = None
         self._observers: dict[bytes, _Observer] = {}
@@ -208,6 +220,9 @@ class SimDevice:
                 await self.update()
             except DeviceError as error:
                 self.counters.errors += 1
+                if not self.registered.is_set():
+                    self.counters.register_failures += 1
+                    self.last_failure = register_failure(error)
                 log.debug("%s: %s; retrying in %.0f s", self.endpoint_name, error, backoff)
                 self.registered.clear()
                 await self.clock.sleep(backoff)

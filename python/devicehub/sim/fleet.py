@@ -6,6 +6,7 @@ import asyncio
 import random
 import signal
 import sys
+from collections import Counter
 from urllib.parse import urlsplit
 
 from devicehub.clock import Clock, SystemClock
@@ -80,15 +81,25 @@ class Fleet:
         notifications = sum(d.counters.notifications for d in self.devices)
         notifying = sum(d.counters.notifications > 0 for d in self.devices)
         errors = sum(d.counters.errors for d in self.devices)
+        failures = sum(d.counters.register_failures for d in self.devices)
         line = (
             f"registered {registered}/{len(self.devices)}  notifying {notifying}  "
-            f"notifications {notifications}  errors {errors}"
+            f"notifications {notifications}  errors {errors}  registration failures {failures}"
         )
         if self.settings.bootstrap:
             bootstrapped = sum(d.counters.bootstraps > 0 for d in self.devices)
-            failures = sum(d.counters.bootstrap_failures for d in self.devices)
-            line += f"  bootstrapped {bootstrapped}  bootstrap failures {failures}"
-        return line
+            bootstrap_failures = sum(d.counters.bootstrap_failures for d in self.devices)
+            line += f"  bootstrapped {bootstrapped}  bootstrap failures {bootstrap_failures}"
+        reasons = self.failure_reasons()
+        return line + (f" ({reasons})" if reasons else "")
+
+    def ever_registered(self) -> int:
+        return sum(d.counters.registrations > 0 for d in self.devices)
+
+    def failure_reasons(self) -> str:
+        """The reasons of the devices' last registration failures, most common first: `why (n devices); …`."""
+        reasons = Counter(d.last_failure for d in self.devices if d.last_failure and not d.registered.is_set())
+        return "; ".join(f"{why} ({n} device{'s' if n > 1 else ''})" for why, n in reasons.most_common(3))
 
 
 async def simulate(settings: SimulateSettings) -> int:
@@ -111,4 +122,8 @@ async def simulate(settings: SimulateSettings) -> int:
     await asyncio.gather(starting, return_exceptions=True)
     await fleet.stop()
     print(("\n" if live else "") + "stopped: " + fleet.progress(), file=sys.stderr, flush=True)
+    if fleet.ever_registered() == 0:
+        why = fleet.failure_reasons() or "no answer from the server yet (is devicehub serve running there?)"
+        print(f"devicehub simulate: no device registered with {settings.server}: {why}", file=sys.stderr, flush=True)
+        return 1
     return 0
