@@ -133,6 +133,8 @@ class CallbackClient:
         self._policy = policy or TargetPolicy()
         self._verifying: set[str] = set()
         self._session: aiohttp.ClientSession | None = None
+        # metrics hook (devicehub.metrics): seconds, HTTP status or None, timed out
+        self.on_answer: Callable[[float, int | None, bool], None] | None = None
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(
@@ -146,6 +148,13 @@ class CallbackClient:
             self._session = None
 
     async def put(self, url: str, headers: Mapping[str, str], body: bytes) -> Answer:
+        started = self._clock.now()
+        answer = await self._put_in_time(url, headers, body)
+        if self.on_answer is not None:
+            self.on_answer(self._clock.now() - started, answer.status, answer.timed_out)
+        return answer
+
+    async def _put_in_time(self, url: str, headers: Mapping[str, str], body: bytes) -> Answer:
         request = asyncio.ensure_future(self._put(url, headers, body))
         timer = asyncio.ensure_future(self._clock.sleep(self.timeout_s))
         try:

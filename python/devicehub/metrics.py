@@ -1,0 +1,194 @@
+"""Prometheus metrics of one service node, in their own CollectorRegistry (several nodes can share a process).
+
+Counters the other modules already keep (LwM2M server and CoAP endpoint stats, channel hub counters) are read at
+scrape time by `_NodeCollector`; what needs a hook (HTTP requests, callback PUT latency) is observed here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from devicehub.api.context import Services
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+TOP_QUEUES = 10  # per-channel queue gauges for the largest queues only: the label set stays bounded
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class NodeMetrics:
+    """The metrics of one node: a registry, the hooks that feed it and the scrape-time collector."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.registry = CollectorRegistry()
+        self.http_requests = Counter(
+            "devicehub_http_requests",
+            "HTTP API requests answered, by method, route template and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.http_latency = Histogram(
+            "devicehub_http_request_duration_seconds",
+            "Time to answer an HTTP API request, by method and route template",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.callback_attempts = Counter(
+            "devicehub_callback_attempts", "Callback PUTs sent (deliveries and verifications)", registry=self.registry
+        )
+        self.callback_failures = Counter(
+            "devicehub_callback_failures",
+            "Callback PUTs not answered 2xx, by cause",
+            ["cause"],
+            registry=self.registry,
+        )
+        self.callback_latency = Histogram(
+            "devicehub_callback_duration_seconds",
+            "Time from sending a callback PUT to its answer (or giving up)",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.pending_requests = 0  # refreshed before each scrape (a store read, so async)
+        ProcessCollector(namespace="devicehub", registry=self.registry)  # memory, CPU seconds, open files
+        self.registry.register(_NodeCollector(self))
+
+    def callback_answered(self, seconds: float, status: int | None, timed_out: bool) -> None:
+        """Hook of channels/callback.py's CallbackClient: one call per PUT."""
+        self.callback_attempts.inc()
+        self.callback_latency.observe(seconds)
+        if status is None or not 200 <= status < 300:
+            cause = "timeout" if timed_out else "unreachable" if status is None else f"{status // 100}xx"
+            self.callback_failures.labels(cause).inc()
+
+    async def scrape(self) -> bytes:
+        self.pending_requests = len(await self.services.store.all_pending_requests())
+        return generate_latest(self.registry)
+
+    def middleware(self) -> Any:
+        @web.middleware
+        async def count_requests(request: web.Request, handler: Handler) -> web.StreamResponse:
+            started = time.perf_counter()
+            status = 500
+            try:
+                response = await handler(request)
+                status = response.status
+                return response
+            except web.HTTPException as exc:
+                status = exc.status
+                raise
+            finally:
+                route = _route(request)
+                self.http_requests.labels(request.method, route, str(status)).inc()
+                self.http_latency.labels(request.method, route).observe(time.perf_counter() - started)
+
+        return count_requests
+
+
+def _route(request: web.Request) -> str:
+    """The route template (`/v2/endpoints/{device_id}`), never the raw path: the label set stays bounded."""
+    info = request.match_info
+    resource = info.route.resource if info.http_exception is None else None
+    return resource.canonical if resource is not None else "unmatched"
+
+
+def _counter(name: str, doc: str, value: float, labels: dict[str, str] | None = None) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=list(labels) if labels else None)
+    family.add_metric(list(labels.values()) if labels else [], value)
+    return family
+
+
+class _NodeCollector(Collector):
+    """Reads the counters the LwM2M server, the CoAP endpoint and the channel hub keep, at scrape time."""
+
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        services = self._metrics.services
+        lw = services.extra_metrics() if services.extra_metrics is not None else {}
+        hub = services.hub.metrics()
+
+        def v(values: dict[str, Any], name: str) -> float:
+            return float(values.get(name, 0))
+
+        registrations = CounterMetricFamily(
+            "devicehub_registrations", "LwM2M Register requests, by outcome", labels=["outcome"]
+        )
+        registrations.add_metric(["accepted"], v(lw, "lwm2m_registrations"))
+        registrations.add_metric(["refused"], v(lw, "lwm2m_refused"))
+        yield registrations
+        yield _counter("devicehub_registration_updates", "LwM2M registration updates", v(lw, "lwm2m_updates"))
+        yield _counter("devicehub_deregistrations", "LwM2M de-registrations", v(lw, "lwm2m_deregistrations"))
+        yield _counter("devicehub_registration_expiries", "Registrations expired", v(lw, "lwm2m_expirations"))
+        registered = GaugeMetricFamily("devicehub_registered_devices", "Devices registered with this node")
+        registered.add_metric([], v(lw, "lwm2m_registered_devices"))
+        yield registered
+        yield _counter("devicehub_notifications", "LwM2M notifications received", v(lw, "lwm2m_notifications"))
+
+        datagrams = CounterMetricFamily(
+            "devicehub_coap_datagrams", "CoAP datagrams, by direction", labels=["direction"]
+        )
+        datagrams.add_metric(["in"], v(lw, "coap_received"))
+        datagrams.add_metric(["out"], v(lw, "coap_sent"))
+        yield datagrams
+        errors = CounterMetricFamily("devicehub_coap_errors", "CoAP exchange errors, by kind", labels=["kind"])
+        for kind in ("malformed", "timeouts", "resets"):
+            errors.add_metric([kind], v(lw, f"coap_{kind}"))
+        yield errors
+        yield _counter(
+            "devicehub_coap_duplicates", "Duplicate CoAP messages answered from cache", v(lw, "coap_duplicates")
+        )
+        yield _counter(
+            "devicehub_coap_retransmissions", "Confirmable CoAP messages sent again", v(lw, "coap_retransmissions")
+        )
+
+        yield _counter("devicehub_events_enqueued", "Events put on channel queues", v(hub, "events_queued_total"))
+        yield _counter("devicehub_events_delivered", "Events delivered to channels", v(hub, "events_delivered_total"))
+        dropped = CounterMetricFamily("devicehub_events_dropped", "Events dropped, by cause", labels=["cause"])
+        for cause in ("overflow", "expired", "failed"):
+            dropped.add_metric([cause], v(hub, f"dropped_{cause}_total"))
+        yield dropped
+        yield _counter("devicehub_channels_removed", "Channels removed", v(hub, "channels_removed_total"))
+
+        channels = GaugeMetricFamily(
+            "devicehub_channels", "Notification channels on this node, by kind", labels=["kind"]
+        )
+        for kind in ("callback", "websocket", "pull"):
+            channels.add_metric([kind], v(hub, f"channels_{kind}"))
+        yield channels
+        for name, doc, key in (
+            ("devicehub_websocket_connections", "Open notification WebSockets", "websockets_connected"),
+            ("devicehub_queue_events", "Events queued on all channels", "queued_events"),
+            ("devicehub_queue_bytes", "Bytes queued on all channels", "queued_bytes"),
+            ("devicehub_callbacks_failing", "Callback channels whose last delivery failed", "callbacks_failing"),
+        ):
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], v(hub, key))
+            yield gauge
+        depth = GaugeMetricFamily(
+            "devicehub_channel_queue_events", f"Events queued, for the {TOP_QUEUES} largest queues", labels=["key_id"]
+        )
+        size = GaugeMetricFamily(
+            "devicehub_channel_queue_bytes", f"Bytes queued, for the {TOP_QUEUES} largest queues", labels=["key_id"]
+        )
+        # the hub keeps its channels private; reading them here keeps the hub free of exporter code
+        live = list(getattr(services.hub, "_channels", {}).values())
+        for channel in sorted(live, key=lambda c: c.queue.bytes_used, reverse=True)[:TOP_QUEUES]:
+            depth.add_metric([channel.key_id], channel.size)
+            size.add_metric([channel.key_id], channel.queue.bytes_used)
+        yield depth
+        yield size
+        pending = GaugeMetricFamily("devicehub_device_requests_pending", "Device requests queued, not yet answered")
+        pending.add_metric([], self._metrics.pending_requests)
+        yield pending

@@ -1,0 +1,157 @@
+"""`/metrics` in the Prometheus format (parsed with prometheus_client.parser), `/healthz`, `/readyz` (issue 17 §8)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from devicehub.config import ServeSettings
+from devicehub.node import Node
+from support.node import device, run, running_node
+from support.redis_server import redis_server
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+async def scrape(http: aiohttp.ClientSession) -> tuple[Samples, dict[str, str]]:
+    async with http.get("/metrics") as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = await r.text()
+    samples: Samples = {}
+    types: dict[str, str] = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples, types
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node:
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                before, types = await scrape(http)
+                async with device(node, "metrics-1"), device(node, "metrics-2") as sim:
+                    for _ in range(3):
+                        async with http.get("/v3/devices") as r:
+                            assert r.status == 200
+                    async with http.get(f"/v3/devices/{sim.device_id}/echo") as r:
+                        assert r.status == 200
+                    async with http.get("/v3/devices/no-such-device/echo") as r:
+                        assert r.status == 404
+                    async with http.get("/v3/devices", headers={"Authorization": "Bearer wrong"}) as r:
+                        assert r.status == 401
+                    during, _ = await scrape(http)
+                after, _ = await scrape(http)
+
+        # each family is declared with HELP/TYPE; counters and histograms are typed as such
+        assert types["devicehub_registrations"] == "counter"
+        assert types["devicehub_http_request_duration_seconds"] == "histogram"
+        assert types["devicehub_process_resident_memory_bytes"] == "gauge"
+        assert value(during, "devicehub_process_resident_memory_bytes") > 0
+        assert "devicehub_process_cpu_seconds_total" in {name for name, _ in during}
+
+        accepted = "devicehub_registrations_total"
+        assert value(during, accepted, outcome="accepted") - value(before, accepted, outcome="accepted") == 2
+        assert value(during, accepted, outcome="refused") == 0
+        assert value(during, "devicehub_registered_devices") == 2
+        assert value(after, "devicehub_deregistrations_total") - value(before, "devicehub_deregistrations_total") == 2
+        assert value(after, "devicehub_registered_devices") == 0
+        # two Registers and two De-registers came in, each answered: at least 4 datagrams each way
+        assert value(after, "devicehub_coap_datagrams_total", direction="in") >= 4
+        assert value(after, "devicehub_coap_datagrams_total", direction="out") >= 4
+
+        requests = "devicehub_http_requests_total"
+        assert value(during, requests, method="GET", route="/v3/devices", status="200") == 3
+        assert value(during, requests, method="GET", route="/v3/devices", status="401") == 1
+        # the route template is the label, never the device id of the raw path
+        echo_route = "/v3/devices/{device_id}/echo"
+        labels = {dict(lbl).get("route") for _, lbl in during}
+        assert not any(str(r).endswith("no-such-device/echo") for r in labels)
+        count = "devicehub_http_request_duration_seconds_count"
+        assert value(during, count, method="GET", route="/v3/devices") == 4
+        assert value(during, count, method="GET", route=echo_route) == 2
+        assert value(during, requests, method="GET", route=echo_route, status="404") == 1
+        bucket = "devicehub_http_request_duration_seconds_bucket"
+        assert value(during, bucket, method="GET", route="/v3/devices", le="+Inf") == 4
+        # /metrics counts itself: the first scrape is seen by the second
+        assert value(during, requests, method="GET", route="/metrics", status="200") == 1
+
+    run(scenario())
+
+
+def test_two_nodes_in_one_process_keep_their_own_registries(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path / "a") as a, running_node(tmp_path / "b") as b:
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"http://127.0.0.1:{a.http_port}/healthz") as r:
+                    assert r.status == 200
+                async with http.get(f"http://127.0.0.1:{b.http_port}/metrics") as r:
+                    samples = {
+                        (s.name, tuple(sorted(s.labels.items()))): s.value
+                        for f in text_string_to_metric_families(await r.text())
+                        for s in f.samples
+                    }
+        key = ("devicehub_http_requests_total", (("method", "GET"), ("route", "/healthz"), ("status", "200")))
+        assert key not in samples  # node a's request is not on node b's page
+
+    run(scenario())
+
+
+@pytest.mark.redis
+def test_readyz_fails_while_redis_is_down_and_health_stays_alive(tmp_path: Path) -> None:
+    with redis_server() as url:
+        settings = ServeSettings(host="127.0.0.1", http_port=0, coap_port=0, data_dir=tmp_path, redis_url=url, dev=True)
+
+        async def scenario(stop_redis: asyncio.Event, stopped: asyncio.Event) -> None:
+            node = Node(settings)
+            await node.start()
+            try:
+                async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as http:
+                    async with http.get("/readyz") as r:
+                        assert r.status == 200, await r.text()
+                        assert (await r.json())["checks"] == {"store": "ok", "lwm2m_listener": "ok"}
+                    stop_redis.set()
+                    await stopped.wait()
+                    async with http.get("/readyz") as r:
+                        assert r.status == 503
+                        body = await r.json()
+                        assert body["status"] == "unavailable" and body["checks"]["store"].startswith("failing")
+                    for path in ("/healthz", "/health"):
+                        async with http.get(path) as r:
+                            assert r.status == 200
+            finally:
+                await node.stop()
+
+        async def main() -> None:
+            stop_redis, stopped = asyncio.Event(), asyncio.Event()
+            task = asyncio.create_task(scenario(stop_redis, stopped))
+            await stop_redis.wait()
+            await asyncio.to_thread(_stop_redis, url)
+            stopped.set()
+            await task
+
+        run(main())
+
+
+def _stop_redis(url: str) -> None:
+    """SHUTDOWN the real server (the fixture's terminate() then finds it gone)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.shutdown(nosave=True)
+    except redis.exceptions.ConnectionError:
+        pass  # the server closes the connection as it exits
+    finally:
+        client.close()
