@@ -76,3 +76,59 @@ def setup_logging(args: argparse.Namespace) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+
+
+def request_id_middleware() -> Any:
+    """Every API request gets an id (the caller's `X-Request-Id` if sane, else a new one): on its log lines
+    (`request_id` in JSON, `[request …]` in text) and in the `X-Request-Id` response header."""
+    import secrets
+
+    from aiohttp import web
+
+    log = logging.getLogger("devicehub.api.access")
+
+    @web.middleware
+    async def with_request_id(request: web.Request, handler: Any) -> web.StreamResponse:
+        given = request.headers.get("X-Request-Id", "")
+        rid = given if 0 < len(given) <= 64 and given.isascii() and given.isprintable() else secrets.token_hex(8)
+        token = request_id.set(rid)
+        started = time.perf_counter()
+        status = 500
+        try:
+            response: web.StreamResponse = await handler(request)
+            status = response.status
+            if not response.prepared:
+                response.headers["X-Request-Id"] = rid
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            exc.headers["X-Request-Id"] = rid
+            raise
+        finally:
+            log.debug("%s %s %d %.1f ms", request.method, request.path, status, (time.perf_counter() - started) * 1000)
+            request_id.reset(token)
+
+    return with_request_id
+
+
+class _BadClientInput(logging.Filter):
+    """aiohttp logs a malformed request (BadHttpMessage: the client's fault) as ERROR with a traceback; make it
+    one INFO line. The client already got its 400."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError) and 400 <= (error.code or 0) < 500:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            first = str(error.message).strip().splitlines()[0] if error.message else type(error).__name__
+            record.msg, record.args = "bad request from a client (%s): %s", (type(error).__name__, first)
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_bad_requests() -> None:
+    """Install `_BadClientInput` on aiohttp's server logger, once per process."""
+    server = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, _BadClientInput) for f in server.filters):
+        server.addFilter(_BadClientInput())

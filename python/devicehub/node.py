@@ -152,6 +152,27 @@ class Node:
             await self.store.close()
 
 
+async def has_active_key(node: Node) -> bool:
+    """Whether any account has a key that is not revoked (without one, no application can call the API)."""
+    for account in await node.store.list_accounts():
+        if any(key.revoked_at is None for key in await node.store.list_keys(account.id)):
+            return True
+    return False
+
+
+def first_run_hint(settings: ServeSettings) -> str:
+    """What `serve` says when no account or key exists yet: the three commands that make one."""
+    url = redacted(settings.redis_url) + "/…" if "@" in settings.redis_url else settings.redis_url  # no password
+    store = f"--redis-url {url}" if settings.redis_url else f"--data-dir {settings.data_dir}"
+    return (
+        "no account with an API key exists yet, so no application can call the API and no device can join. "
+        "Create them (or run with --dev for a development account that takes any device):\n"
+        f"  devicehub accounts create my-org {store}\n"
+        f"  devicehub accounts enroll my-org <endpoint-name>... {store}\n"
+        f"  devicehub keys create --account my-org --name operator {store}"
+    )
+
+
 async def serve(settings: ServeSettings) -> int:
     node = Node(settings)
     try:
@@ -161,6 +182,8 @@ async def serve(settings: ServeSettings) -> int:
         raise
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
+    elif not await has_active_key(node):
+        log.warning(first_run_hint(settings))
     print(
         f"devicehub: HTTP {node.http_scheme}://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
         + (f"  bootstrap coap://{settings.host}:{node.bootstrap_port}" if node.bootstrap_port else ""),

@@ -10,6 +10,7 @@ from devicehub.api import device_routes, iam_routes, openapi, request_routes, su
 from devicehub.api.context import SERVICES, Services
 from devicehub.api.errors import error_middleware
 from devicehub.api.trailing_slash import tolerate_trailing_slash
+from devicehub.logs import quiet_bad_requests, request_id_middleware
 from devicehub.metrics import CONTENT_TYPE, NodeMetrics
 
 METRICS = web.AppKey("metrics", NodeMetrics)
@@ -46,13 +47,15 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def create_app(services: Services) -> web.Application:
+    quiet_bad_requests()
     node_metrics = NodeMetrics(services)
     # the callback client feeds callback latency; it lives in the hub, which keeps it private
     client = getattr(services.hub, "_client", None)
     if client is not None:
         client.on_answer = node_metrics.callback_answered
     app = web.Application(
-        middlewares=[node_metrics.middleware(), error_middleware], client_max_size=services.settings.max_body_bytes
+        middlewares=[request_id_middleware(), node_metrics.middleware(), error_middleware],
+        client_max_size=services.settings.max_body_bytes,
     )
     app[SERVICES] = services
     app[METRICS] = node_metrics

@@ -247,13 +247,14 @@ async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove
             channel.delivered(batch, now)
             continue
         channel.failed(now)
-        log.info(
-            "callback %s of key %s failed (%s), attempt %d in a row",
-            channel.config.url,
-            channel.key_id,
-            answer.text,
-            channel.consecutive_failures,
-        )
+        if channel.consecutive_failures & (channel.consecutive_failures - 1) == 0:  # 1st, 2nd, 4th, 8th…: bounded
+            log.info(
+                "callback %s of key %s failed (%s), attempt %d in a row",
+                channel.config.url,
+                channel.key_id,
+                answer.text,
+                channel.consecutive_failures,
+            )
         if channel.config.free_tier:
             channel.discard(batch)  # spec §8: free tier sends once; the next batch goes
         else:

@@ -385,11 +385,13 @@ class ChannelHub:
         )
         channel.session = session
         channel.disconnected_since = None
+        log.info("websocket of key %s connected", caller.key_id)
         await session.run(self._socket_ended)
 
     def _socket_ended(self, session: WebSocketSession) -> None:
         channel = session.channel
         if channel.session is session:
+            log.info("websocket of key %s disconnected", channel.key_id)
             channel.session = None
             channel.disconnected_since = self._clock.now()  # events keep queueing for 24 h (spec §3.3)
 

@@ -347,6 +347,13 @@ class LwM2MServer:
                 raise
             await self._save(device, fresh=True)
             self.stats.registrations += 1
+            log.info(
+                "registered %s (%s) from %s:%d, lifetime %d s",
+                registration.endpoint_name,
+                admission.device_id,
+                *remote[:2],
+                registration.lifetime,
+            )
         location = [
             (codes.LOCATION_PATH, b"rd"),
             (codes.LOCATION_PATH, admission.account_id.encode()),
@@ -403,6 +410,7 @@ class LwM2MServer:
             await self._store.remove_registration(device_id)
         self._by_address.pop(device.registration.address, None)
         self.stats.deregistrations += 1
+        log.info("de-registered %s (%s)", device.registration.endpoint_name, device_id)
         await self._events.deregistered(device.registration)
         return Reply(codes.DELETED)
 
