@@ -3,11 +3,14 @@
 # the test dependency group) and runs it. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v redis-server >/dev/null 2>&1; then
+# chromium + chromium-driver: the operator console's browser test (tests/e2e/test_console_browser.py)
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 \
+  || ! command -v chromedriver >/dev/null 2>&1; then
+  packages="redis-server chromium chromium-driver"
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
   else
-    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
   fi
   # the Debian package starts a system instance; the tests start their own on free ports
   (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null

@@ -6,7 +6,7 @@ import asyncio
 
 from aiohttp import web
 
-from devicehub.api import device_routes, iam_routes, openapi, request_routes, subscription_routes
+from devicehub.api import console, device_routes, iam_routes, openapi, request_routes, subscription_routes
 from devicehub.api.context import SERVICES, Services
 from devicehub.api.errors import error_middleware
 from devicehub.api.trailing_slash import tolerate_trailing_slash
@@ -68,5 +68,6 @@ def create_app(services: Services) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    console.add_routes(app)
     tolerate_trailing_slash(app)  # issue 11: `/v3/devices/{id}/` as the SDK calls it
     return app

@@ -1,0 +1,41 @@
+"""The operator console: static HTML/CSS/JS shipped in the package (no build step, no CDN), served at `/`.
+
+The page is a client of the documented API only; it holds no server-side state and needs no key to load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import web
+
+HERE = Path(__file__).parent
+_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript"}
+# the page loads only its own files; the key never leaves the tab except in the Authorization header
+_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+def _file(name: str) -> web.Response:
+    path = HERE / name
+    return web.Response(body=path.read_bytes(), content_type=_TYPES[path.suffix], charset="utf-8", headers=_HEADERS)
+
+
+async def index(request: web.Request) -> web.Response:
+    return _file("index.html")
+
+
+async def asset(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in ("console.css", "console.js"):
+        raise web.HTTPNotFound()
+    return _file(name)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/", index)
+    app.router.add_get("/console/{name}", asset)
