@@ -3,10 +3,12 @@ find a simulated device, read a value, watch a notification arrive, screenshot (
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,3 +113,28 @@ def test_console_logs_in_finds_a_device_reads_and_watches_a_notification(
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#channel-table tr[data-field='queue_size']"))
     status = browser.find_element(By.CSS_SELECTOR, "#channel-table tr[data-field='status']").text
     assert status.endswith("connected")
+
+
+def test_docs_renders_every_operation_of_the_openapi_document(service: ServiceProcess, browser: WebDriver) -> None:
+    with urllib.request.urlopen(f"{service.base_url}/openapi.json", timeout=10) as response:
+        spec = json.load(response)
+    methods = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+    expected = [(m.upper(), path) for path, item in spec["paths"].items() for m in item if m in methods]
+    browser.get(f"{service.base_url}/docs")
+    wait = WebDriverWait(browser, 20)
+    wait.until(lambda b: b.find_element(By.ID, "operations").get_attribute("data-operations") == str(len(expected)))
+    headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "section.operation h3")]
+    assert headings == [f"{m} {p}" for m, p in expected]
+    # parameters, request bodies and responses of the document are on the page
+    text = browser.find_element(By.ID, "operations").text
+    for item in spec["paths"].values():
+        for method, op in item.items():
+            if method not in methods:
+                continue
+            for parameter in op.get("parameters", []):
+                if "name" in parameter:
+                    assert parameter["name"] in text
+            for status in op.get("responses", {}):
+                assert status in text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "details.component")) == len(spec["components"]["schemas"])
+    assert not browser.find_elements(By.CSS_SELECTOR, "script[src^='http']")  # nothing from elsewhere

@@ -107,30 +107,6 @@ def build_spec(extra: tuple[Operation, ...] = ()) -> dict[str, Any]:
     }
 
 
-DOCS_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>devicehub API</title>
-<style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
-code{background:#f3f3f3;padding:0 .25rem}.op{margin:.4rem 0}.m{display:inline-block;width:4.5rem;font-weight:bold}
-</style></head><body><h1>devicehub API</h1>
-<p>Machine-readable: <a href="/openapi.json">/openapi.json</a>. Every call needs
-<code>Authorization: Bearer &lt;API key&gt;</code>.</p><div id="ops">loading…</div>
-<script>
-fetch('/openapi.json').then(r => r.json()).then(spec => {
-  const box = document.getElementById('ops'); box.textContent = '';
-  for (const [path, methods] of Object.entries(spec.paths)) {
-    for (const [method, op] of Object.entries(methods)) {
-      const div = document.createElement('div'); div.className = 'op';
-      const m = document.createElement('span'); m.className = 'm'; m.textContent = method.toUpperCase();
-      const p = document.createElement('code'); p.textContent = path;
-      div.append(m, p, document.createTextNode(' — ' + op.summary + ' (' + Object.keys(op.responses)[0] + ')'));
-      box.append(div);
-    }
-  }
-});
-</script></body></html>
-"""
-
-
 async def openapi_json(request: web.Request) -> web.Response:
     from devicehub.api.bootstrap_routes import OPERATIONS as BOOTSTRAP  # imports Operation from here
 
@@ -138,7 +114,9 @@ async def openapi_json(request: web.Request) -> web.Response:
 
 
 async def docs(request: web.Request) -> web.Response:
-    return web.Response(text=DOCS_PAGE, content_type="text/html")
+    from devicehub.api import console  # the renderer ships with the console's static files
+
+    return await console.docs(request)
 
 
 def add_routes(app: web.Application) -> None:

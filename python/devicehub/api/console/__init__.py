@@ -31,9 +31,14 @@ async def index(request: web.Request) -> web.Response:
 
 async def asset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    if name not in ("console.css", "console.js"):
+    if name not in ("console.css", "console.js", "docs.js"):
         raise web.HTTPNotFound()
     return _file(name)
+
+
+async def docs(request: web.Request) -> web.Response:
+    """`/docs`: every operation of /openapi.json rendered in the page (no CDN, no third-party code)."""
+    return _file("docs.html")
 
 
 def add_routes(app: web.Application) -> None:
