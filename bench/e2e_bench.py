@@ -121,6 +121,9 @@ class Collector:
         self.count = 0
         self.latencies: list[float] = []
         self.measuring = False
+        self.started = time.time()
+        # per whole second since measuring began: events received and their latencies (for bench/plot.py)
+        self.seconds: dict[int, list[float]] = {}
 
     def take(self, message: dict[str, Any]) -> None:
         now = time.time()
@@ -128,19 +131,30 @@ class Collector:
         if not self.measuring:
             return
         self.count += len(notes)
+        second = self.seconds.setdefault(int(now - self.started), [])
         for note in notes:
             try:
-                self.latencies.append(now - float(base64.b64decode(note["payload"])))
+                latency = now - float(base64.b64decode(note["payload"]))
             except ValueError:
                 continue
+            self.latencies.append(latency)
+            second.append(latency)
+
+    def timeline(self) -> list[dict[str, float]]:
+        """Events/s and latency percentiles for each second of the measurement windows."""
+        points = []
+        for second, latencies in sorted(self.seconds.items()):
+            cuts = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [latencies[0]] * 99
+            points.append({"t": second, "events": len(latencies), "p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000})
+        return points
 
 
 async def _received(http: aiohttp.ClientSession, devices_url: str) -> float:
     """Datagrams the devices' node has received on its CoAP endpoint (its /metrics)."""
     async with http.get(f"{devices_url}/metrics") as r:
         for line in (await r.text()).splitlines():
-            if line.startswith("devicehub_coap_received "):
-                return float(line.split()[1])
+            if line.startswith('devicehub_coap_datagrams_total{direction="in"} '):
+                return float(line.split()[-1])
     return 0.0
 
 
@@ -149,6 +163,7 @@ async def _windows(
 ) -> tuple[list[float], list[float]]:
     await asyncio.sleep(args.warmup)
     rates, ingested = [], []
+    collector.started = time.time()
     for _ in range(args.runs):
         collector.count, collector.measuring = 0, True
         before, start = await _received(http, devices_url), time.perf_counter()
@@ -162,7 +177,7 @@ async def _windows(
 
 async def _measure(
     service: ServiceProcess, devices_node: ServiceProcess, args: argparse.Namespace
-) -> tuple[list[float], list[float], list[float]]:
+) -> tuple[list[float], list[float], list[float], list[dict[str, float]]]:
     """`service` holds the application's channel; the devices talk to `devices_node` (the same one, or
     another node of the cluster in `--redis` mode)."""
     headers = {"Authorization": f"Bearer {service.api_key}"}
@@ -219,7 +234,7 @@ async def _measure(
                 reader.cancel()
             if receiver is not None:
                 await receiver.cleanup()
-    return rates, ingested, collector.latencies
+    return rates, ingested, collector.latencies, collector.timeline()
 
 
 def main() -> None:
@@ -250,11 +265,11 @@ def main() -> None:
             (Path(tmp) / "b" / "dev-api-key").write_text(node_a.api_key + "\n")
             node_b = ServiceProcess(data_dir=Path(tmp) / "b", extra_args=("--redis-url", url)).start()
             stack.callback(node_b.stop)
-            rates, ingested, latencies = uvloop.run(_measure(node_b, node_a, args))
+            rates, ingested, latencies, timeline = uvloop.run(_measure(node_b, node_a, args))
         else:
             service = ServiceProcess(data_dir=Path(tmp) / "data").start()
             stack.callback(service.stop)
-            rates, ingested, latencies = uvloop.run(_measure(service, service, args))
+            rates, ingested, latencies, timeline = uvloop.run(_measure(service, service, args))
     delivered = statistics.median(rates)
     quantiles = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [float("nan")] * 99
     p50, p99 = quantiles[49] * 1000, quantiles[98] * 1000
@@ -273,6 +288,7 @@ def main() -> None:
         "latency_p99_ms": p99,
         "machine": platform.machine(),
         "smoke": args.smoke,
+        "timeline": timeline,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"e2e-{args.channel}{'-redis' if args.redis else ''}.json").write_text(

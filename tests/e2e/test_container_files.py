@@ -1,0 +1,69 @@
+"""The container entry point bootstraps a first account and key from the environment, once (issue 17 §9)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
+
+pytestmark = pytest.mark.e2e
+
+
+def entrypoint(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DEVICEHUB_")}
+    bin_dir = str(Path(sys.executable).parent)  # where the `devicehub` script of this environment lives
+    return subprocess.run(
+        ["sh", str(ENTRYPOINT), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, "PATH": bin_dir + os.pathsep + clean.get("PATH", ""), "DEVICEHUB_DATA_DIR": str(tmp_path), **env},
+    )
+
+
+def test_entrypoint_bootstraps_account_endpoints_and_key_once(tmp_path: Path) -> None:
+    assert shutil.which("devicehub", path=str(Path(sys.executable).parent))
+    key_file = tmp_path / "api-key"
+    env = {
+        "DEVICEHUB_BOOTSTRAP_ACCOUNT": "demo",
+        "DEVICEHUB_BOOTSTRAP_ENDPOINTS": "sim-0 sim-1",
+        "DEVICEHUB_BOOTSTRAP_KEY_FILE": str(key_file),
+    }
+    first = entrypoint(tmp_path, "keys", "list", "--account", "demo", **env)
+    assert first.returncode == 0, first.stderr
+    assert "created account demo" in first.stderr and "enrolled 2 endpoint name(s) into demo" in first.stderr
+    assert first.stdout.count("\tbootstrap\tactive") == 1  # then `devicehub keys list` ran with the same store
+    assert key_file.read_text().strip().startswith("ak_")
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+    again = entrypoint(tmp_path, "keys", "list", "--account", "demo", **env)
+    assert again.returncode == 0 and "account demo exists; no bootstrap" in again.stderr
+    assert again.stdout.count("\tbootstrap\tactive") == 1  # no second key
+
+    plain = entrypoint(tmp_path / "other", "accounts", "list")  # no bootstrap variables: just the command
+    assert plain.returncode == 0 and plain.stdout == "" and "bootstrap" not in plain.stderr
+
+
+def test_dockerfile_and_context_rules() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'VOLUME ["/data"]' in dockerfile
+    assert "HEALTHCHECK" in dockerfile and "/healthz" in dockerfile
+    assert "USER 10001" in dockerfile
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    for entry in (".git", "target/", "devicehub-data/"):
+        assert entry in ignored
+    compose = (ROOT / "compose.yaml").read_text()
+    for service in ("redis:", "node-a:", "node-b:", "lb:", "simulator:"):
+        assert f"\n  {service}" in compose
+    hadolint = shutil.which("hadolint")
+    if hadolint is not None:  # the lint group installs it; CI also runs it in .ci/run
+        result = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True, cwd=ROOT)
+        assert result.returncode == 0, result.stdout
