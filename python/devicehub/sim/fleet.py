@@ -84,12 +84,13 @@ class Fleet:
         failures = sum(d.counters.register_failures for d in self.devices)
         line = (
             f"registered {registered}/{len(self.devices)}  notifying {notifying}  "
-            f"notifications {notifications}  errors {errors}  registration failures {failures}"
+            f"notifications {notifications}  errors {errors}"
         )
         if self.settings.bootstrap:
             bootstrapped = sum(d.counters.bootstraps > 0 for d in self.devices)
             bootstrap_failures = sum(d.counters.bootstrap_failures for d in self.devices)
             line += f"  bootstrapped {bootstrapped}  bootstrap failures {bootstrap_failures}"
+        line += f"  registration failures {failures}"
         reasons = self.failure_reasons()
         return line + (f" ({reasons})" if reasons else "")
 
