@@ -90,7 +90,7 @@ def request_id_middleware() -> Any:
     @web.middleware
     async def with_request_id(request: web.Request, handler: Any) -> web.StreamResponse:
         given = request.headers.get("X-Request-Id", "")
-        rid = given if 0 < len(given) <= 64 and given.isascii() and given.isprintable() else secrets.token_hex(8)
+        rid = given if 0 < len(given) <= 64 and given.isascii() and given.isprintable() else secrets.token_hex(16)
         token = request_id.set(rid)
         started = time.perf_counter()
         status = 500

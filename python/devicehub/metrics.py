@@ -15,9 +15,26 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from devicehub.domain.events import (
+    KIND_ASYNC_RESPONSE,
+    KIND_DE_REGISTRATION,
+    KIND_NOTIFICATION,
+    KIND_REG_UPDATE,
+    KIND_REGISTRATION,
+    KIND_REGISTRATIONS_EXPIRED,
+)
+
 if TYPE_CHECKING:
     from devicehub.api.context import Services
 
+EVENT_KINDS = {
+    KIND_NOTIFICATION: "notification",
+    KIND_REGISTRATION: "registration",
+    KIND_REG_UPDATE: "registration-update",
+    KIND_DE_REGISTRATION: "de-registration",
+    KIND_REGISTRATIONS_EXPIRED: "registration-expired",
+    KIND_ASYNC_RESPONSE: "async-response",
+}
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TOP_QUEUES = 10  # per-channel queue gauges for the largest queues only: the label set stays bounded
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -153,7 +170,14 @@ class _NodeCollector(Collector):
             "devicehub_coap_retransmissions", "Confirmable CoAP messages sent again", v(lw, "coap_retransmissions")
         )
 
-        yield _counter("devicehub_events_enqueued", "Events put on channel queues", v(hub, "events_queued_total"))
+        enqueued = CounterMetricFamily(
+            "devicehub_events_enqueued", "Events put on channel queues, by kind", labels=["kind"]
+        )
+        # the hub keeps its counters private; reading them here keeps the hub free of exporter code
+        by_kind = getattr(getattr(services.hub, "_counters", None), "queued_by_kind", {})
+        for code, name in EVENT_KINDS.items():
+            enqueued.add_metric([name], by_kind.get(code, 0))
+        yield enqueued
         yield _counter("devicehub_events_delivered", "Events delivered to channels", v(hub, "events_delivered_total"))
         dropped = CounterMetricFamily("devicehub_events_dropped", "Events dropped, by cause", labels=["cause"])
         for cause in ("overflow", "expired", "failed"):

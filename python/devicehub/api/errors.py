@@ -10,6 +10,7 @@ import msgspec
 from aiohttp import web
 
 from devicehub.errors import DevicehubError, MethodNotAllowed, NotFound, PayloadTooLarge
+from devicehub.logs import request_id as current_request_id  # the id on this request's log lines
 
 log = logging.getLogger("devicehub.api")
 
@@ -40,7 +41,7 @@ def render(request: web.Request, error: DevicehubError) -> web.Response:
             code=error.status,
             type=error.type,
             message=error.message,
-            request_id=secrets.token_hex(16),
+            request_id=current_request_id.get() if current_request_id.get() != "-" else secrets.token_hex(16),
             fields=[FieldMessage(f.name, f.message) for f in error.fields] if error.status == 400 else [],
         )
         return web.Response(status=error.status, body=_encoder.encode(body), content_type="application/json")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -33,6 +33,7 @@ class Counters:
     dropped_failed: int = 0  # free tier: a batch whose one attempt failed (spec §8)
     delivery_failures: int = 0
     channels_removed: int = 0
+    queued_by_kind: dict[int, int] = field(default_factory=dict)  # event kind → events queued (/metrics)
 
 
 class ChannelStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -112,6 +113,7 @@ class Channel:
         self.queue.push(kind, data, now_ms)
         self._journal.append(self.key_id, StoredEvent(kind, data, now_ms))
         self._counters.events_queued += 1
+        self._counters.queued_by_kind[kind] = self._counters.queued_by_kind.get(kind, 0) + 1
         self.last_data_at = now_ms / 1000
         self._account()
         self._wake.set()

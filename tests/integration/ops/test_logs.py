@@ -69,3 +69,24 @@ def test_malformed_http_is_one_info_line_not_an_error_with_traceback(
     assert not [r for r in caplog.records if r.exc_info], caplog.text
     lines = [m for m in messages(caplog) if m.startswith("bad request from a client")]
     assert "BadHttpMethod" in lines[0] and "Content-Length" in lines[1]
+
+
+def test_request_id_is_the_same_in_the_header_the_error_body_and_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="devicehub.api.access")
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node:
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                async with http.get("/v3/devices/missing", headers={"X-Request-Id": "trace-17"}) as r:
+                    assert r.status == 404 and r.headers["X-Request-Id"] == "trace-17"
+                    assert (await r.json())["request_id"] == "trace-17"
+                async with http.get("/v3/devices") as r:
+                    generated = r.headers["X-Request-Id"]
+                    assert len(generated) == 32 and int(generated, 16) >= 0
+
+    run(scenario())
+    access = [r for r in caplog.records if r.name == "devicehub.api.access"]
+    assert any(r.getMessage().startswith("GET /v3/devices/missing 404 ") for r in access)

@@ -41,7 +41,13 @@ def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> No
             headers = {"Authorization": f"Bearer {node.dev_api_key}"}
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                 before, types = await scrape(http)
+                async with http.put("/v2/notification/websocket") as r:
+                    assert r.status in (200, 201)
+                ws = await http.ws_connect("/v2/notification/websocket-connect")
                 async with device(node, "metrics-1"), device(node, "metrics-2") as sim:
+                    registrations: list[object] = []
+                    while len(registrations) < 2:  # both registration events reached the application
+                        registrations += (await ws.receive_json(timeout=10)).get("registrations", [])
                     for _ in range(3):
                         async with http.get("/v3/devices") as r:
                             assert r.status == 200
@@ -53,6 +59,7 @@ def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> No
                         assert r.status == 401
                     during, _ = await scrape(http)
                 after, _ = await scrape(http)
+                await ws.close()
 
         # each family is declared with HELP/TYPE; counters and histograms are typed as such
         assert types["devicehub_registrations"] == "counter"
@@ -70,6 +77,14 @@ def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> No
         # two Registers and two De-registers came in, each answered: at least 4 datagrams each way
         assert value(after, "devicehub_coap_datagrams_total", direction="in") >= 4
         assert value(after, "devicehub_coap_datagrams_total", direction="out") >= 4
+
+        enqueued = "devicehub_events_enqueued_total"
+        assert value(during, enqueued, kind="registration") - value(before, enqueued, kind="registration") == 2
+        assert value(during, enqueued, kind="notification") == value(before, enqueued, kind="notification")
+        assert value(during, "devicehub_events_delivered_total") >= 2
+        assert value(during, "devicehub_websocket_connections") == 1
+        assert value(during, "devicehub_events_dropped_total", cause="overflow") == 0
+        assert types["devicehub_events_dropped"] == "counter"
 
         requests = "devicehub_http_requests_total"
         assert value(during, requests, method="GET", route="/v3/devices", status="200") == 3
