@@ -59,6 +59,24 @@ class ServeSettings:
     callback_client_cert: str = field(
         default="", metadata={"help": "PEM certificate (with key) the service presents to callback servers"}
     )
+    # issue 13: device security
+    coaps_port: int = field(default=5684, metadata={"help": "UDP port of the LwM2M server over DTLS (0: none)"})
+    allow_nosec: bool = field(
+        default=False, metadata={"help": "accept devices over plain CoAP, without DTLS (always on with --dev)"}
+    )
+    secret_key_file: str = field(
+        default="",
+        metadata={
+            "help": "key sealing device secrets at rest (default <data-dir>/secret.key, made when absent; "
+            "in Redis mode give every node the same file)"
+        },
+    )
+    coaps_cert: str = field(
+        default="", metadata={"help": "PEM certificate of the DTLS server (default: a self-signed P-256 one)"}
+    )
+    coaps_key: str = field(default="", metadata={"help": "PEM private key of --coaps-cert"})
+    dtls_handshake_timeout: float = field(default=10.0, metadata={"help": "seconds a DTLS handshake may take"})
+    dtls_max_handshakes: int = field(default=256, metadata={"help": "DTLS handshakes in progress at once"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +138,9 @@ class StoreSettings:
 
     data_dir: Path = field(default=Path("devicehub-data"), metadata={"help": "directory of the embedded store"})
     redis_url: str = field(default="", metadata={"help": "redis://… when the service runs on Redis"})
+    secret_key_file: str = field(
+        default="", metadata={"help": "key sealing device secrets (default <data-dir>/secret.key, as serve)"}
+    )
 
 
 S = TypeVar("S")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from devicehub.api import device_routes, iam_routes, openapi, request_routes, subscription_routes
+from devicehub.api import credential_routes, device_routes, iam_routes, openapi, request_routes, subscription_routes
 from devicehub.api.context import SERVICES, Services
 from devicehub.api.errors import error_middleware
 from devicehub.api.trailing_slash import tolerate_trailing_slash
@@ -27,7 +27,8 @@ def create_app(services: Services) -> web.Application:
     app[SERVICES] = services
     from devicehub.api import bootstrap_routes, notification_routes
 
-    for area in (device_routes, subscription_routes, request_routes, notification_routes, openapi, iam_routes):
+    areas = (device_routes, subscription_routes, request_routes, notification_routes, openapi, iam_routes)
+    for area in (*areas, credential_routes):
         area.add_routes(app)
     bootstrap_routes.add_routes(app)
     app.router.add_get("/health", health)

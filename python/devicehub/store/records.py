@@ -165,6 +165,7 @@ class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: float
     queue_mode: bool = False
     domain: str | None = None
+    secure: bool = False  # made over DTLS (issue 13 #2): only that authenticated peer may continue it
 
 
 class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):
