@@ -42,6 +42,7 @@ from cryptography.x509.oid import NameOID
 from mbedtls import pk as mbedtls_pk
 from mbedtls import tls
 from mbedtls import x509 as mbedtls_x509
+from mbedtls.exceptions import TLSError
 
 from devicehub.clock import Clock
 from devicehub.lwm2m.transport import Address, CoapEndpoint
@@ -267,7 +268,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         session.last_seen = self._clock.now()
         try:
             session.buffer.receive_from_network(data)
-        except tls.TLSError:
+        except TLSError:
             self.stats.dropped += 1
             return
         if session.identity is None:
@@ -292,7 +293,7 @@ class DtlsListener(asyncio.DatagramProtocol):
             self._flush(session, address)
             self._forget(address)  # stateless until the peer echoes the cookie
             return
-        except tls.TLSError as error:
+        except TLSError as error:
             offered = self._lookup.offered or session.psk_identity
             self._flush(session, address)  # the alert
             self._refuse(address, _failure_reason(error, offered, self._lookup.keyring))
@@ -331,7 +332,7 @@ class DtlsListener(asyncio.DatagramProtocol):
             except tls.RaggedEOF:
                 self._end(address, notify=False)
                 return
-            except tls.TLSError as error:
+            except TLSError as error:
                 log.debug("DTLS session from %s:%d ended: %s", address[0], address[1], error)
                 self._end(address, notify=False)
                 return
@@ -358,7 +359,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         if notify and session.identity is not None:
             try:
                 session.buffer.shutdown()  # close_notify
-            except tls.TLSError:
+            except TLSError:
                 pass
             self._flush(session, address)
         self._forget(address)
