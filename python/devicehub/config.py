@@ -102,6 +102,10 @@ class SimulateSettings:
     full_list_updates: bool = field(
         default=False, metadata={"help": "send the whole object list in every registration update (Wakaama, Anjay)"}
     )
+    psk_identity: str = field(default="", metadata={"help": "coaps://: PSK identity (default: the endpoint name)"})
+    psk_key: str = field(default="", metadata={"help": "coaps://: pre-shared key in hex"})
+    cert: str = field(default="", metadata={"help": "coaps://: PEM client certificate (its CN is the endpoint name)"})
+    key: str = field(default="", metadata={"help": "coaps://: PEM private key of --cert"})
 
 
 @dataclass(frozen=True, slots=True)
