@@ -108,8 +108,8 @@ def parse_ca(pem: str | bytes, now: float) -> x509.Certificate:
         constraints = certificate.extensions.get_extension_for_class(x509.BasicConstraints).value
     except x509.ExtensionNotFound:
         constraints = None
-    if constraints is not None and not constraints.ca:
-        raise ValidationFailed("not a CA certificate (basicConstraints CA:FALSE)", fields=problem)
+    if constraints is None or not constraints.ca:  # RFC 5280 §4.2.1.9: a CA certificate says so
+        raise ValidationFailed("not a CA certificate (no basicConstraints CA:TRUE)", fields=problem)
     if certificate.not_valid_after_utc.timestamp() < now:
         raise ValidationFailed("the certificate has expired", fields=problem)
     return certificate
