@@ -34,6 +34,7 @@ def _command(
         from devicehub.domain.timefmt import rfc3339
 
         settings = build(StoreSettings, args)
+        pem = Path(args.pem).read_bytes() if args.kind == "certs" and args.action == "add" else b""
 
         async def action(store: Any) -> int:
             from devicehub.clock import SystemClock
@@ -55,7 +56,7 @@ def _command(
                     await credentials.delete_psk(account.id, args.endpoint_name)
                     print(f"removed the pre-shared key of {args.endpoint_name}")
             elif args.action == "add":
-                ca = await credentials.add_ca(account.id, args.name or Path(args.pem).stem, Path(args.pem).read_bytes())
+                ca = await credentials.add_ca(account.id, args.name or Path(args.pem).stem, pem)
                 print(f"{ca.id}\t{ca.subject}")
             elif args.action == "list":
                 for ca in await credentials.list_cas(account.id):

@@ -78,7 +78,9 @@ class Node:
         await self.hub.start()
         self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
         self.credentials = CredentialService(
-            self.store, self.clock, SecretBox(load_secret_key(secret_key_path(settings.data_dir, settings.secret_key_file)))
+            self.store,
+            self.clock,
+            SecretBox(load_secret_key(secret_key_path(settings.data_dir, settings.secret_key_file))),
         )
         self.lwm2m = LwM2MServer(
             self.devices,

@@ -208,4 +208,3 @@ class CredentialService:
             for ca in await self._store.list_trusted_cas()
         ]
         return keys, authorities
-

@@ -18,7 +18,7 @@ from mbedtls import x509 as mbedtls_x509
 from mbedtls.exceptions import TLSError
 
 from devicehub.clock import Clock
-from devicehub.lwm2m.dtls import CERT_SUITES, MAX_RECORD, PSK_SUITES
+from devicehub.lwm2m.dtls import CERT_SUITES, HANDSHAKE_OVER, MAX_RECORD, PSK_SUITES
 from devicehub.lwm2m.errors import DeviceTimeout
 from devicehub.lwm2m.transport import Address, CoapEndpoint
 
@@ -140,7 +140,7 @@ class DtlsClient(asyncio.DatagramProtocol):
 
     def _step(self) -> None:
         try:
-            while self._buffer._handshake_state is not tls.HandshakeStep.HANDSHAKE_OVER:  # noqa: SLF001
+            while self._buffer._handshake_state is not HANDSHAKE_OVER:
                 try:
                     self._buffer.do_handshake()
                 except tls.WantWriteError:
@@ -158,7 +158,7 @@ class DtlsClient(asyncio.DatagramProtocol):
         self._progress.set()
 
     def _flush(self) -> None:
-        while self._buffer._output_buffer:  # noqa: SLF001
+        while self._buffer._output_buffer:
             chunk = self._buffer.peek_outgoing(MAX_RECORD)
             self._buffer.consume_outgoing(len(chunk))
             if self._udp is not None:

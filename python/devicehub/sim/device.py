@@ -18,6 +18,7 @@ from typing import Any
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.dtls_client import ClientCredentials, DtlsClient
 from devicehub.lwm2m.errors import DeviceError, DeviceReset
 from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink

@@ -45,7 +45,11 @@ def test_aiocoap_registers_with_a_psk_and_is_read_over_dtls(tmp_path: Path) -> N
                 response = await asyncio.wait_for(client.request(request).response, 10)
                 assert response.code == aiocoap.CREATED, response
                 registration = next(iter(node.lwm2m._devices.values())).registration
-                assert (registration.endpoint_name, registration.account_id, registration.secure) == (NAME, tenant, True)
+                assert (registration.endpoint_name, registration.account_id, registration.secure) == (
+                    NAME,
+                    tenant,
+                    True,
+                )
                 read = await node.lwm2m.request(registration.device_id, "GET", "/3/0/0")
                 assert (read.code, read.payload) == (codes.CONTENT, b"aiocoap over tinydtls")
             finally:

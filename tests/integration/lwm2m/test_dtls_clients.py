@@ -147,7 +147,7 @@ def test_plain_coap_is_refused_without_allow_nosec_and_said_once(
         async with secure_node(tmp_path) as node:  # type: ignore[attr-defined]
             with caplog.at_level(logging.WARNING):
                 for _ in range(2):
-                    code, out = await coap_client(
+                    _code, out = await coap_client(
                         "-m", "post", "-e", "</3/0>", f"coap://127.0.0.1:{node.coap_port}/rd?ep={NAME}&lt=60"
                     )
                     assert "4.03" in out, out
@@ -161,4 +161,3 @@ def test_plain_coap_is_refused_without_allow_nosec_and_said_once(
 
 def _cert(issued: object) -> list[str]:
     return ["-c", str(issued.cert_file), "-j", str(issued.key_file), "-n"]  # type: ignore[attr-defined]
-

@@ -98,7 +98,10 @@ def test_another_identity_cannot_update_deregister_or_notify_for_a_device(tmp_pa
                     update = await plain.endpoint.request(coap, codes.POST, location)
                     assert update.code == codes.FORBIDDEN
                     register = await plain.endpoint.request(
-                        coap, codes.POST, [(codes.URI_PATH, b"rd"), (codes.URI_QUERY, f"ep={FIRST}".encode())], b"</3/0>"
+                        coap,
+                        codes.POST,
+                        [(codes.URI_PATH, b"rd"), (codes.URI_QUERY, f"ep={FIRST}".encode())],
+                        b"</3/0>",
                     )
                     assert register.code == codes.FORBIDDEN
                 finally:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from test_store_contract import A, B, StoreFactory, reopen, run
+
 from devicehub.store.base import Store
 from devicehub.store.records import DeviceSharedKey, TrustedCa
 
-from test_store_contract import A, B, StoreFactory, reopen, run
-
 
 def psk(name: str, account: str = A) -> DeviceSharedKey:
-    return DeviceSharedKey(endpoint_name=name, account_id=account, sealed_secret=b"sealed-" + name.encode(), created_at=1.0)
+    return DeviceSharedKey(
+        endpoint_name=name, account_id=account, sealed_secret=b"sealed-" + name.encode(), created_at=1.0
+    )
 
 
 def ca(ca_id: str, account: str = A) -> TrustedCa:
