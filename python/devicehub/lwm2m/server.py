@@ -400,9 +400,10 @@ class LwM2MServer:
                 endpoint_name,
             )
             return Reply(codes.FORBIDDEN, payload=b"identity is not the endpoint name")
-        admission = await self._events.admit(
-            endpoint_name, endpoint_type, identity.account_id if identity is not None else None
-        )
+        if identity is None:
+            admission = await self._events.admit(endpoint_name, endpoint_type)
+        else:
+            admission = await self._events.admit(endpoint_name, endpoint_type, identity.account_id)
         if admission is None:
             self.stats.refused += 1
             return Reply(codes.FORBIDDEN)
