@@ -33,9 +33,6 @@ import uvloop
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from ingest_bench import CountingCore, Driver, _windows  # noqa: E402
-
-
 from devicehub._core import coap_encode, coap_encode_uint  # noqa: E402
 from devicehub.clock import SystemClock  # noqa: E402
 from devicehub.lwm2m import codes  # noqa: E402
@@ -44,6 +41,7 @@ from devicehub.lwm2m.dtls_client import ClientCredentials, DtlsClient  # noqa: E
 from devicehub.lwm2m.server import LwM2MServer  # noqa: E402
 from devicehub.lwm2m.transport import CoapEndpoint  # noqa: E402
 from devicehub.sim.device import PELION, SimDevice  # noqa: E402
+from ingest_bench import CountingCore, Driver, _windows  # noqa: E402
 
 RESULTS = ROOT / "results" / "dtls.json"
 KEY = bytes(range(16))

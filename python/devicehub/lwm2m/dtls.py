@@ -167,6 +167,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         )
         self._context = tls.ServerContext(config)
         self._sessions: dict[Address, _Session] = {}
+        self._scratch = bytearray(MAX_RECORD)  # one read buffer, reused: records are copied out of it
         self._handshaking = 0
         self._udp: asyncio.DatagramTransport | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -276,7 +277,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         if session.identity is None:
             self._handshake(address, session)
         else:
-            self._read(address, session)
+            self._read(address, session, 1 if len(data) == 13 + int.from_bytes(data[11:13], "big") else 0)
 
     def _handshake(self, address: Address, session: _Session) -> None:
         buffer = session.buffer
@@ -324,11 +325,13 @@ class DtlsListener(asyncio.DatagramProtocol):
             return None, "no PSK identity and no client certificate"
         return _certificate_identity(der, self._lookup.keyring, self._clock.now())
 
-    def _read(self, address: Address, session: _Session) -> None:
+    def _read(self, address: Address, session: _Session, records: int = 0) -> None:
+        """Hand each decrypted record to the endpoint; `records` = how many the datagram holds (0: unknown)."""
         buffer = session.buffer
+        scratch = self._scratch
         while True:
             try:
-                plain = buffer.read(MAX_RECORD)
+                size = buffer.readinto(scratch, MAX_RECORD)
             except tls.WantReadError:
                 return
             except tls.RaggedEOF:
@@ -338,10 +341,13 @@ class DtlsListener(asyncio.DatagramProtocol):
                 log.debug("DTLS session from %s:%d ended: %s", address[0], address[1], error)
                 self._end(address, notify=False)
                 return
-            if not plain:
+            if not size:
                 return
             self.stats.records_in += 1
-            self._endpoint.datagram_received(plain, address)
+            self._endpoint.datagram_received(bytes(scratch[:size]), address)
+            records -= 1
+            if records == 0:  # the datagram's only record: no second read (it would raise WantReadError)
+                return
 
     # ---- ending -----------------------------------------------------------------------------------------
     def _refuse(self, address: Address, reason: str) -> None:
