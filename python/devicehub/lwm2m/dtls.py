@@ -331,7 +331,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         scratch = self._scratch
         while True:
             try:
-                size = buffer.readinto(scratch, MAX_RECORD)
+                size = buffer.readinto(scratch, MAX_RECORD)  # type: ignore[arg-type]  # the stub says bytes; it writes
             except tls.WantReadError:
                 return
             except tls.RaggedEOF:
