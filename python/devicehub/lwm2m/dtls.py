@@ -228,6 +228,11 @@ class DtlsListener(asyncio.DatagramProtocol):
         session = self._sessions.get(address)
         return None if session is None else session.identity
 
+    def cipher(self, address: Address) -> str | None:
+        """The negotiated suite of the peer's session (Mbed TLS names it `TLS-PSK-WITH-AES-128-CCM-8`)."""
+        session = self._sessions.get(address)
+        return None if session is None or session.identity is None else str(session.buffer.cipher())
+
     def session_count(self) -> int:
         return len(self._sessions)
 
@@ -311,7 +316,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         session.identity = identity
         self._handshaking -= 1
         self.stats.handshakes += 1
-        log.debug("DTLS session of %s (%s) from %s:%d", identity.name, identity.method, *address)
+        log.debug("DTLS session of %s (%s, %s) from %s:%d", identity.name, identity.method, buffer.cipher(), *address)
         self._read(address, session)
 
     def _authenticate(self, session: _Session) -> tuple[PeerIdentity | None, str]:

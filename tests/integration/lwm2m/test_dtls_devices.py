@@ -51,6 +51,8 @@ def test_a_psk_device_is_read_and_observed_over_dtls(tmp_path: Path) -> None:
             await tenant_with_keys(node)
             async with secure_device(node, FIRST, psk(FIRST, KEY1)) as sim:
                 assert sim.device_id is not None
+                assert node.lwm2m.dtls is not None
+                assert node.lwm2m.dtls.cipher(sim.address) == "TLS-PSK-WITH-AES-128-CCM-8"  # RFC 7925 §4.2
                 response = await node.lwm2m.request(sim.device_id, "GET", "/3/0/0")
                 assert response.code == codes.CONTENT
                 observed = await node.lwm2m.observe(sim.device_id, "/3303/0/5700")
