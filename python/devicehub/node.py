@@ -21,11 +21,8 @@ from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService
 from devicehub.domain.credentials import CredentialService, SecretBox, load_secret_key
 from devicehub.domain.service import DeviceService
-<<<<<<< HEAD
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
-=======
 from devicehub.lwm2m.dtls import Keyring, server_certificate
->>>>>>> dec1388 (DTLS listener (python-mbedtls) beside plain CoAP; identity decides the device; credentials service, REST routes and settings (issue 13 #1-#4))
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.store import open_store
 from devicehub.store.redis import RedisStore
@@ -107,13 +104,9 @@ class Node:
             accounts=self.accounts,
             hub=self.hub,
             devices=self.devices,
-<<<<<<< HEAD
             extra_metrics=self._metrics,
-=======
-            extra_metrics=self.lwm2m.metrics,
             credentials=self.credentials,
             security=self.security,
->>>>>>> dec1388 (DTLS listener (python-mbedtls) beside plain CoAP; identity decides the device; credentials service, REST routes and settings (issue 13 #1-#4))
         )
         self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -136,13 +129,12 @@ class Node:
             settings.redis_url or settings.data_dir,
         )
 
-<<<<<<< HEAD
     def _metrics(self) -> dict[str, float]:
         values = self.lwm2m.metrics()
         if self.bootstrap is not None:
             values.update(self.bootstrap.metrics())
         return values
-=======
+
     async def _start_dtls(self) -> None:
         settings = self.settings
         if settings.coaps_port:
@@ -192,7 +184,6 @@ class Node:
                 await self.reload_credentials()
             except Exception:
                 log.exception("credential refresh failed")
->>>>>>> dec1388 (DTLS listener (python-mbedtls) beside plain CoAP; identity decides the device; credentials service, REST routes and settings (issue 13 #1-#4))
 
     async def _dev_account(self) -> str:
         key_file = Path(self.settings.data_dir) / DEV_KEY_FILE
@@ -237,12 +228,9 @@ async def serve(settings: ServeSettings) -> int:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     coaps = f"  CoAPs coaps://{settings.host}:{node.coaps_port}" if node.coaps_port else ""
     print(
-<<<<<<< HEAD
         f"devicehub: HTTP {node.http_scheme}://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
+        + coaps
         + (f"  bootstrap coap://{settings.host}:{node.bootstrap_port}" if node.bootstrap_port else ""),
-=======
-        f"devicehub: HTTP http://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}{coaps}",
->>>>>>> dec1388 (DTLS listener (python-mbedtls) beside plain CoAP; identity decides the device; credentials service, REST routes and settings (issue 13 #1-#4))
         flush=True,
     )
     stop = asyncio.Event()

@@ -48,7 +48,11 @@ class TestCa:
     def issue(self, cn: str, *, expired: bool = False) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.now(UTC)
-        start, end = (now - timedelta(days=10), now - timedelta(days=1)) if expired else (now - timedelta(hours=1), now + timedelta(days=7))
+        start, end = (
+            (now - timedelta(days=10), now - timedelta(days=1))
+            if expired
+            else (now - timedelta(hours=1), now + timedelta(days=7))
+        )
         certificate = (
             x509.CertificateBuilder()
             .subject_name(_name(cn))

@@ -22,7 +22,6 @@ from devicehub.lwm2m.dtls_client import ClientCredentials, DtlsClient
 from devicehub.lwm2m.errors import DeviceError, DeviceReset
 from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink
-from devicehub.lwm2m.dtls_client import ClientCredentials, DtlsClient
 from devicehub.lwm2m.transport import ACK_TIMEOUT, BLOCK_SIZE, MAX_RETRANSMIT, Address, CoapEndpoint, Reply
 from devicehub.sim import attributes
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from devicehub.node import Node
-from support.node import eventually, run, running_node
 from support.device_pki import TestCa
+from support.node import eventually, run, running_node
 from support.ports import free_udp_port
 
 COAP_CLIENT = shutil.which("coap-client-openssl")

@@ -14,8 +14,8 @@ from devicehub.lwm2m.dtls_client import ClientCredentials
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
+from support.device_pki import TestCa
 from support.node import eventually, run, running_node
-from support.pki import TestCa
 from support.ports import free_udp_port
 
 FIRST, SECOND = "dtls-first-device-01", "dtls-other-device-02"

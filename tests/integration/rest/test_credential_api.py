@@ -13,8 +13,8 @@ import pytest
 
 from devicehub.cli import main
 from devicehub.domain.credentials import SecretBox, load_secret_key
+from support.device_pki import TestCa
 from support.node import run, running_node
-from support.pki import TestCa
 
 NAME = "my-endpoint-00001"
 SECRET = "4A4A4A4A4A4A4A4A4A4A4A4A4A4A4A4A"
