@@ -117,7 +117,7 @@ async def _no_requests(*_: Any) -> None:
 
 
 async def _generate(
-    server: tuple[str, int], secure: bool, devices: int, window: int, seconds: float, handshakes: Any
+    server: tuple[str, int], secure: bool, devices: int, window: int, seconds: float, handshakes: Any, started: Any
 ) -> None:
     if secure:
         handshakes.put(await _handshakes(server, handshakes_count(devices), 16))
@@ -148,6 +148,7 @@ async def _generate(
         drivers.append(driver)
     for driver in drivers:
         driver.start()
+    started.set()  # the measurement starts now: sealing the records took its time before
     await asyncio.sleep(seconds)
 
 
@@ -156,9 +157,9 @@ def handshakes_count(devices: int) -> int:
 
 
 def generator(
-    server: tuple[str, int], secure: bool, devices: int, window: int, seconds: float, handshakes: Any
+    server: tuple[str, int], secure: bool, devices: int, window: int, seconds: float, handshakes: Any, started: Any
 ) -> None:
-    uvloop.run(_generate(server, secure, devices, window, seconds, handshakes))
+    uvloop.run(_generate(server, secure, devices, window, seconds, handshakes, started))
 
 
 async def measure(args: argparse.Namespace, secure: bool, certificate: tuple[bytes, bytes]) -> tuple[float, float]:
@@ -173,14 +174,15 @@ async def measure(args: argparse.Namespace, secure: bool, certificate: tuple[byt
         server.dtls.load(Keyring(psks={name(n): (KEY, "a" * 32) for n in range(count)}))
         address = server.dtls.address
     context = multiprocessing.get_context("spawn")
-    handshakes = context.Queue()
+    handshakes, started = context.Queue(), context.Event()
     proc = context.Process(
         target=generator,
-        args=(address, secure, args.devices, args.window, args.runs * args.seconds + 3, handshakes),
+        args=(address, secure, args.devices, args.window, args.runs * args.seconds + 3, handshakes, started),
     )
     proc.start()
     try:
         await asyncio.wait_for(core.all_registered.wait(), 120)
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 60)
         rate = statistics.median(await _windows(core, args.runs, args.seconds))
         return rate, (handshakes.get(timeout=10) if secure else 0.0)
     finally:

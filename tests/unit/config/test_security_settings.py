@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from devicehub.config import ServeSettings, SimulateSettings, parse
 from devicehub.node import Node
 from devicehub.sim.fleet import credentials, server_address
