@@ -15,7 +15,7 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 USER devicehub
 WORKDIR /home/devicehub
-EXPOSE 8000/tcp 5683/udp
+EXPOSE 8000/tcp 5683/udp 5684/udp
 ENV DEVICEHUB_HOST=0.0.0.0
 ENTRYPOINT ["devicehub"]
 CMD ["serve", "--data-dir", "/home/devicehub/data"]
