@@ -20,7 +20,7 @@ USER 10001
 WORKDIR /home/devicehub
 # the embedded store (SQLite) and the dev key file; mount a volume here to keep them
 VOLUME ["/data"]
-EXPOSE 8000/tcp 5683/udp
+EXPOSE 8000/tcp 5683/udp 5684/udp
 ENV DEVICEHUB_HOST=0.0.0.0 DEVICEHUB_DATA_DIR=/data
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"]

@@ -44,7 +44,7 @@ class CountingCore:
         self.registrations = 0
         self.all_registered = asyncio.Event()
 
-    async def admit(self, endpoint_name: str, endpoint_type: str) -> Admission | None:
+    async def admit(self, endpoint_name: str, endpoint_type: str, account_id: str | None = None) -> Admission | None:
         return Admission(account_id="a" * 32, device_id=f"{hash(endpoint_name) & (1 << 128) - 1:032x}")
 
     async def registered(self, registration: Registration) -> None:

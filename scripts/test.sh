@@ -15,6 +15,15 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v chromium >/dev/null
   # the Debian package starts a system instance; the tests start their own on free ports
   (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null
 fi
+# issue 13: coap-client-openssl for the DTLS tests; autoconf/automake/libtool build PyPI DTLSSocket (aiocoap's DTLS)
+if ! command -v coap-client-openssl >/dev/null 2>&1 || ! command -v autoreconf >/dev/null 2>&1; then
+  packages="libcoap3-bin autoconf automake libtool"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+  fi
+fi
 python3 -m pip install -q --disable-pip-version-check -U "pip>=25.1"
 python3 -m pip install -q --disable-pip-version-check -e . --group test
 exec python3 -m pytest "$@"

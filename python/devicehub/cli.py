@@ -200,6 +200,10 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     keys.set_defaults(run=_keys)
     _add_bootstrap_command(sub)
 
+    from devicehub.cli_credentials import add_credential_commands
+
+    add_credential_commands(sub, _run, _with_store)
+
 
 def parser() -> argparse.ArgumentParser:
     top = _Parser(prog="devicehub", description="LwM2M device management service")

@@ -73,13 +73,33 @@ class ServeSettings:
     callback_client_cert: str = field(
         default="", metadata={"help": "PEM certificate (with key) the service presents to callback servers"}
     )
+    # issue 13: device security
+    coaps_port: int = field(default=5684, metadata={"help": "UDP port of the LwM2M server over DTLS (0: none)"})
+    allow_nosec: bool = field(
+        default=False, metadata={"help": "accept devices over plain CoAP, without DTLS (always on with --dev)"}
+    )
+    secret_key_file: str = field(
+        default="",
+        metadata={
+            "help": "key sealing device secrets at rest (default <data-dir>/secret.key, made when absent; "
+            "in Redis mode give every node the same file)"
+        },
+    )
+    coaps_cert: str = field(
+        default="", metadata={"help": "PEM certificate of the DTLS server (default: a self-signed P-256 one)"}
+    )
+    coaps_key: str = field(default="", metadata={"help": "PEM private key of --coaps-cert"})
+    dtls_handshake_timeout: float = field(default=10.0, metadata={"help": "seconds a DTLS handshake may take"})
+    dtls_max_handshakes: int = field(default=256, metadata={"help": "DTLS handshakes in progress at once"})
 
 
 @dataclass(frozen=True, slots=True)
 class SimulateSettings:
     """`devicehub simulate`: N simulated LwM2M devices on real UDP sockets."""
 
-    server: str = field(default="coap://127.0.0.1:5683", metadata={"url": ("coap",), "help": "LwM2M server URI"})
+    server: str = field(
+        default="coap://127.0.0.1:5683", metadata={"url": ("coap", "coaps"), "help": "LwM2M server URI"}
+    )
     count: int = field(default=1, metadata={"range": (1, 1_000_000), "help": "number of devices"})
     prefix: str = field(default="sim-", metadata={"help": "endpoint name prefix (names are <prefix><n>)"})
     endpoint_type: str = field(default="devicehub-sim", metadata={"help": "endpoint type (et=)"})
@@ -100,6 +120,10 @@ class SimulateSettings:
     full_list_updates: bool = field(
         default=False, metadata={"help": "send the whole object list in every registration update (Wakaama, Anjay)"}
     )
+    psk_identity: str = field(default="", metadata={"help": "coaps://: PSK identity (default: the endpoint name)"})
+    psk_key: str = field(default="", metadata={"help": "coaps://: pre-shared key in hex"})
+    cert: str = field(default="", metadata={"help": "coaps://: PEM client certificate (its CN is the endpoint name)"})
+    key: str = field(default="", metadata={"help": "coaps://: PEM private key of --cert"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +164,9 @@ class StoreSettings:
     data_dir: Path = field(default=Path("devicehub-data"), metadata={"help": "directory of the embedded store"})
     redis_url: str = field(
         default="", metadata={"url": ("redis", "rediss", "unix"), "help": "redis://… when the service runs on Redis"}
+    )
+    secret_key_file: str = field(
+        default="", metadata={"help": "key sealing device secrets (default <data-dir>/secret.key, as serve)"}
     )
 
 

@@ -19,8 +19,10 @@ from devicehub.channels.hub import ChannelHub
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService
+from devicehub.domain.credentials import CredentialService, SecretBox, load_secret_key
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
+from devicehub.lwm2m.dtls import Keyring, server_certificate
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import open_store
@@ -29,6 +31,13 @@ from devicehub.store.redis import RedisStore
 log = logging.getLogger("devicehub.node")
 
 DEV_KEY_FILE = "dev-api-key"
+SECRET_KEY_FILE = "secret.key"
+COAPS_CERT_FILE, COAPS_KEY_FILE = "coaps-server.pem", "coaps-server.key"
+CREDENTIAL_REFRESH = 5.0  # seconds: keys added by the CLI or another node reach this node's DTLS listener
+
+
+def secret_key_path(data_dir: Path, secret_key_file: str) -> Path:
+    return Path(secret_key_file) if secret_key_file else Path(data_dir) / SECRET_KEY_FILE
 
 
 class Node:
@@ -41,6 +50,9 @@ class Node:
         self.http_scheme = "http"
         self.http_port = settings.http_port
         self.coap_port = settings.coap_port
+        self.coaps_port: int | None = None
+        self.allow_nosec = settings.allow_nosec or settings.dev  # issue 13 #4: plain CoAP only when asked
+        self._refresher: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.bootstrap: BootstrapServer | None = None
@@ -48,7 +60,7 @@ class Node:
 
     async def start(self) -> None:
         settings = self.settings
-        if not settings.redis_url or settings.dev:  # the dev key file lives there in Redis mode too
+        if not settings.redis_url or settings.dev or not settings.secret_key_file:  # dev key, secret key files
             check_data_dir(settings.data_dir)
         with starting(f"the store {redacted(settings.redis_url) or settings.data_dir}"):
             self.store = open_store(settings.data_dir, settings.redis_url)
@@ -64,10 +76,22 @@ class Node:
         self.hub = ChannelHub(self.store, self.clock, settings, cluster=cluster)
         await self.hub.start()
         self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
-        self.lwm2m = LwM2MServer(self.devices, self.clock, expiry_grace=settings.registration_grace, store=self.store)
+        self.credentials = CredentialService(
+            self.store,
+            self.clock,
+            SecretBox(load_secret_key(secret_key_path(settings.data_dir, settings.secret_key_file))),
+        )
+        self.lwm2m = LwM2MServer(
+            self.devices,
+            self.clock,
+            expiry_grace=settings.registration_grace,
+            store=self.store,
+            allow_nosec=self.allow_nosec,
+        )
         with starting(f"the LwM2M server on udp {settings.host}:{settings.coap_port}"):
             await self.lwm2m.start(settings.host, settings.coap_port)
         self.coap_port = self.lwm2m.address[1]
+        await self._start_dtls()
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
         if settings.bootstrap_port:
@@ -85,6 +109,8 @@ class Node:
             hub=self.hub,
             devices=self.devices,
             extra_metrics=self._metrics,
+            credentials=self.credentials,
+            security=self.security,
         )
         self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -115,6 +141,57 @@ class Node:
             values.update(self.bootstrap.metrics())
         return values
 
+    async def _start_dtls(self) -> None:
+        settings = self.settings
+        if settings.coaps_port:
+            given = bool(settings.coaps_cert)
+            cert_file = Path(settings.coaps_cert) if given else Path(settings.data_dir) / COAPS_CERT_FILE
+            key_file = Path(settings.coaps_key) if settings.coaps_key else Path(settings.data_dir) / COAPS_KEY_FILE
+            with starting(f"the DTLS listener on udp {settings.host}:{settings.coaps_port}"):
+                certificate = server_certificate(cert_file, key_file, create=not given)
+                await self.lwm2m.start_secure(
+                    settings.host,
+                    settings.coaps_port,
+                    certificate,
+                    handshake_timeout=settings.dtls_handshake_timeout,
+                    max_handshakes=settings.dtls_max_handshakes,
+                )
+            assert self.lwm2m.dtls is not None
+            self.coaps_port = self.lwm2m.dtls.address[1]
+            await self.reload_credentials()
+            self.credentials.on_change(self.reload_credentials)
+            self._refresher = asyncio.create_task(self._refresh_credentials(), name="credential-refresh")
+        # issue 13 #4: one line saying how devices may connect
+        log.info(
+            "device security: DTLS %s, plain CoAP %s",
+            f"on UDP {self.coaps_port}" if self.coaps_port else "off",
+            "accepted (--allow-nosec or --dev)" if self.allow_nosec else "refused (no --allow-nosec)",
+        )
+
+    def security(self) -> dict[str, object]:
+        """The device security policy, for /readyz and operators (issue 13 #4)."""
+        return {"dtls": self.coaps_port is not None, "coaps_port": self.coaps_port, "allow_nosec": self.allow_nosec}
+
+    async def reload_credentials(self) -> None:
+        """Hand the DTLS listener the current keys and CAs; sessions of removed ones end."""
+        if self.lwm2m.dtls is None:
+            return
+        keys, authorities = await self.credentials.snapshot()
+        self.lwm2m.dtls.load(
+            Keyring(
+                psks={name: (entry.key, entry.account_id) for name, entry in keys.items()},
+                authorities=[(a.ca_id, a.account_id, a.certificate) for a in authorities],
+            )
+        )
+
+    async def _refresh_credentials(self) -> None:
+        while True:
+            await self.clock.sleep(CREDENTIAL_REFRESH)
+            try:
+                await self.reload_credentials()
+            except Exception:
+                log.exception("credential refresh failed")
+
     async def _dev_account(self) -> str:
         key_file = Path(self.settings.data_dir) / DEV_KEY_FILE
         previous = key_file.read_text().strip() if key_file.exists() else None
@@ -137,9 +214,10 @@ class Node:
 
     async def stop(self) -> None:
         """Graceful: stop taking traffic, then flush channels and the store (nothing queued is lost)."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
+        for task in (self._sweeper, self._refresher):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
         if self.bootstrap is not None:
@@ -184,8 +262,10 @@ async def serve(settings: ServeSettings) -> int:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     elif not await has_active_key(node):
         log.warning(first_run_hint(settings))
+    coaps = f"  CoAPs coaps://{settings.host}:{node.coaps_port}" if node.coaps_port else ""
     print(
         f"devicehub: HTTP {node.http_scheme}://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
+        + coaps
         + (f"  bootstrap coap://{settings.host}:{node.bootstrap_port}" if node.bootstrap_port else ""),
         flush=True,
     )

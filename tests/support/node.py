@@ -30,10 +30,26 @@ async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None
 
 @contextlib.asynccontextmanager
 async def running_node(
-    data_dir: Path, *, clock: Clock | None = None, dev: bool = True, coap_port: int = 0, redis_url: str = ""
+    data_dir: Path,
+    *,
+    clock: Clock | None = None,
+    dev: bool = True,
+    coap_port: int = 0,
+    redis_url: str = "",
+    allow_nosec: bool = True,
+    coaps_port: int = 0,
 ) -> AsyncIterator[Node]:
+    # issue 13 #4: without --dev plain CoAP needs allow_nosec; these nodes serve plain simulated devices, so they
+    # ask for it, and for no DTLS listener (coaps_port 0) unless a test gives one
     settings = ServeSettings(
-        host="127.0.0.1", http_port=0, coap_port=coap_port, data_dir=data_dir, dev=dev, redis_url=redis_url
+        host="127.0.0.1",
+        http_port=0,
+        coap_port=coap_port,
+        data_dir=data_dir,
+        dev=dev,
+        redis_url=redis_url,
+        allow_nosec=allow_nosec,
+        coaps_port=coaps_port,
     )
     node = Node(settings, clock=clock)
     await node.start()

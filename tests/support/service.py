@@ -45,6 +45,8 @@ class ServiceProcess:
             str(self.http_port),
             "--coap-port",
             str(self.coap_port),
+            "--coaps-port",  # no DTLS listener unless extra_args give one (issue 13)
+            "0",
             "--data-dir",
             str(self.data_dir),
             *self.extra_args,

@@ -6,7 +6,15 @@ import asyncio
 
 from aiohttp import web
 
-from devicehub.api import console, device_routes, iam_routes, openapi, request_routes, subscription_routes
+from devicehub.api import (
+    console,
+    credential_routes,
+    device_routes,
+    iam_routes,
+    openapi,
+    request_routes,
+    subscription_routes,
+)
 from devicehub.api.context import SERVICES, Services
 from devicehub.api.errors import error_middleware
 from devicehub.api.trailing_slash import tolerate_trailing_slash
@@ -61,7 +69,8 @@ def create_app(services: Services) -> web.Application:
     app[METRICS] = node_metrics
     from devicehub.api import bootstrap_routes, notification_routes
 
-    for area in (device_routes, subscription_routes, request_routes, notification_routes, openapi, iam_routes):
+    areas = (device_routes, subscription_routes, request_routes, notification_routes, openapi, iam_routes)
+    for area in (*areas, credential_routes):
         area.add_routes(app)
     bootstrap_routes.add_routes(app)
     app.router.add_get("/health", healthz)

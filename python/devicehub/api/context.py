@@ -15,6 +15,7 @@ from devicehub.store.base import Store
 
 if TYPE_CHECKING:
     from devicehub.channels.hub import ChannelHub
+    from devicehub.domain.credentials import CredentialService
     from devicehub.domain.service import DeviceService
 
 
@@ -27,6 +28,8 @@ class Services:
     hub: ChannelHub
     devices: DeviceService
     extra_metrics: Callable[[], dict[str, float]] | None = None
+    credentials: CredentialService | None = None  # issue 13 #3
+    security: Callable[[], dict[str, object]] | None = None  # issue 13 #4: the device security policy, for /readyz
 
     def metrics(self) -> dict[str, float]:
         """Every counter this node exports on /metrics."""

@@ -100,8 +100,9 @@ class DeviceService:
         return self._requests
 
     # ---- DeviceEvents (from the LwM2M layer) ------------------------------------------------------
-    async def admit(self, endpoint_name: str, endpoint_type: str) -> Admission | None:
-        account_id = await self._store.enrolled_account(endpoint_name) or self._default_account_id
+    async def admit(self, endpoint_name: str, endpoint_type: str, account_id: str | None = None) -> Admission | None:
+        # issue 13 #2: an authenticated device belongs to its credential's account
+        account_id = account_id or await self._store.enrolled_account(endpoint_name) or self._default_account_id
         if account_id is None:
             log.info("refused unknown endpoint %r (not enrolled, no default account)", endpoint_name)
             return None

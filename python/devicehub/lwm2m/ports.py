@@ -38,6 +38,7 @@ class Registration:
     queue_mode: bool = False
     domain: str | None = None
     gateway: str = ""  # `gw=`: the endpoint name of the Edge gateway hosting this device (devicehub's Edge Core)
+    secure: bool = False  # made over DTLS by a peer that proved it is `endpoint_name` (issue 13 #2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +71,9 @@ class Admission:
 class DeviceEvents(Protocol):
     """Implemented by the core (domain/); called by the LwM2M server. Never raises into the layer."""
 
-    async def admit(self, endpoint_name: str, endpoint_type: str) -> Admission | None:
-        """Account and device-id for this endpoint, or None to refuse with 4.03."""
+    async def admit(self, endpoint_name: str, endpoint_type: str, account_id: str | None = None) -> Admission | None:
+        """Account and device-id for this endpoint, or None to refuse with 4.03; `account_id` is the account of
+        the credential the device authenticated with (DTLS), which decides where it belongs."""
 
     async def registered(self, registration: Registration) -> None:
         """A full registration (first one, or a restart that replaces an earlier one)."""

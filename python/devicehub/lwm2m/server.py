@@ -6,6 +6,10 @@ memory as a cache, so a restarted node — or, in Redis mode, another node the d
 accepts the device's next Update and understands its notifications by token without a re-register. Expiry runs
 from the stored `expires_at`; of several nodes, the one whose conditional removal wins announces it.
 Facts it follows: lwm2m-device-side.md §10.
+Beside the plain endpoint a DTLS listener (lwm2m/dtls.py) may feed a second endpoint (issue 13): there the peer's
+authenticated identity decides the device. A PSK identity or certificate CN must be the endpoint name it registers;
+a registration made over DTLS is continued (Update, De-register, Send, notifications) only by that identity, never
+over plain CoAP; plain CoAP is refused altogether unless `allow_nosec`.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
+from devicehub.lwm2m.dtls import DtlsListener, PeerIdentity
 from devicehub.lwm2m.errors import DeviceError, NotRegistered
 from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
@@ -33,6 +39,7 @@ MAX_LIFETIME = 72 * 3600  # Pelion caps the lifetime at 72 h (lwm2m-device-side.
 MIN_LIFETIME = 1
 SUPPORTED_VERSIONS = ("1.0", "1.1")
 MAX_ENDPOINT_NAME = 64
+MAX_WARNED = 10_000  # distinct refusals remembered so each is logged once
 OBSERVE_FRESHNESS = 128.0  # RFC 7641 §3.4: after this long any sequence number is taken as newer
 EXPIRY_CHECK_INTERVAL = 1.0
 
@@ -67,13 +74,20 @@ class ServerStats:
     refused: int = 0
     notifications: int = 0
     stale_notifications: int = 0
+    refused_identity: int = 0  # issue 13 #2: wrong identity, or plain CoAP where DTLS is required
 
 
 class LwM2MServer:
     """Implements domain.ports.DeviceGateway on top of a CoapEndpoint."""
 
     def __init__(
-        self, events: DeviceEvents, clock: Clock, *, expiry_grace: float = 93.0, store: Store | None = None
+        self,
+        events: DeviceEvents,
+        clock: Clock,
+        *,
+        expiry_grace: float = 93.0,
+        store: Store | None = None,
+        allow_nosec: bool = True,
     ) -> None:
         self._events = events
         self._store = store
@@ -87,12 +101,30 @@ class LwM2MServer:
         self._tasks: set[asyncio.Future[None]] = set()
         self._expiry_ticks = 0
         self._completions: set[asyncio.Task[None]] = set()  # Block2 notifications being fetched
+        self._allow_nosec = allow_nosec
+        self._secure: CoapEndpoint | None = None
+        self._dtls: DtlsListener | None = None
+        self._warned: dict[tuple[str, ...], None] = {}
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
         self._endpoint = await CoapEndpoint.bind(host, port, self._clock, self._handle, self._notification)
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
+
+    async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
+        """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, with an identity."""
+        endpoint = CoapEndpoint(self._clock, self._handle_secure, self._notification_secure)
+        self._dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
+        self._secure = endpoint
+
+    @property
+    def dtls(self) -> DtlsListener | None:
+        return self._dtls
+
+    @property
+    def allow_nosec(self) -> bool:
+        return self._allow_nosec
 
     async def restore(self) -> None:
         """Take up the stored registrations (after the core has started): requests reach those devices at once.
@@ -111,6 +143,8 @@ class LwM2MServer:
         await asyncio.gather(*self._completions, return_exceptions=True)
         if self._endpoint is not None:
             await self._endpoint.close()
+        if self._dtls is not None:
+            await self._dtls.close()
         if self._store is not None:  # the freshness of each observation, for whoever serves the device next
             for device in self._devices.values():
                 for token, observation in device.observations.items():
@@ -165,6 +199,10 @@ class LwM2MServer:
         if self._endpoint is not None:
             for name, value in vars_of(self._endpoint.stats).items():
                 values[f"coap_{name}"] = value
+        if self._dtls is not None:
+            values["dtls_sessions"] = self._dtls.session_count()
+            for name, value in vars_of(self._dtls.stats).items():
+                values[f"dtls_{name}"] = value
         return values
 
     # ---- DeviceGateway ---------------------------------------------------------------------------------
@@ -188,14 +226,14 @@ class LwM2MServer:
             options.append((codes.CONTENT_FORMAT, coap_encode_uint(content_format)))
         if accept is not None:
             options.append((codes.ACCEPT, coap_encode_uint(accept)))
-        response = await self._endpoint_or_fail().request(
+        response = await self._endpoint_for(device).request(
             device.registration.address, codes.METHODS[method], options, payload
         )
         return _response(response)
 
     async def observe(self, device_id: str, path: str, accept: int | None = None) -> DeviceResponse:
         device = self._require(device_id)
-        endpoint = self._endpoint_or_fail()
+        endpoint = self._endpoint_for(device)
         # RFC 7641 §4.1: observing again with the same token re-registers instead of adding a second stream
         token = device.token_for(path)
         if token is None:
@@ -251,7 +289,7 @@ class LwM2MServer:
             await self._store.remove_observation(token)
         options = [(codes.OBSERVE, coap_encode_uint(1)), *codes.path_options(path)]
         try:
-            await self._endpoint_or_fail().request(device.registration.address, codes.GET, options, token=token)
+            await self._endpoint_for(device).request(device.registration.address, codes.GET, options, token=token)
         except DeviceError as error:
             log.debug("cancel of %s%s not answered: %s", device_id, path, error)
 
@@ -268,23 +306,75 @@ class LwM2MServer:
             return True
 
     # ---- incoming requests ------------------------------------------------------------------------------
-    async def _handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
+    async def _handle_secure(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
+        identity = self._dtls.identity(remote) if self._dtls is not None else None
+        if identity is None:  # its session ended meanwhile
+            return Reply(codes.UNAUTHORIZED)
+        return await self._handle(message, payload, remote, identity)
+
+    async def _handle(
+        self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None = None
+    ) -> Reply | None:
+        if identity is None and not self._allow_nosec:
+            self.stats.refused_identity += 1
+            self._warn_once(
+                ("nosec", remote[0]),
+                "plain CoAP from %s refused: this service requires DTLS (start it with --allow-nosec to accept plain)",
+                remote[0],
+            )
+            return Reply(codes.FORBIDDEN, payload=b"DTLS required")
         segments = [s for s in message.uri_path.split("/") if s]
         if segments[:1] == ["rd"]:
             if message.code == codes.POST and len(segments) == 1:
-                return await self._register(message, payload, remote)
+                return await self._register(message, payload, remote, identity)
             if len(segments) >= 2 and message.code in (codes.POST, codes.DELETE):
                 lock = self._locks.setdefault(segments[-1], asyncio.Lock())
                 async with lock:
                     if message.code == codes.POST:
-                        return await self._update(segments[-1], message, payload, remote)
-                    return await self._deregister(segments[-1])
+                        return await self._update(segments[-1], message, payload, remote, identity)
+                    return await self._deregister(segments[-1], remote, identity)
             return Reply(codes.METHOD_NOT_ALLOWED)
         if segments == ["dp"] and message.code == codes.POST:
-            return self._send_operation(message, payload, remote)
+            return self._send_operation(message, payload, remote, identity)
         return Reply(codes.NOT_FOUND)
 
-    async def _register(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply:
+    def _warn_once(self, key: tuple[str, ...], text: str, *args: object) -> None:
+        if key in self._warned:
+            return
+        if len(self._warned) >= MAX_WARNED:
+            del self._warned[next(iter(self._warned))]
+        self._warned[key] = None
+        log.warning(text, *args)
+
+    def _continues(self, device: _Device, identity: PeerIdentity | None, remote: Address, what: str) -> bool:
+        """May this peer act on `device`'s registration? Logs the refusal once (issue 13 #2)."""
+        registration = device.registration
+        if identity is None:
+            allowed = not registration.secure
+        else:
+            allowed = (
+                registration.secure
+                and identity.name == registration.endpoint_name
+                and identity.account_id == registration.account_id
+            )
+        if not allowed:
+            self.stats.refused_identity += 1
+            who = "plain CoAP" if identity is None else f"DTLS identity {identity.name!r}"
+            self._warn_once(
+                (what, registration.device_id, who),
+                "%s for %s refused: %s from %s:%d may not continue a registration made %s",
+                what,
+                registration.endpoint_name,
+                who,
+                remote[0],
+                remote[1],
+                "over DTLS by that device" if registration.secure else "over plain CoAP",
+            )
+        return allowed
+
+    async def _register(
+        self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None = None
+    ) -> Reply:
         query = _query(message.uri_query)
         endpoint_name = query.get("ep", "")
         if not endpoint_name or len(endpoint_name) > MAX_ENDPOINT_NAME or not endpoint_name.isprintable():
@@ -300,10 +390,28 @@ class LwM2MServer:
         except LinkFormatError as error:
             return _bad(str(error))
         endpoint_type = query.get("et", "")
-        admission = await self._events.admit(endpoint_name, endpoint_type)
+        if identity is not None and identity.name != endpoint_name:
+            self.stats.refused += 1
+            self.stats.refused_identity += 1
+            self._warn_once(
+                ("register", identity.name, endpoint_name),
+                "register refused: DTLS identity %r is not the endpoint name %r",
+                identity.name,
+                endpoint_name,
+            )
+            return Reply(codes.FORBIDDEN, payload=b"identity is not the endpoint name")
+        if identity is None:
+            admission = await self._events.admit(endpoint_name, endpoint_type)
+        else:
+            admission = await self._events.admit(endpoint_name, endpoint_type, identity.account_id)
         if admission is None:
             self.stats.refused += 1
             return Reply(codes.FORBIDDEN)
+        if identity is None:  # a plain Register must not take over a registration made over DTLS
+            known = await self._known(admission.device_id)
+            if known is not None and not self._continues(known, None, remote, "register"):
+                self.stats.refused += 1
+                return Reply(codes.FORBIDDEN)
         binding = query.get("b", "U")
         now = self._clock.now()
         registration = Registration(
@@ -321,6 +429,7 @@ class LwM2MServer:
             queue_mode="Q" in binding or "Q" in query,
             domain=query.get("d"),
             gateway=query.get("gw", "")[:MAX_ENDPOINT_NAME],
+            secure=identity is not None,
         )
         lock = self._locks.setdefault(admission.device_id, asyncio.Lock())
         async with lock:
@@ -361,10 +470,19 @@ class LwM2MServer:
         ]
         return Reply(codes.CREATED, location)
 
-    async def _update(self, device_id: str, message: CoapMessage, payload: bytes, remote: Address) -> Reply:
+    async def _update(
+        self,
+        device_id: str,
+        message: CoapMessage,
+        payload: bytes,
+        remote: Address,
+        identity: PeerIdentity | None = None,
+    ) -> Reply:
         device = await self._known(device_id)
         if device is None:
             return Reply(codes.NOT_FOUND)  # the client registers afresh
+        if not self._continues(device, identity, remote, "update"):
+            return Reply(codes.FORBIDDEN)
         query = _query(message.uri_query)
         current = device.registration
         lifetime = _lifetime(query.get("lt"), current.lifetime)
@@ -401,8 +519,10 @@ class LwM2MServer:
         await self._events.updated(registration, added)
         return Reply(codes.CHANGED)
 
-    async def _deregister(self, device_id: str) -> Reply:
-        await self._known(device_id)
+    async def _deregister(self, device_id: str, remote: Address, identity: PeerIdentity | None = None) -> Reply:
+        known = await self._known(device_id)
+        if known is not None and not self._continues(known, identity, remote, "de-register"):
+            return Reply(codes.FORBIDDEN)
         device = self._devices.pop(device_id, None)
         if device is None:
             return Reply(codes.NOT_FOUND)
@@ -414,10 +534,13 @@ class LwM2MServer:
         await self._events.deregistered(device.registration)
         return Reply(codes.DELETED)
 
-    def _send_operation(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply:
+    def _send_operation(
+        self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None = None
+    ) -> Reply:
         """LwM2M 1.1 Send (`POST /dp`): each value is taken as a notification of its path."""
         device_id = self._by_address.get(remote)
-        if device_id is None:
+        device = self._devices.get(device_id) if device_id is not None else None
+        if device_id is None or device is None or not self._continues(device, identity, remote, "send"):
             return Reply(codes.FORBIDDEN)
         try:
             values = decode_values(message.content_format, payload, "/")
@@ -429,17 +552,29 @@ class LwM2MServer:
         return Reply(codes.CHANGED)
 
     # ---- notifications --------------------------------------------------------------------------------
-    def _notification(self, message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
+    def _notification_secure(self, message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
+        identity = self._dtls.identity(remote) if self._dtls is not None else None
+        return False if identity is None else self._notification(message, remote, identity)
+
+    def _notification(
+        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None = None
+    ) -> bool | Awaitable[bool]:
+        if identity is None and not self._allow_nosec:
+            return False
         device_id = self._by_address.get(remote)
         device = self._devices.get(device_id) if device_id is not None else None
         observation = device.observations.get(message.token) if device is not None else None
         if device is None or observation is None:
             if self._store is None:
                 return False
-            return self._stored_notification(message, remote)
+            return self._stored_notification(message, remote, identity)
+        if not self._continues(device, identity, remote, "notification"):
+            return False
         return self._accept_notification(device, observation, message, remote)
 
-    async def _stored_notification(self, message: CoapMessage, remote: Address) -> bool:
+    async def _stored_notification(
+        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None = None
+    ) -> bool:
         """A token this node does not hold: the device may have been served by another node or before a restart."""
         assert self._store is not None
         stored = await self._store.get_observation(message.token)
@@ -452,7 +587,7 @@ class LwM2MServer:
         if device is None or message.token not in device.observations:
             device = await self._adopt(record)
         observation = device.observations.get(message.token)
-        if observation is None:
+        if observation is None or not self._continues(device, identity, remote, "notification"):
             return False
         if device.registration.address != remote:  # its source address moved (NAT, load balancer)
             self._by_address.pop(device.registration.address, None)
@@ -496,7 +631,7 @@ class LwM2MServer:
         if observation.accept is not None:
             options.append((codes.ACCEPT, coap_encode_uint(observation.accept)))
         try:
-            whole = await self._endpoint_or_fail().complete_block2(remote, codes.GET, options, first)
+            whole = await self._endpoint_for(device).complete_block2(remote, codes.GET, options, first)
         except DeviceError as error:
             log.info("rest of a block-wise notification of %s not fetched: %s", observation.path, error)
             return
@@ -583,10 +718,11 @@ class LwM2MServer:
             raise NotRegistered(f"device {device_id} is not registered")
         return device
 
-    def _endpoint_or_fail(self) -> CoapEndpoint:
-        if self._endpoint is None:
+    def _endpoint_for(self, device: _Device) -> CoapEndpoint:
+        endpoint = self._secure if device.registration.secure else self._endpoint
+        if endpoint is None:
             raise NotRegistered("server stopped")
-        return self._endpoint
+        return endpoint
 
     def _forget_observation(self, device_id: str, token: bytes, *, only_ours: bool) -> None:
         device = self._devices.get(device_id)
@@ -622,6 +758,7 @@ def _record(registration: Registration, expires_at: float) -> RegistrationRecord
         expires_at=expires_at,
         queue_mode=registration.queue_mode,
         domain=registration.domain,
+        secure=registration.secure,
     )
 
 
@@ -642,6 +779,7 @@ def _registration(record: RegistrationRecord) -> Registration:
         updated_at=record.updated_at,
         queue_mode=record.queue_mode,
         domain=record.domain,
+        secure=record.secure,
     )
 
 

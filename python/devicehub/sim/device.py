@@ -18,6 +18,7 @@ from typing import Any
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.dtls_client import ClientCredentials, DtlsClient
 from devicehub.lwm2m.errors import DeviceError, DeviceReset, DeviceTimeout
 from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink
@@ -129,6 +130,7 @@ class SimDevice:
         ack_timeout: float = ACK_TIMEOUT,
         max_retransmit: int = MAX_RETRANSMIT,
         oma: OmaBehaviour | None = None,
+        security: ClientCredentials | None = None,
     ) -> None:
         if flavor not in (OMA, PELION):
             raise ValueError(f"flavor must be {OMA} or {PELION}")
@@ -143,6 +145,7 @@ class SimDevice:
         self.model = model if model is not None else standard_model(endpoint_name, lifetime, clock.now)
         self.ack_timeout, self.max_retransmit = ack_timeout, max_retransmit
         self.oma = oma if oma is not None else OmaBehaviour()
+        self.security = security  # CoAPs (issue 13 #7): the server is then a DTLS listener
         self.update_timing: tuple[float, int] | None = None  # (ACK timeout, retransmissions) of Updates only
         self.registration_query: list[str] = []  # more Register parameters (an Edge child's `gw=`)
         # Edge Core forwards what the cloud writes or executes on a child to its protocol translator
@@ -167,16 +170,28 @@ class SimDevice:
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self, *, lifecycle: bool = True) -> None:
         """Bind the socket; with `lifecycle`, register and keep the registration updated in the background."""
-        self._endpoint = await CoapEndpoint.bind(
-            self.host,
-            0,
-            self.clock,
-            self._handle,
-            ack_timeout=self.ack_timeout,
-            max_retransmit=self.max_retransmit,
-            block_size=self.oma.block_size,
-            max_payload=self.oma.max_payload,
-        )
+        if self.security is not None:
+            endpoint = CoapEndpoint(
+                self.clock,
+                self._handle,
+                ack_timeout=self.ack_timeout,
+                max_retransmit=self.max_retransmit,
+                block_size=self.oma.block_size,
+                max_payload=self.oma.max_payload,
+            )
+            await DtlsClient.connect(self.host, self.clock, endpoint, self.server, self.security)
+            self._endpoint = endpoint
+        else:
+            self._endpoint = await CoapEndpoint.bind(
+                self.host,
+                0,
+                self.clock,
+                self._handle,
+                ack_timeout=self.ack_timeout,
+                max_retransmit=self.max_retransmit,
+                block_size=self.oma.block_size,
+                max_payload=self.oma.max_payload,
+            )
         if lifecycle:
             self._lifecycle = asyncio.create_task(self._run(), name=f"sim-{self.endpoint_name}")
 

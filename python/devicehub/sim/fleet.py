@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import SimulateSettings
+from devicehub.lwm2m.dtls_client import ClientCredentials
 from devicehub.lwm2m.transport import Address
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
@@ -19,11 +20,24 @@ PROGRESS_INTERVAL = 1.0
 
 
 def server_address(uri: str) -> Address:
-    """`coap://host:port` → (host, port); the port defaults to 5683."""
+    """`coap://host:port` or `coaps://host:port` → (host, port); the port defaults to 5683 or 5684."""
     parts = urlsplit(uri)
-    if parts.scheme != "coap" or not parts.hostname:
-        raise ValueError(f"--server must look like coap://host:5683, not {uri!r}")
-    return parts.hostname, parts.port or 5683
+    if parts.scheme not in ("coap", "coaps") or not parts.hostname:
+        raise ValueError(f"--server must look like coap://host:5683 or coaps://host:5684, not {uri!r}")
+    return parts.hostname, parts.port or (5684 if parts.scheme == "coaps" else 5683)
+
+
+def credentials(settings: SimulateSettings, endpoint_name: str) -> ClientCredentials | None:
+    """The DTLS credentials of one device for a `coaps://` server (issue 13 #7); the PSK identity defaults to
+    the endpoint name, so one `--psk-key` serves a fleet whose names each have that key."""
+    if not settings.server.startswith("coaps:"):
+        return None
+    if settings.cert:
+        return ClientCredentials(cert_file=settings.cert, key_file=settings.key or settings.cert)
+    if not settings.psk_key:
+        raise ValueError("a coaps:// server needs --psk-key (with --psk-identity) or --cert/--key")
+    key = settings.psk_key[2:] if settings.psk_key[:2].lower() == "0x" else settings.psk_key
+    return ClientCredentials(psk_identity=settings.psk_identity or endpoint_name, psk_key=bytes.fromhex(key))
 
 
 class Fleet:
@@ -50,6 +64,7 @@ class Fleet:
                 queue_mode=settings.queue_mode,
                 flavor=settings.flavor,
                 oma=oma,
+                security=credentials(settings, f"{settings.prefix}{n}"),
             )
             for n in range(settings.count)
         ]

@@ -14,12 +14,14 @@ from devicehub.store.records import (
     DesiredValue,
     Device,
     DeviceRequest,
+    DeviceSharedKey,
     ObservationRecord,
     PresubscriptionRule,
     RegistrationRecord,
     ReportedValue,
     SnapshotResource,
     StoredEvent,
+    TrustedCa,
 )
 
 
@@ -159,3 +161,20 @@ class Store(Protocol):
 
     async def delete_bootstrap_config(self, account_id: str, endpoint_name: str) -> bool:
         """False when the account has no configuration for this endpoint name."""
+
+    # device credentials (issue 13 #3) ---------------------------------------------------------
+    async def create_shared_key(self, key: DeviceSharedKey) -> bool:
+        """False (nothing written) when a key for that endpoint name exists, in any account."""
+        ...
+
+    async def get_shared_key(self, endpoint_name: str) -> DeviceSharedKey | None: ...
+    async def list_shared_keys(
+        self, account_id: str | None, *, after: str | None = None, limit: int = 1000
+    ) -> list[DeviceSharedKey]:
+        """By endpoint name, those after `after`; account None lists every account's."""
+        ...
+
+    async def delete_shared_key(self, endpoint_name: str) -> bool: ...
+    async def put_trusted_ca(self, ca: TrustedCa) -> None: ...
+    async def list_trusted_cas(self, account_id: str | None = None) -> list[TrustedCa]: ...
+    async def delete_trusted_ca(self, ca_id: str) -> bool: ...

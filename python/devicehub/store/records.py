@@ -165,6 +165,7 @@ class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: float
     queue_mode: bool = False
     domain: str | None = None
+    secure: bool = False  # made over DTLS (issue 13 #2): only that authenticated peer may continue it
 
 
 class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -196,3 +197,24 @@ class BootstrapConfig(msgspec.Struct, frozen=True, kw_only=True):
     binding: str = "U"  # /1/x/7
     created_at: float
     updated_at: float
+
+
+class DeviceSharedKey(msgspec.Struct, frozen=True, kw_only=True):
+    """A device's DTLS pre-shared key (Pelion `device-shared-keys`); the PSK identity is the endpoint name."""
+
+    endpoint_name: str
+    account_id: str
+    sealed_secret: bytes  # AES-GCM nonce ‖ ciphertext under the node's secret key (domain/credentials.py)
+    created_at: float
+
+
+class TrustedCa(msgspec.Struct, frozen=True, kw_only=True):
+    """A CA certificate an account trusts for its devices' DTLS client certificates."""
+
+    id: str  # 32 lowercase hex
+    account_id: str
+    name: str
+    pem: str
+    subject: str
+    not_after: float
+    created_at: float

@@ -32,12 +32,14 @@ from devicehub.store.records import (
     DesiredValue,
     Device,
     DeviceRequest,
+    DeviceSharedKey,
     ObservationRecord,
     PresubscriptionRule,
     RegistrationRecord,
     ReportedValue,
     SnapshotResource,
     StoredEvent,
+    TrustedCa,
 )
 from devicehub.store.write_behind import Pending, ReportedWriteBehind
 
@@ -82,6 +84,9 @@ CREATE TABLE IF NOT EXISTS registrations (
 CREATE INDEX IF NOT EXISTS registrations_expiry ON registrations (expires_at);
 CREATE TABLE IF NOT EXISTS observations (token BLOB PRIMARY KEY, device_id TEXT NOT NULL, data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS observations_device ON observations (device_id);
+CREATE TABLE IF NOT EXISTS shared_keys (endpoint_name TEXT PRIMARY KEY, account_id TEXT NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS shared_keys_account ON shared_keys (account_id, endpoint_name);
+CREATE TABLE IF NOT EXISTS trusted_cas (id TEXT PRIMARY KEY, account_id TEXT NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS bootstrap_configs (
     endpoint_name TEXT PRIMARY KEY, account_id TEXT NOT NULL, data BLOB NOT NULL);
@@ -697,6 +702,58 @@ class SqliteStore:
         )
 
     # ---- helpers --------------------------------------------------------------------------------------
+    # ---- device credentials ------------------------------------------------------------------------
+    async def create_shared_key(self, key: DeviceSharedKey) -> bool:
+        return await self._read(
+            lambda db: (
+                db.execute(
+                    "INSERT OR IGNORE INTO shared_keys (endpoint_name, account_id, data) VALUES (?, ?, ?)",
+                    (key.endpoint_name, key.account_id, _encode(key)),
+                ).rowcount
+                > 0
+            )
+        )
+
+    async def get_shared_key(self, endpoint_name: str) -> DeviceSharedKey | None:
+        return await self._one(
+            DeviceSharedKey, "SELECT data FROM shared_keys WHERE endpoint_name = ?", (endpoint_name,)
+        )
+
+    async def list_shared_keys(
+        self, account_id: str | None, *, after: str | None = None, limit: int = 1000
+    ) -> list[DeviceSharedKey]:
+        where, args = "endpoint_name > ?", [after or ""]
+        if account_id is not None:
+            where, args = where + " AND account_id = ?", [*args, account_id]
+        return await self._all(
+            DeviceSharedKey,
+            f"SELECT data FROM shared_keys WHERE {where} ORDER BY endpoint_name LIMIT ?",
+            (*args, limit),
+        )
+
+    async def delete_shared_key(self, endpoint_name: str) -> bool:
+        return await self._read(
+            lambda db: db.execute("DELETE FROM shared_keys WHERE endpoint_name = ?", (endpoint_name,)).rowcount > 0
+        )
+
+    async def put_trusted_ca(self, ca: TrustedCa) -> None:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO trusted_cas (id, account_id, data) VALUES (?, ?, ?)",
+                (ca.id, ca.account_id, _encode(ca)),
+            )
+        )
+
+    async def list_trusted_cas(self, account_id: str | None = None) -> list[TrustedCa]:
+        if account_id is None:
+            return await self._all(TrustedCa, "SELECT data FROM trusted_cas ORDER BY id", ())
+        return await self._all(
+            TrustedCa, "SELECT data FROM trusted_cas WHERE account_id = ? ORDER BY id", (account_id,)
+        )
+
+    async def delete_trusted_ca(self, ca_id: str) -> bool:
+        return await self._read(lambda db: db.execute("DELETE FROM trusted_cas WHERE id = ?", (ca_id,)).rowcount > 0)
+
     async def _one(self, kind: type[T], sql: str, args: tuple[object, ...]) -> T | None:
         def work(db: sqlite3.Connection) -> T | None:
             row = db.execute(sql, args).fetchone()

@@ -1,0 +1,141 @@
+"""Device credentials (issue 13 #3): Pelion's pre-shared keys API (`/v2/device-shared-keys`) and a subset of
+`/v3/trusted-certificates` for the CAs whose device certificates an account accepts. Secrets never leave."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import msgspec
+from aiohttp import web
+
+from devicehub.api.body import decode, int_query, read_body
+from devicehub.api.context import principal, services
+from devicehub.domain.credentials import CredentialService
+from devicehub.domain.timefmt import rfc3339
+from devicehub.errors import NotFound, Unavailable
+from devicehub.store.records import DeviceSharedKey, TrustedCa
+
+DEFAULT_LIMIT = 50  # Pelion's page size
+
+
+class _PskBody(msgspec.Struct):
+    endpoint_name: object = None
+    secret_hex: object = None
+
+
+class _CaBody(msgspec.Struct):
+    certificate: str
+    name: str = ""
+    service: str = "lwm2m"
+
+
+_psk_body = msgspec.json.Decoder(_PskBody)
+_ca_body = msgspec.json.Decoder(_CaBody)
+_json = msgspec.json.Encoder()
+
+
+def _credentials(request: web.Request) -> CredentialService:
+    credentials = services(request).credentials
+    if credentials is None:
+        raise Unavailable("device credentials are not configured on this node")
+    return credentials
+
+
+def _psk(record: DeviceSharedKey) -> dict[str, object]:
+    return {"endpoint_name": record.endpoint_name, "created_at": rfc3339(record.created_at)}
+
+
+def _ca(record: TrustedCa) -> dict[str, object]:
+    return {
+        "object": "trusted-cert",
+        "id": record.id,
+        "account_id": record.account_id,
+        "name": record.name,
+        "service": "lwm2m",
+        "status": "ACTIVE",
+        "subject": record.subject,
+        "validity": rfc3339(record.not_after),
+        "certificate": record.pem,
+        "created_at": rfc3339(record.created_at),
+    }
+
+
+def _reply(status: int, body: object) -> web.Response:
+    return web.Response(status=status, body=_json.encode(body), content_type="application/json")
+
+
+async def upload_psk(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    body: _PskBody = decode(_psk_body, await read_body(request, services(request).settings.max_body_bytes))
+    await _credentials(request).add_psk(caller.account_id, body.endpoint_name, body.secret_hex)
+    return web.Response(status=201)
+
+
+async def list_psks(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    limit = int_query(request, "limit", 1, 1000) or DEFAULT_LIMIT
+    after = request.query.get("after") or None
+    page = await _credentials(request).list_psks(caller.account_id, after=after, limit=limit + 1)
+    more = len(page) > limit
+    page = page[:limit]
+    return _reply(
+        200,
+        {
+            "object": "list",
+            "limit": limit,
+            "after": after,
+            "has_more": more,
+            "continuation_marker": page[-1].endpoint_name if more else None,
+            "data": [_psk(k) for k in page],
+        },
+    )
+
+
+async def get_psk(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    name = unquote(request.match_info["endpoint_name"])
+    return _reply(200, _psk(await _credentials(request).get_psk(caller.account_id, name)))
+
+
+async def delete_psk(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    await _credentials(request).delete_psk(caller.account_id, unquote(request.match_info["endpoint_name"]))
+    return web.Response(status=204)
+
+
+async def add_ca(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    body: _CaBody = decode(_ca_body, await read_body(request, services(request).settings.max_body_bytes))
+    record = await _credentials(request).add_ca(caller.account_id, body.name, body.certificate)
+    return _reply(201, _ca(record))
+
+
+async def list_cas(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    records = await _credentials(request).list_cas(caller.account_id)
+    return _reply(200, {"object": "list", "total_count": len(records), "data": [_ca(c) for c in records]})
+
+
+async def get_ca(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    for record in await _credentials(request).list_cas(caller.account_id):
+        if record.id == request.match_info["ca_id"]:
+            return _reply(200, _ca(record))
+    raise NotFound("no such trusted certificate")
+
+
+async def delete_ca(request: web.Request) -> web.Response:
+    caller = await principal(request)
+    await _credentials(request).remove_ca(caller.account_id, request.match_info["ca_id"])
+    return web.Response(status=204)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v2/device-shared-keys", upload_psk)
+    app.router.add_get("/v2/device-shared-keys", list_psks)
+    app.router.add_get("/v2/device-shared-keys/{endpoint_name}", get_psk)
+    app.router.add_delete("/v2/device-shared-keys/{endpoint_name}", delete_psk)
+    app.router.add_post("/v3/trusted-certificates", add_ca)
+    app.router.add_get("/v3/trusted-certificates", list_cas)
+    app.router.add_get("/v3/trusted-certificates/{ca_id}", get_ca)
+    app.router.add_delete("/v3/trusted-certificates/{ca_id}", delete_ca)

@@ -1,0 +1,195 @@
+"""The client side of CoAPs (issue 13 #7): one DTLS 1.2 session to one server, under a `CoapEndpoint`.
+
+Used by the simulator and Edge Core. `DtlsClient.connect` binds a UDP socket, runs the handshake (PSK or a client
+certificate; the server's certificate is not checked — the simulator is a test tool) and then hands the endpoint
+a transport that encrypts each datagram for the server. A handshake that stalls is started over, up to
+`attempts` times (python-mbedtls buffers have no retransmission timer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, cast
+
+from mbedtls import pk as mbedtls_pk
+from mbedtls import tls
+from mbedtls import x509 as mbedtls_x509
+from mbedtls.exceptions import TLSError
+
+from devicehub.clock import Clock
+from devicehub.lwm2m.dtls import CERT_SUITES, HANDSHAKE_OVER, MAX_RECORD, PSK_SUITES
+from devicehub.lwm2m.errors import DeviceTimeout
+from devicehub.lwm2m.transport import Address, CoapEndpoint
+
+HANDSHAKE_STEP_TIMEOUT = 2.0
+ATTEMPTS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCredentials:
+    """A PSK (`psk_identity`, `psk_key`) or a certificate and its key (PEM files)."""
+
+    psk_identity: str = ""
+    psk_key: bytes = b""
+    cert_file: str = ""
+    key_file: str = ""
+
+    def configuration(self) -> tls.DTLSConfiguration:
+        if self.psk_identity:
+            return tls.DTLSConfiguration(
+                ciphers=PSK_SUITES,
+                pre_shared_key=(self.psk_identity, self.psk_key),
+                validate_certificates=False,
+                lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
+            )
+        certificate = mbedtls_x509.CRT.from_file(self.cert_file)
+        key = mbedtls_pk.ECC.from_file(self.key_file)
+        return tls.DTLSConfiguration(
+            ciphers=CERT_SUITES,
+            certificate_chain=((certificate,), key),
+            validate_certificates=False,
+            lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
+        )
+
+
+class _ClientTransport:
+    def __init__(self, client: DtlsClient) -> None:
+        self._client = client
+
+    def sendto(self, data: bytes, addr: Address) -> None:
+        self._client.send(data)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._client.get_extra_info(name, default)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class DtlsClient(asyncio.DatagramProtocol):
+    """One DTLS session from a local UDP socket to `server`, feeding `endpoint`."""
+
+    def __init__(self, clock: Clock, endpoint: CoapEndpoint, server: Address, credentials: ClientCredentials) -> None:
+        self._clock = clock
+        self._endpoint = endpoint
+        self._server = server
+        self._context = tls.ClientContext(credentials.configuration())
+        self._buffer = self._context.wrap_buffers(None)
+        self._udp: asyncio.DatagramTransport | None = None
+        self._progress = asyncio.Event()
+        self._established = False
+        self._failure: Exception | None = None
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        clock: Clock,
+        endpoint: CoapEndpoint,
+        server: Address,
+        credentials: ClientCredentials,
+        *,
+        attempts: int = ATTEMPTS,
+    ) -> DtlsClient:
+        loop = asyncio.get_running_loop()
+        _, client = await loop.create_datagram_endpoint(
+            lambda: cls(clock, endpoint, server, credentials), local_addr=(host, 0)
+        )
+        await client._handshake(attempts)
+        endpoint.connection_made(cast(asyncio.DatagramTransport, _ClientTransport(client)))
+        return client
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._udp = cast(asyncio.DatagramTransport, transport)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default if self._udp is None else self._udp.get_extra_info(name, default)
+
+    def close(self) -> None:
+        if self._udp is not None:
+            if self._established:
+                try:
+                    self._buffer.shutdown()
+                except TLSError:
+                    pass
+                self._flush()
+            self._udp.close()
+            self._udp = None
+
+    async def _handshake(self, attempts: int) -> None:
+        for _ in range(attempts):
+            self._step()
+            while not self._established and self._failure is None:
+                self._progress.clear()
+                timer = asyncio.ensure_future(self._clock.sleep(HANDSHAKE_STEP_TIMEOUT))
+                progress = asyncio.ensure_future(self._progress.wait())
+                try:
+                    await asyncio.wait((timer, progress), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    timer.cancel()
+                    progress.cancel()
+                if not self._progress.is_set():
+                    break  # stalled: start over with a fresh ClientHello
+            if self._established:
+                return
+            if self._failure is not None:
+                raise DeviceTimeout(f"DTLS handshake with {self._server[0]}:{self._server[1]} failed: {self._failure}")
+            self._buffer = self._context.wrap_buffers(None)
+        raise DeviceTimeout(f"no DTLS handshake with {self._server[0]}:{self._server[1]}")
+
+    def _step(self) -> None:
+        try:
+            while self._buffer._handshake_state is not HANDSHAKE_OVER:
+                try:
+                    self._buffer.do_handshake()
+                except tls.WantWriteError:
+                    self._flush()
+        except tls.WantReadError:
+            self._flush()
+            return
+        except TLSError as error:
+            self._flush()
+            self._failure = error
+            self._progress.set()
+            return
+        self._flush()
+        self._established = True
+        self._progress.set()
+
+    def _flush(self) -> None:
+        while self._buffer._output_buffer:
+            chunk = self._buffer.peek_outgoing(MAX_RECORD)
+            self._buffer.consume_outgoing(len(chunk))
+            if self._udp is not None:
+                self._udp.sendto(chunk, self._server)
+
+    def send(self, data: bytes) -> None:
+        if not self._established:
+            raise DeviceTimeout("DTLS session closed")
+        self._buffer.write(data)
+        self._flush()
+
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+        if (addr[0], addr[1]) != self._server:
+            return
+        try:
+            self._buffer.receive_from_network(data)
+        except TLSError:
+            return
+        if not self._established:
+            self._progress.set()
+            self._step()
+            if not self._established:
+                return
+        while True:
+            try:
+                plain = self._buffer.read(MAX_RECORD)
+            except tls.WantReadError:
+                return
+            except TLSError:  # close_notify or a fatal alert: the session is over
+                self._established = False
+                return
+            if not plain:
+                return
+            self._endpoint.datagram_received(plain, self._server)

@@ -1,0 +1,163 @@
+"""CoAPs with third-party DTLS clients (issue 13 "Must show"): libcoap's coap-client (OpenSSL build, Debian
+libcoap3-bin) with a PSK and with a certificate, registering and being read; each refusal logged once, with why."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from devicehub.node import Node
+from support.device_pki import TestCa
+from support.node import eventually, run, running_node
+from support.ports import free_udp_port
+
+COAP_CLIENT = shutil.which("coap-client-openssl")
+pytestmark = pytest.mark.skipif(COAP_CLIENT is None, reason="libcoap3-bin (coap-client-openssl) is not installed")
+
+NAME = "dtls-device-00001"  # Pelion: a PSK endpoint name has 16-64 characters
+KEY = "sixteen-byte-key-of-dtls-device1"  # coap-client -k takes the key as text
+
+
+async def start_client(*args: str, wait: float = 0.0) -> asyncio.subprocess.Process:
+    """coap-client-openssl with `args`; with `wait` it keeps its session open that long (-B) after the answer."""
+    assert COAP_CLIENT is not None
+    extra = ["-B", str(wait)] if wait else []
+    return await asyncio.create_subprocess_exec(
+        COAP_CLIENT, *extra, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+
+
+async def coap_client(*args: str, wait: float = 0.0) -> tuple[int, str]:
+    process = await start_client(*args, wait=wait)
+    out, _ = await asyncio.wait_for(process.communicate(), 30)
+    return process.returncode or 0, out.decode(errors="replace")
+
+
+async def refused_client(caplog: pytest.LogCaptureFixture, *args: str) -> list[str]:
+    """Run a client the service refuses; once the refusal is logged the client (still retrying) is stopped."""
+    process = await start_client(*args)
+    try:
+        await eventually(lambda: bool(refusals(caplog)), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.communicate()
+    return refusals(caplog)
+
+
+def register_uri(node: Node, name: str = NAME) -> str:
+    return f"coaps://127.0.0.1:{node.coaps_port}/rd?ep={name}&lt=60&lwm2m=1.1"
+
+
+async def account(node: Node) -> str:
+    return (await node.accounts.create_account("tenant")).id
+
+
+def refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "refused" in r.getMessage()]
+
+
+def secure_node(tmp_path: Path, **options: object) -> object:
+    return running_node(tmp_path, dev=False, allow_nosec=False, coaps_port=free_udp_port(), **options)  # type: ignore[arg-type]
+
+
+def test_coap_client_registers_with_a_psk(tmp_path: Path) -> None:
+    """coap-client 4.3.1 sends close_notify as soon as its answer arrives (with -B or -s too), so it cannot be read
+    afterwards; reads over DTLS are shown with aiocoap and the simulator (test_dtls_devices.py)."""
+
+    async def main() -> None:
+        async with secure_node(tmp_path) as node:  # type: ignore[attr-defined]
+            tenant = await account(node)
+            await node.credentials.add_psk(tenant, NAME, KEY.encode().hex())
+            code, out = await coap_client("-m", "post", "-e", "</3/0>", register_uri(node), "-u", NAME, "-k", KEY)
+            assert code == 0, out
+            registration = next(iter(node.lwm2m._devices.values())).registration
+            assert (registration.endpoint_name, registration.account_id, registration.secure) == (NAME, tenant, True)
+            device = await node.store.get_device(registration.device_id)
+            assert device is not None and device.state == "registered"
+            assert node.lwm2m.dtls is not None and node.lwm2m.dtls.stats.hello_verify_requests >= 1
+
+    run(main())
+
+
+def test_coap_client_registers_with_a_certificate_from_a_trusted_ca(tmp_path: Path) -> None:
+    async def main() -> None:
+        ca = TestCa(tmp_path / "pki")
+        device = ca.issue(NAME)
+        async with secure_node(tmp_path / "svc") as node:  # type: ignore[attr-defined]
+            tenant = await account(node)
+            await node.credentials.add_ca(tenant, "devices", ca.pem)
+            code, out = await coap_client(
+                "-m", "post", "-e", "</3/0>", register_uri(node), "-c", str(device.cert_file), "-j",
+                str(device.key_file), "-n",
+            )  # fmt: skip
+            assert code == 0, out
+            registration = next(iter(node.lwm2m._devices.values())).registration
+            assert (registration.endpoint_name, registration.account_id, registration.secure) == (NAME, tenant, True)
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("wrong key", "wrong key"),
+        ("unknown identity", "unknown PSK identity"),
+        ("identity is not the endpoint name", "is not the endpoint name"),
+        ("expired certificate", "expired"),
+        ("untrusted certificate", "not issued by a trusted CA"),
+    ],
+)
+def test_refusals_are_logged_once_with_their_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, case: str, reason: str
+) -> None:
+    async def main() -> None:
+        trusted, stranger = TestCa(tmp_path / "pki"), TestCa(tmp_path / "other", "Stranger CA")
+        async with secure_node(tmp_path / "svc") as node:  # type: ignore[attr-defined]
+            tenant = await account(node)
+            await node.credentials.add_psk(tenant, NAME, KEY.encode().hex())
+            await node.credentials.add_ca(tenant, "devices", trusted.pem)
+            uri = register_uri(node)
+            args = {
+                "wrong key": ["-u", NAME, "-k", "another-key-entirely-16"],
+                "unknown identity": ["-u", "nobody-knows-this-1", "-k", KEY],
+                "identity is not the endpoint name": ["-u", NAME, "-k", KEY],
+                "expired certificate": _cert(trusted.issue(NAME, expired=True)),
+                "untrusted certificate": _cert(stranger.issue(NAME)),
+            }[case]
+            if case == "identity is not the endpoint name":
+                uri = register_uri(node, "some-other-device-01")
+            caplog.clear()
+            with caplog.at_level(logging.WARNING):
+                found = await refused_client(caplog, "-m", "post", "-e", "</3/0>", uri, *args)
+            assert not node.lwm2m._devices
+            assert len(found) == 1 and reason in found[0], found
+
+    run(main())
+
+
+def test_plain_coap_is_refused_without_allow_nosec_and_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        async with secure_node(tmp_path) as node:  # type: ignore[attr-defined]
+            with caplog.at_level(logging.WARNING):
+                for _ in range(2):
+                    _code, out = await coap_client(
+                        "-m", "post", "-e", "</3/0>", f"coap://127.0.0.1:{node.coap_port}/rd?ep={NAME}&lt=60"
+                    )
+                    assert "4.03" in out, out
+            assert not node.lwm2m._devices
+            found = refusals(caplog)
+            assert len(found) == 1 and "--allow-nosec" in found[0], found
+            assert node.security() == {"dtls": True, "coaps_port": node.coaps_port, "allow_nosec": False}
+
+    run(main())
+
+
+def _cert(issued: object) -> list[str]:
+    return ["-c", str(issued.cert_file), "-j", str(issued.key_file), "-n"]  # type: ignore[attr-defined]

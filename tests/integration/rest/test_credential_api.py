@@ -1,0 +1,118 @@
+"""Device credentials over REST and the CLI (issue 13 #3): Pelion's `/v2/device-shared-keys`, the
+`/v3/trusted-certificates` subset, `devicehub psk|certs`; secrets sealed at rest and never returned."""
+
+from __future__ import annotations
+
+import io
+import stat
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from devicehub.cli import main
+from devicehub.domain.credentials import SecretBox, load_secret_key
+from support.device_pki import TestCa
+from support.node import run, running_node
+
+NAME = "my-endpoint-00001"
+SECRET = "4A4A4A4A4A4A4A4A4A4A4A4A4A4A4A4A"
+
+
+def test_pre_shared_keys_api_follows_pelion(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running_node(tmp_path) as node:
+            other = (await node.accounts.create_account("other")).id
+            _, other_key = await node.accounts.create_key(other)
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                created = await http.post("/v2/device-shared-keys", json={"endpoint_name": NAME, "secret_hex": SECRET})
+                assert created.status == 201
+                again = await http.post("/v2/device-shared-keys", json={"endpoint_name": NAME, "secret_hex": SECRET})
+                assert again.status == 409
+                for body in (
+                    {"endpoint_name": "fifteen-chars-1", "secret_hex": SECRET},  # 15 characters
+                    {"endpoint_name": NAME + "\u00e9", "secret_hex": SECRET},  # not ASCII
+                    {"endpoint_name": "another-endpoint-1", "secret_hex": "4a" * 15},  # 120 bits
+                    {"endpoint_name": "another-endpoint-1", "secret_hex": "4a" * 65},  # 520 bits
+                    {"endpoint_name": "another-endpoint-1", "secret_hex": "4a4"},  # odd
+                    {"endpoint_name": "another-endpoint-1", "secret_hex": "zz" * 16},
+                    {"endpoint_name": "another-endpoint-1"},
+                ):
+                    assert (await http.post("/v2/device-shared-keys", json=body)).status == 400, body
+                for n in range(2):  # 0x and upper case are accepted; 512 bits is the most
+                    body = {"endpoint_name": f"another-endpoint-{n}", "secret_hex": "0X" + "AB" * 64}
+                    assert (await http.post("/v2/device-shared-keys", json=body)).status == 201
+                page = await (await http.get("/v2/device-shared-keys", params={"limit": "2"})).json()
+                assert [k["endpoint_name"] for k in page["data"]] == ["another-endpoint-0", "another-endpoint-1"]
+                assert page["has_more"] and page["object"] == "list"
+                rest = await (
+                    await http.get("/v2/device-shared-keys", params={"after": page["continuation_marker"]})
+                ).json()
+                assert [k["endpoint_name"] for k in rest["data"]] == [NAME] and not rest["has_more"]
+                one = await http.get(f"/v2/device-shared-keys/{NAME}")
+                text = await one.text()
+                assert one.status == 200 and set((await one.json()).keys()) == {"endpoint_name", "created_at"}
+                assert SECRET.lower() not in text.lower()
+                stranger = {"Authorization": f"Bearer {other_key}"}
+                assert (await http.get(f"/v2/device-shared-keys/{NAME}", headers=stranger)).status == 404
+                assert (await http.delete(f"/v2/device-shared-keys/{NAME}", headers=stranger)).status == 404
+                assert (await http.delete(f"/v2/device-shared-keys/{NAME}")).status == 204
+                assert (await http.get(f"/v2/device-shared-keys/{NAME}")).status == 404
+            # sealed at rest: the store holds no clear key; the node's key file (0600) opens it
+            stored = await node.store.get_shared_key("another-endpoint-0")
+            assert stored is not None and bytes.fromhex("AB" * 64) not in stored.sealed_secret
+            key_file = tmp_path / "secret.key"
+            assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+            box = SecretBox(load_secret_key(key_file))
+            assert box.open(stored.sealed_secret, "another-endpoint-0") == bytes.fromhex("AB" * 64)
+
+    run(main())
+
+
+def test_trusted_certificates_api_adds_lists_and_removes_a_ca(tmp_path: Path) -> None:
+    async def main() -> None:
+        ca = TestCa(tmp_path / "pki")
+        leaf = ca.issue("not-a-ca-device-01")
+        async with running_node(tmp_path / "svc") as node:
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                created = await http.post(
+                    "/v3/trusted-certificates", json={"name": "devices", "certificate": ca.pem.decode()}
+                )
+                assert created.status == 201
+                body = await created.json()
+                assert body["subject"] == "CN=Test Device CA" and body["service"] == "lwm2m"
+                listed = await (await http.get("/v3/trusted-certificates")).json()
+                assert [c["id"] for c in listed["data"]] == [body["id"]]
+                not_ca = await http.post("/v3/trusted-certificates", json={"certificate": leaf.pem.decode()})
+                assert not_ca.status == 400
+                assert (await http.post("/v3/trusted-certificates", json={"certificate": "junk"})).status == 400
+                assert (await http.delete(f"/v3/trusted-certificates/{body['id']}")).status == 204
+                assert (await http.get(f"/v3/trusted-certificates/{body['id']}")).status == 404
+
+    run(main())
+
+
+def test_cli_manages_keys_and_cas_of_an_account(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = TestCa(tmp_path / "pki")
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(ca.pem)
+    data = ["--data-dir", str(tmp_path / "data")]
+
+    def cli(*args: str, stdin: str = "") -> str:  # the real entry point, in this process (fast)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        assert main([*args, *data]) == 0
+        return capsys.readouterr().out
+
+    cli("accounts", "create", "acme")
+    cli("psk", "add", "acme", NAME, "-", stdin=SECRET + "\n")
+    assert cli("psk", "list", "acme").split("\t")[0] == NAME
+    ca_id = cli("certs", "add", "acme", str(ca_file)).split("\t")[0]
+    assert ca_id in cli("certs", "list", "acme")
+    cli("certs", "remove", "acme", ca_id)
+    cli("psk", "remove", "acme", NAME)
+    assert cli("psk", "list", "acme") == "" and cli("certs", "list", "acme") == ""
