@@ -22,6 +22,7 @@ from devicehub.domain.accounts import AccountService
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.server import LwM2MServer
+from devicehub.lwm2m.transport import Limits
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import open_store
 from devicehub.store.redis import RedisStore
@@ -64,7 +65,10 @@ class Node:
         self.hub = ChannelHub(self.store, self.clock, settings, cluster=cluster)
         await self.hub.start()
         self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
-        self.lwm2m = LwM2MServer(self.devices, self.clock, expiry_grace=settings.registration_grace, store=self.store)
+        limits = Limits(requests_per_second=settings.coap_rate_limit, request_burst=2 * settings.coap_rate_limit)
+        self.lwm2m = LwM2MServer(
+            self.devices, self.clock, expiry_grace=settings.registration_grace, store=self.store, limits=limits
+        )
         with starting(f"the LwM2M server on udp {settings.host}:{settings.coap_port}"):
             await self.lwm2m.start(settings.host, settings.coap_port)
         self.coap_port = self.lwm2m.address[1]
