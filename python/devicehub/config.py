@@ -71,6 +71,13 @@ class ServeSettings:
         default=100.0,
         metadata={"help": "CoAP requests a second per device address (twice that at once); 0: no limit"},
     )
+    http_header_timeout: float = field(
+        default=20.0,
+        metadata={
+            "help": "seconds a connection may take to send a request's head (from its opening or the previous "
+            "answer); also how long an idle keep-alive connection stays open"
+        },
+    )
     callback_ca_file: str = field(default="", metadata={"help": "CA bundle for HTTPS callbacks (default: system)"})
     callback_allow: str = field(
         default="",

@@ -90,7 +90,14 @@ class Node:
             devices=self.devices,
             extra_metrics=self._metrics,
         )
-        self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
+        # issue 14 #14 (slowloris): aiohttp's keep-alive timer runs from a connection's opening and from each answer,
+        # and closes the connection if no whole request head came meanwhile: it is the header read time-out
+        self._runner = web.AppRunner(
+            create_app(services),
+            handle_signals=False,
+            access_log=None,
+            keepalive_timeout=settings.http_header_timeout,
+        )
         await self._runner.setup()
         with starting("TLS for the HTTP API (--tls-cert, --tls-key, --tls-client-ca)"):
             tls = server_context(settings)

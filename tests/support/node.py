@@ -30,10 +30,22 @@ async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None
 
 @contextlib.asynccontextmanager
 async def running_node(
-    data_dir: Path, *, clock: Clock | None = None, dev: bool = True, coap_port: int = 0, redis_url: str = ""
+    data_dir: Path,
+    *,
+    clock: Clock | None = None,
+    dev: bool = True,
+    coap_port: int = 0,
+    redis_url: str = "",
+    **settings_fields: Any,
 ) -> AsyncIterator[Node]:
     settings = ServeSettings(
-        host="127.0.0.1", http_port=0, coap_port=coap_port, data_dir=data_dir, dev=dev, redis_url=redis_url
+        host="127.0.0.1",
+        http_port=0,
+        coap_port=coap_port,
+        data_dir=data_dir,
+        dev=dev,
+        redis_url=redis_url,
+        **settings_fields,
     )
     node = Node(settings, clock=clock)
     await node.start()

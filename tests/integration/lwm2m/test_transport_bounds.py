@@ -177,3 +177,38 @@ def test_flood_of_made_up_names_and_mids_leaves_no_table_behind(tmp_path: Path) 
                     sock.close()
 
     run(scenario())
+
+
+def test_requests_beyond_a_sources_rate_are_dropped_and_a_retransmission_is_taken_later() -> None:
+    """Per-source CoAP rate limit (issue 14 #14): over its bucket a source's requests go unanswered (counted), other
+    sources are served, and a dropped confirmable request's retransmission is handled once the bucket refills."""
+
+    async def scenario() -> None:
+        clock = ManualClock()
+        server, bodies = await _server(clock, Limits(requests_per_second=1.0, request_burst=3.0))
+        loop = asyncio.get_running_loop()
+        flooder, other = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2))
+        try:
+            for sock in (flooder, other):
+                sock.setblocking(False)
+
+            def con(mid: int) -> bytes:
+                return coap_encode(codes.CON, codes.POST, mid, b"t", [(codes.URI_PATH, b"x")], b"")
+
+            for mid in range(5):
+                flooder.sendto(con(mid), server.address)
+            await eventually(lambda: server.stats.received == 5)
+            answered = [coap_decode(await asyncio.wait_for(loop.sock_recv(flooder, 2048), 5)).mid for _ in range(3)]
+            assert sorted(answered) == [0, 1, 2] and server.stats.rate_limited == 2
+            other.sendto(con(7), server.address)
+            assert coap_decode(await asyncio.wait_for(loop.sock_recv(other, 2048), 5)).code == codes.CHANGED
+            await clock.advance(1.0)
+            flooder.sendto(con(3), server.address)  # the device retransmits MID 3
+            reply = coap_decode(await asyncio.wait_for(loop.sock_recv(flooder, 2048), 5))
+            assert (reply.mid, reply.code) == (3, codes.CHANGED) and len(bodies) == 5
+        finally:
+            flooder.close()
+            other.close()
+            await server.close()
+
+    run(scenario())
