@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from support.live_node import LiveNode
 
 settings.register_profile("fuzz-suite", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("fuzz-ci", max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("fuzz-long", max_examples=20_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "fuzz-suite"))
 
