@@ -106,9 +106,10 @@ def rss_mib(pid: int) -> float:
 async def _metrics(http: aiohttp.ClientSession) -> dict[str, float]:
     async with http.get("/metrics") as r:
         values = {}
-        for line in (await r.text()).splitlines():
-            name, _, value = line.partition(" ")
-            values[name.removeprefix("devicehub_")] = float(value)
+        for line in (await r.text()).splitlines():  # Prometheus text format
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                values[name] = float(value)
         return values
 
 
@@ -156,8 +157,8 @@ async def _soak(service: ServiceProcess, args: argparse.Namespace) -> dict[str, 
                     "t": round(time.monotonic() - start, 1),
                     "rss_mib": round(rss_mib(pid), 1),
                     "received": len(received),
-                    "queued_events": metrics.get("channels_queued_events", 0),
-                    "queued_bytes": metrics.get("channels_queued_bytes", 0),
+                    "queued_events": metrics.get("devicehub_queue_events", 0),
+                    "queued_bytes": metrics.get("devicehub_queue_bytes", 0),
                 }
             )
             print(f"soak: {samples[-1]}", flush=True)
@@ -193,8 +194,8 @@ async def _soak(service: ServiceProcess, args: argparse.Namespace) -> dict[str, 
         "rss_mib_end": samples[-1]["rss_mib"],
         "rss_mib_max": max(s["rss_mib"] for s in samples),
         "max_queued_bytes": max(s["queued_bytes"] for s in samples),
-        "dropped_overflow": metrics.get("channels_dropped_overflow_total", 0),
-        "dropped_expired": metrics.get("channels_dropped_expired_total", 0),
+        "dropped_overflow": metrics.get('devicehub_events_dropped_total{cause="overflow"}', 0),
+        "dropped_expired": metrics.get('devicehub_events_dropped_total{cause="expired"}', 0),
         "samples": samples,
     }
 
