@@ -47,7 +47,8 @@ def main() -> int:
     if args.smoke:
         args.devices, args.users, args.seconds = 3, 2, 3
     with tempfile.TemporaryDirectory() as tmp:
-        service = ServiceProcess(data_dir=Path(tmp) / "data").start()
+        # the per-key limit is switched off on purpose: this measures throughput, not the limiter
+        service = ServiceProcess(data_dir=Path(tmp) / "data", extra_args=("--rate-limit", "0")).start()
         sim = subprocess.Popen(
             [
                 sys.executable,

@@ -62,6 +62,22 @@ class ServeSettings:
         default=1_048_576,
         metadata={"help": "largest NotificationMessage sent at once (WebSocket frame, callback or pull body)"},
     )
+    rate_limit: float = field(
+        default=200.0,
+        metadata={"help": "REST requests a second per API key (unauthenticated: per client address); 0: no limit"},
+    )
+    rate_limit_burst: float = field(default=1000.0, metadata={"help": "REST requests one key may make at once"})
+    coap_rate_limit: float = field(
+        default=100.0,
+        metadata={"help": "CoAP requests a second per device address (twice that at once); 0: no limit"},
+    )
+    http_header_timeout: float = field(
+        default=20.0,
+        metadata={
+            "help": "seconds a connection may take to send a request's head (from its opening or the previous "
+            "answer); also how long an idle keep-alive connection stays open"
+        },
+    )
     callback_ca_file: str = field(default="", metadata={"help": "CA bundle for HTTPS callbacks (default: system)"})
     callback_allow: str = field(
         default="",

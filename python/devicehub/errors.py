@@ -127,6 +127,18 @@ class QueueFull(DevicehubError):
     type = "too_many_requests"
 
 
+class RateLimited(DevicehubError):
+    """Too many requests with this key: try again after `Retry-After` seconds."""
+
+    status = 429
+    token = "TOO_MANY_REQUESTS"
+    type = "too_many_requests"
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many requests with this key; retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
 class Unavailable(DevicehubError):
     """The service cannot do this right now."""
 

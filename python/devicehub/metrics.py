@@ -169,6 +169,19 @@ class _NodeCollector(Collector):
         yield _counter(
             "devicehub_coap_retransmissions", "Confirmable CoAP messages sent again", v(lw, "coap_retransmissions")
         )
+        # issue 14: what the per-source limit dropped, Block1 uploads refused or expired, and the per-peer tables
+        yield _counter(
+            "devicehub_coap_rate_limited", "CoAP requests dropped over their source's rate", v(lw, "coap_rate_limited")
+        )
+        block1 = CounterMetricFamily("devicehub_coap_block1_dropped", "Block1 uploads ended unfinished", labels=["why"])
+        block1.add_metric(["refused"], v(lw, "coap_block1_refused"))
+        block1.add_metric(["expired"], v(lw, "coap_block1_expired"))
+        yield block1
+        tables = GaugeMetricFamily("devicehub_peer_table_size", "Sizes of the per-peer tables", labels=["table"])
+        for table in ("dedup_entries", "dedup_bytes", "block1_transfers", "block1_bytes", "rate_buckets", "tasks"):
+            tables.add_metric([table], v(lw, f"coap_{table}"))
+        tables.add_metric(["locks"], v(lw, "lwm2m_locks"))
+        yield tables
 
         enqueued = CounterMetricFamily(
             "devicehub_events_enqueued", "Events put on channel queues, by kind", labels=["kind"]

@@ -24,6 +24,7 @@ from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.dtls import Keyring, server_certificate
 from devicehub.lwm2m.server import LwM2MServer
+from devicehub.lwm2m.transport import Limits
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import open_store
 from devicehub.store.redis import RedisStore
@@ -81,12 +82,14 @@ class Node:
             self.clock,
             SecretBox(load_secret_key(secret_key_path(settings.data_dir, settings.secret_key_file))),
         )
+        limits = Limits(requests_per_second=settings.coap_rate_limit, request_burst=2 * settings.coap_rate_limit)
         self.lwm2m = LwM2MServer(
             self.devices,
             self.clock,
             expiry_grace=settings.registration_grace,
             store=self.store,
             allow_nosec=self.allow_nosec,
+            limits=limits,
         )
         with starting(f"the LwM2M server on udp {settings.host}:{settings.coap_port}"):
             await self.lwm2m.start(settings.host, settings.coap_port)
@@ -112,7 +115,14 @@ class Node:
             credentials=self.credentials,
             security=self.security,
         )
-        self._runner = web.AppRunner(create_app(services), handle_signals=False, access_log=None)
+        # issue 14 #14 (slowloris): aiohttp's keep-alive timer runs from a connection's opening and from each answer,
+        # and closes the connection if no whole request head came meanwhile: it is the header read time-out
+        self._runner = web.AppRunner(
+            create_app(services),
+            handle_signals=False,
+            access_log=None,
+            keepalive_timeout=settings.http_header_timeout,
+        )
         await self._runner.setup()
         with starting("TLS for the HTTP API (--tls-cert, --tls-key, --tls-client-ca)"):
             tls = server_context(settings)

@@ -38,6 +38,7 @@ async def running_node(
     redis_url: str = "",
     allow_nosec: bool = True,
     coaps_port: int = 0,
+    **settings_fields: Any,
 ) -> AsyncIterator[Node]:
     # issue 13 #4: without --dev plain CoAP needs allow_nosec; these nodes serve plain simulated devices, so they
     # ask for it, and for no DTLS listener (coaps_port 0) unless a test gives one
@@ -50,6 +51,7 @@ async def running_node(
         redis_url=redis_url,
         allow_nosec=allow_nosec,
         coaps_port=coaps_port,
+        **settings_fields,
     )
     node = Node(settings, clock=clock)
     await node.start()

@@ -17,9 +17,11 @@ from devicehub.api import (
 )
 from devicehub.api.context import SERVICES, Services
 from devicehub.api.errors import error_middleware
+from devicehub.api.rate_limit import RATE_LIMITS, rate_limit_middleware
 from devicehub.api.trailing_slash import tolerate_trailing_slash
 from devicehub.logs import quiet_bad_requests, request_id_middleware
 from devicehub.metrics import CONTENT_TYPE, NodeMetrics
+from devicehub.ratelimit import TokenBuckets
 
 METRICS = web.AppKey("metrics", NodeMetrics)
 READY_TIMEOUT_S = 2.0
@@ -61,12 +63,14 @@ def create_app(services: Services) -> web.Application:
     client = getattr(services.hub, "_client", None)
     if client is not None:
         client.on_answer = node_metrics.callback_answered
+    settings = services.settings
     app = web.Application(
-        middlewares=[request_id_middleware(), node_metrics.middleware(), error_middleware],
-        client_max_size=services.settings.max_body_bytes,
+        middlewares=[request_id_middleware(), node_metrics.middleware(), error_middleware, rate_limit_middleware],
+        client_max_size=settings.max_body_bytes,
     )
     app[SERVICES] = services
     app[METRICS] = node_metrics
+    app[RATE_LIMITS] = TokenBuckets(services.clock, settings.rate_limit, settings.rate_limit_burst)
     from devicehub.api import bootstrap_routes, notification_routes
 
     areas = (device_routes, subscription_routes, request_routes, notification_routes, openapi, iam_routes)

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 from aiohttp import web
 
-from devicehub.errors import DevicehubError, MethodNotAllowed, NotFound, PayloadTooLarge
+from devicehub.errors import DevicehubError, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited
 from devicehub.logs import request_id as current_request_id  # the id on this request's log lines
 
 log = logging.getLogger("devicehub.api")
@@ -35,6 +35,13 @@ _encoder = msgspec.json.Encoder()
 
 
 def render(request: web.Request, error: DevicehubError) -> web.Response:
+    response = _render(request, error)
+    if isinstance(error, RateLimited):
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def _render(request: web.Request, error: DevicehubError) -> web.Response:
     if request.path.startswith("/v3/") or request.path.startswith("/admin/"):
         body = V3Error(
             object="error",

@@ -22,13 +22,14 @@ from typing import Any
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.locks import KeyedLocks
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
 from devicehub.lwm2m.dtls import DtlsListener, PeerIdentity
 from devicehub.lwm2m.errors import DeviceError, NotRegistered
 from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Limits, Reply
 from devicehub.store.base import Store
 from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
 
@@ -88,15 +89,17 @@ class LwM2MServer:
         expiry_grace: float = 93.0,
         store: Store | None = None,
         allow_nosec: bool = True,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._events = events
+        self._limits = limits
         self._store = store
         self._clock = clock
         self._expiry_grace = expiry_grace
         self._endpoint: CoapEndpoint | None = None
         self._devices: dict[str, _Device] = {}
         self._by_address: dict[Address, str] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = KeyedLocks()
         self._expiry: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Future[None]] = set()
         self._expiry_ticks = 0
@@ -109,7 +112,9 @@ class LwM2MServer:
 
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
-        self._endpoint = await CoapEndpoint.bind(host, port, self._clock, self._handle, self._notification)
+        self._endpoint = await CoapEndpoint.bind(
+            host, port, self._clock, self._handle, self._notification, limits=self._limits
+        )
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
 
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
@@ -199,6 +204,9 @@ class LwM2MServer:
         if self._endpoint is not None:
             for name, value in vars_of(self._endpoint.stats).items():
                 values[f"coap_{name}"] = value
+            for name, size in self._endpoint.table_sizes().items():
+                values[f"coap_{name}"] = size
+        values["lwm2m_locks"] = len(self._locks)
         if self._dtls is not None:
             values["dtls_sessions"] = self._dtls.session_count()
             for name, value in vars_of(self._dtls.stats).items():
@@ -295,7 +303,7 @@ class LwM2MServer:
 
     async def drop(self, device_id: str) -> bool:
         """The device was removed from the directory (`DELETE /v3/devices/{id}`): forget its registration."""
-        async with self._locks.setdefault(device_id, asyncio.Lock()):
+        async with self._locks(device_id):
             await self._known(device_id)  # a registration kept in the store (restart, another node) counts too
             device = self._devices.pop(device_id, None)
             if device is None:
@@ -328,8 +336,7 @@ class LwM2MServer:
             if message.code == codes.POST and len(segments) == 1:
                 return await self._register(message, payload, remote, identity)
             if len(segments) >= 2 and message.code in (codes.POST, codes.DELETE):
-                lock = self._locks.setdefault(segments[-1], asyncio.Lock())
-                async with lock:
+                async with self._locks(segments[-1]):
                     if message.code == codes.POST:
                         return await self._update(segments[-1], message, payload, remote, identity)
                     return await self._deregister(segments[-1], remote, identity)
@@ -431,8 +438,7 @@ class LwM2MServer:
             gateway=query.get("gw", "")[:MAX_ENDPOINT_NAME],
             secure=identity is not None,
         )
-        lock = self._locks.setdefault(admission.device_id, asyncio.Lock())
-        async with lock:
+        async with self._locks(admission.device_id):
             previous = self._devices.get(admission.device_id)
             if previous is not None:
                 # a Register for a known endpoint is a restart: its observations are gone (spec §2.1)
@@ -653,6 +659,8 @@ class LwM2MServer:
                 await self._clock.sleep(EXPIRY_CHECK_INTERVAL)
                 # the check awaits the store: run it beside the ticker, so the ticks stay on time (one at a time)
                 self._expiry_ticks += 1
+                if self._endpoint is not None:
+                    self._endpoint.sweep()  # issue 14 #4: what a flood left behind goes, even when nothing follows
                 if check is None or check.done():
                     check = asyncio.create_task(self._expire_checked(), name="lwm2m-expiry-check")
         finally:
@@ -679,7 +687,7 @@ class LwM2MServer:
         # the stored table decides (a restarted node expires devices that never came back; in Redis mode the
         # node whose conditional removal wins announces, once)
         for record in await self._store.registrations_expiring(now):
-            async with self._locks.setdefault(record.device_id, asyncio.Lock()):
+            async with self._locks(record.device_id):
                 if not await self._store.remove_registration(record.device_id, updated_at=record.updated_at):
                     continue  # updated meanwhile, or another node expired it
                 cached = self._devices.pop(record.device_id, None)
@@ -698,7 +706,7 @@ class LwM2MServer:
                 self._by_address.pop(registration.address, None)
 
     async def _expire(self, device_id: str, registration: Registration) -> None:
-        async with self._locks.setdefault(device_id, asyncio.Lock()):
+        async with self._locks(device_id):
             device = self._devices.get(device_id)
             if device is None or device.registration is not registration:
                 return  # it updated meanwhile

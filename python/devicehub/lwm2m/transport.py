@@ -28,6 +28,7 @@ from devicehub.clock import Clock
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
+from devicehub.ratelimit import TokenBuckets
 
 log = logging.getLogger("devicehub.coap")
 
@@ -51,6 +52,17 @@ MIN_BLOCK_SIZE = 16
 def block_szx(size: int) -> int:
     """SZX of the largest block size (16..1024) not above `size` (RFC 7959 §2.2: size = 2 ** (SZX + 4))."""
     return max(0, min(BLOCK_SZX, size.bit_length() - 5))
+
+
+# issue 14 #3, #4: what unfinished exchanges may hold. An unfinished Block1 upload lives EXCHANGE_LIFETIME from its
+# first block; one peer (address) may hold two bodies' worth, all peers together 16; beyond that a peer is answered
+# 4.13 (its own budget) or 5.03 + Max-Age (the node's). The de-dup cache keeps at most this many (address, MID)
+# entries and cached-reply bytes, oldest dropped first: a retransmission after that is handled again, never refused.
+BLOCK1_PEER_BUDGET = 2 * MAX_BODY
+BLOCK1_GLOBAL_BUDGET = 16 * MAX_BODY
+BLOCK1_RETRY_S = 30
+SEEN_MAX_ENTRIES = 50_000
+SEEN_MAX_BYTES = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +93,33 @@ class Stats:
     resets: int = 0
     notifications: int = 0
     unknown_notifications: int = 0
+    block1_refused: int = 0
+    block1_expired: int = 0
+    rate_limited: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds of the per-peer tables (defaults above; tests shrink them to reach them quickly)."""
+
+    block1_peer_bytes: int = BLOCK1_PEER_BUDGET
+    block1_total_bytes: int = BLOCK1_GLOBAL_BUDGET
+    dedup_entries: int = SEEN_MAX_ENTRIES
+    dedup_bytes: int = SEEN_MAX_BYTES
+    # requests a second from one source address (0: no limit), and how many it may save up (issue 14 #14)
+    requests_per_second: float = 0.0
+    request_burst: float = 0.0
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(slots=True)
+class _Upload:
+    """An unfinished Block1 request body (RFC 7959 §2.3)."""
+
+    started_at: float
+    body: bytearray = field(default_factory=bytearray)
 
 
 @dataclass(slots=True)
@@ -108,8 +147,10 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         response_timeout: float = MAX_TRANSMIT_WAIT,
         block_size: int = BLOCK_SIZE,
         max_payload: int | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._clock = clock
+        self._limits = limits
         self._on_request = on_request
         self._on_notification = on_notification
         self._ack_timeout = ack_timeout
@@ -127,7 +168,12 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._by_token: dict[bytes, _Exchange] = {}
         # (remote, mid) → encoded reply (None while the handler runs); pruned after EXCHANGE_LIFETIME
         self._seen: OrderedDict[tuple[Address, int], tuple[float, bytes | None]] = OrderedDict()
-        self._block1: dict[tuple[Address, str], bytearray] = {}
+        self._seen_bytes = 0
+        # unfinished uploads in the order they started, the bytes each peer holds in them, and the total
+        self._block1: OrderedDict[tuple[Address, str], _Upload] = OrderedDict()
+        self._block1_by_peer: dict[Address, int] = {}
+        self._block1_bytes = 0
+        self._rates = TokenBuckets(clock, limits.requests_per_second, limits.request_burst)
         self._tasks: set[asyncio.Task[None]] = set()
         self.stats = Stats()
 
@@ -145,6 +191,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         max_retransmit: int = MAX_RETRANSMIT,
         block_size: int = BLOCK_SIZE,
         max_payload: int | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> CoapEndpoint:
         loop = asyncio.get_running_loop()
         _, protocol = await loop.create_datagram_endpoint(
@@ -156,6 +203,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
                 max_retransmit=max_retransmit,
                 block_size=block_size,
                 max_payload=max_payload,
+                limits=limits,
             ),
             local_addr=(host, port),
         )
@@ -497,14 +545,12 @@ class CoapEndpoint(asyncio.DatagramProtocol):
     def _duplicate(self, message: CoapMessage, remote: Address) -> bool:
         """True for a retransmission already seen; the cached reply (if any) is sent again."""
         now = self._clock.now()
-        while self._seen:
-            key, (seen_at, _) = next(iter(self._seen.items()))
-            if now - seen_at < EXCHANGE_LIFETIME:
-                break
-            del self._seen[key]
+        self._prune_seen(now)
         entry = self._seen.get((remote, message.mid))
         if entry is None:
             self._seen[(remote, message.mid)] = (now, None)
+            if len(self._seen) > self._limits.dedup_entries:
+                self._forget_oldest_seen()
             return False
         self.stats.duplicates += 1
         if entry[1] is not None:
@@ -512,10 +558,53 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         return True
 
     def _remember(self, remote: Address, mid: int, reply: bytes) -> None:
-        self._seen[(remote, mid)] = (self._clock.now(), reply)
+        key = (remote, mid)
+        seen_at, previous = self._seen.get(key, (self._clock.now(), None))  # the window runs from the receipt
+        self._seen_bytes += len(reply) - (len(previous) if previous is not None else 0)
+        self._seen[key] = (seen_at, reply)
+        while self._seen_bytes > self._limits.dedup_bytes and self._seen:
+            self._forget_oldest_seen()
+
+    def _forget_oldest_seen(self) -> None:
+        _, (_, reply) = self._seen.popitem(last=False)
+        if reply is not None:
+            self._seen_bytes -= len(reply)
+
+    def _prune_seen(self, now: float) -> None:
+        while self._seen:
+            seen_at, _ = next(iter(self._seen.values()))
+            if now - seen_at < EXCHANGE_LIFETIME:
+                break
+            self._forget_oldest_seen()
+
+    def sweep(self) -> None:
+        """Drop what has outlived EXCHANGE_LIFETIME (de-dup entries, unfinished uploads) even when no datagram
+        comes to prune it: the owner calls this from its periodic timer, so memory returns after a flood stops."""
+        now = self._clock.now()
+        self._prune_seen(now)
+        self._prune_uploads(now)
+        self._rates.sweep()
+
+    def table_sizes(self) -> dict[str, int]:
+        """Sizes of the per-peer tables (issue 14 #4), for metrics and tests."""
+        return {
+            "dedup_entries": len(self._seen),
+            "dedup_bytes": self._seen_bytes,
+            "block1_transfers": len(self._block1),
+            "block1_bytes": self._block1_bytes,
+            "block1_peers": len(self._block1_by_peer),
+            "tasks": len(self._tasks),
+            "rate_buckets": len(self._rates),
+        }
 
     def _incoming_request(self, message: CoapMessage, remote: Address, fault: str | None) -> None:
         if self._duplicate(message, remote):
+            return
+        if self._rates.take(remote):
+            # over its rate: dropped unanswered (an answer would feed the flood) and forgotten, so the device's
+            # retransmission of a confirmable request is taken once the bucket has refilled
+            self.stats.rate_limited += 1
+            self._seen.pop((remote, message.mid), None)
             return
         if fault is not None:
             self.stats.rejected += 1
@@ -545,27 +634,76 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         task.add_done_callback(self._tasks.discard)
 
     def _assemble(self, message: CoapMessage, remote: Address, block1: tuple[int, bool, int]) -> bytes | None:
-        """Collect Block1 parts (RFC 7959 §2.3); None while more are to come (2.31 already sent)."""
+        """Collect Block1 parts (RFC 7959 §2.3); None while more are to come (2.31 already sent) or when refused."""
         num, more, szx = block1
         key = (remote, message.uri_path)
         size = 1 << (szx + 4)
+        now = self._clock.now()
+        self._prune_uploads(now)
         if num == 0:
-            self._block1[key] = bytearray()
-        body = self._block1.get(key)
-        if body is None or len(body) != num * size or len(body) + len(message.payload) > MAX_BODY:
-            self._block1.pop(key, None)
-            code = codes.ENTITY_TOO_LARGE if body is not None and len(body) == num * size else codes.REQUEST_INCOMPLETE
-            self._reply(message, remote, Reply(code))
+            self._drop_upload(key)
+            upload: _Upload | None = _Upload(now)
+        else:
+            upload = self._block1.get(key)
+        if upload is None or len(upload.body) != num * size:
+            self._drop_upload(key)
+            self._refuse_block(message, remote, Reply(codes.REQUEST_INCOMPLETE))
             return None
-        body.extend(message.payload)
-        if more:  # §2.5: the 2.31 names the block it acknowledges and the size this endpoint prefers
-            preferred = min(szx, self._szx)
-            self._reply(
-                message, remote, Reply(codes.CONTINUE, [(codes.BLOCK1, coap_encode_uint(num << 4 | 0x8 | preferred))])
+        if len(upload.body) + len(message.payload) > MAX_BODY:
+            self._drop_upload(key)
+            self._refuse_block(
+                message, remote, Reply(codes.ENTITY_TOO_LARGE, [(codes.SIZE1, coap_encode_uint(MAX_BODY))])
             )
             return None
-        del self._block1[key]
-        return bytes(body)
+        if not more:
+            self._drop_upload(key)
+            return bytes(upload.body) + message.payload
+        grow = len(message.payload)
+        if self._block1_by_peer.get(remote, 0) + grow > self._limits.block1_peer_bytes:
+            self._drop_upload(key)
+            self._refuse_block(
+                message, remote, Reply(codes.ENTITY_TOO_LARGE, [(codes.SIZE1, coap_encode_uint(MAX_BODY))])
+            )
+            return None
+        if self._block1_bytes + grow > self._limits.block1_total_bytes:
+            self._drop_upload(key)
+            retry = [(codes.MAX_AGE, coap_encode_uint(BLOCK1_RETRY_S))]
+            self._refuse_block(message, remote, Reply(codes.SERVICE_UNAVAILABLE, retry))
+            return None
+        upload.body.extend(message.payload)
+        self._block1[key] = upload
+        self._block1_by_peer[remote] = self._block1_by_peer.get(remote, 0) + grow
+        self._block1_bytes += grow
+        # §2.5: the 2.31 names the block it acknowledges and the size this endpoint prefers
+        preferred = min(szx, self._szx)
+        self._reply(
+            message, remote, Reply(codes.CONTINUE, [(codes.BLOCK1, coap_encode_uint(num << 4 | 0x8 | preferred))])
+        )
+        return None
+
+    def _refuse_block(self, message: CoapMessage, remote: Address, reply: Reply) -> None:
+        self.stats.block1_refused += 1
+        self._reply(message, remote, reply)
+
+    def _drop_upload(self, key: tuple[Address, str]) -> None:
+        upload = self._block1.pop(key, None)
+        if upload is None:
+            return
+        remote = key[0]
+        held = self._block1_by_peer.get(remote, 0) - len(upload.body)
+        if held > 0:
+            self._block1_by_peer[remote] = held
+        else:
+            self._block1_by_peer.pop(remote, None)
+        self._block1_bytes -= len(upload.body)
+
+    def _prune_uploads(self, now: float) -> None:
+        while self._block1:
+            key, upload = next(iter(self._block1.items()))
+            if now - upload.started_at < EXCHANGE_LIFETIME:
+                break
+            self.stats.block1_expired += 1
+            self._drop_upload(key)
 
     async def _answer(self, message: CoapMessage, payload: bytes, remote: Address) -> None:
         try:

@@ -1,0 +1,61 @@
+"""Link format (RFC 6690) from devices is untrusted: any bytes parse or fail with LinkFormatError, nothing else,
+and every parsed path is ASCII digits that a request can address again (issue 14 #12)."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import FUZZ
+from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links
+
+REAL = [  # lwm2m-device-side.md §2: payloads as Wakaama, Anjay and Mbed clients sent them
+    b'</>;rt="oma.lwm2m";ct=110,</1>;ver=1.1,</1/0>,</2/0>,</3/0>,</4/0>,</5/0>,</6/0>,</7/0>,</31024>;ver=1.0,'
+    b"</31024/10>,</31024/11>,</31024/12>",
+    b'</>;rt="oma.lwm2m";ct=11543,</1/0>,</3/0>,</31024/10>,</31024/11>,</31024/12>',
+    b"</1/1>,</2>,</3/0>,</4/0>,</10>;ver=1.1,</10/0>,</11>,</16>,</19>,</20/0>,</3303/0>,</3313/0>,</3347/0>,</33605>",
+    b'</3/0/0>;rt="x";obs,</3/0/9>;obs;aobs="3",</3303/0/5700>;ct=11542;if="sensor";v="21.5"',
+]
+PATH = re.compile(r"^(/[0-9]{1,5}){1,4}$")
+ALPHABET = st.sampled_from(list("</>;,=\"'0123456789abcrtobsvf \\\u00b2\u0661\x00\xff"))
+
+
+def _check(payload: bytes) -> None:
+    try:
+        links = parse_links(payload)
+    except LinkFormatError:
+        return
+    for link in links:
+        assert PATH.match(link.path) or link.path == "/", link.path
+    again = parse_links(format_links([link for link in links if link.path != "/"]))
+    assert [link.path for link in again] == [link.path for link in links if link.path != "/"]
+
+
+@FUZZ
+@given(st.binary(max_size=512))
+def test_arbitrary_bytes_parse_or_fail_typed(payload: bytes) -> None:
+    _check(payload)
+
+
+@FUZZ
+@given(st.text(alphabet=ALPHABET, max_size=200))
+def test_link_shaped_text_parses_or_fails_typed(text: str) -> None:
+    _check(text.encode("utf-8", "surrogatepass"))
+
+
+@FUZZ
+@given(st.sampled_from(REAL), st.data())
+def test_mutated_real_payloads_parse_or_fail_typed(payload: bytes, data: st.DataObject) -> None:
+    mutated = bytearray(payload)
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, len(mutated)))
+        op = data.draw(st.sampled_from(["flip", "insert", "delete"]))
+        if op == "flip" and at < len(mutated):
+            mutated[at] ^= data.draw(st.integers(1, 255))
+        elif op == "insert":
+            mutated[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+        elif at < len(mutated):
+            del mutated[at]
+    _check(bytes(mutated))
