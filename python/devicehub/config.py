@@ -62,6 +62,9 @@ class ServeSettings:
         default=1_048_576,
         metadata={"help": "largest NotificationMessage sent at once (WebSocket frame, callback or pull body)"},
     )
+    pull_timeout: float = field(
+        default=30.0, metadata={"help": "seconds a long poll (GET /v2/notification/pull) waits for events"}
+    )
     callback_ca_file: str = field(default="", metadata={"help": "CA bundle for HTTPS callbacks (default: system)"})
     callback_allow: str = field(
         default="",

@@ -23,7 +23,7 @@ from devicehub.api import (
     request_routes,
     subscription_routes,
 )
-from devicehub.api.directory_filter import MAX_VALUE, filter_parameter_names
+from devicehub.api.directory_filter import filter_parameter_names
 from devicehub.api.errors import V3Error
 from devicehub.domain.service import ASYNC_ID as ASYNC_ID_RE
 
@@ -107,7 +107,9 @@ EXPIRY = Param(
     {"type": "integer", "minimum": 60, "maximum": 2_592_000},
     "seconds until the request expires with REQUEST_EXPIRED",
 )
-_FILTER_VALUE = {"type": "string", "maxLength": MAX_VALUE}
+# Documented values are printable ASCII and shorter than the handler allows (MAX_VALUE), so that a request
+# using every parameter at its longest still fits the request-line limit (app.py MAX_REQUEST_LINE).
+_FILTER_VALUE = {"type": "string", "maxLength": 256, "pattern": "^[ -~]*$"}
 LIST_QUERY = (
     Param(
         "limit",
@@ -119,7 +121,7 @@ LIST_QUERY = (
     Param("include", {"type": "string", "enum": ["total_count"]}, "`total_count`: the exact count under the filters"),
     Param(
         "filter",
-        {"type": "string", "maxLength": 4096},
+        {"type": "string", "maxLength": 2048, "pattern": "^[ -~]*$"},
         "URL-encoded `key=value` pairs joined by `&` (`endpoint_type%3Dsensor`); keys as the plain parameters",
     ),
     *(
