@@ -127,7 +127,9 @@ LIST_QUERY = (
     *(
         Param(
             name,
-            _FILTER_VALUE if not field.choices or op in ("in", "nin") else {"type": "string", "enum": field.choices},
+            _FILTER_VALUE
+            if not field.choices or op in ("in", "nin")
+            else {"type": "string", "enum": list(field.choices)},
             f"{field.name} {op}"
             + (" (comma-separated)" if op in ("in", "nin") else "")
             + (" (RFC 3339 UTC)" if field.time else ""),
