@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -24,6 +25,8 @@ from devicehub.store.records import (
     SnapshotResource,
     StoredEvent,
 )
+from devicehub.store.redis import RedisStore
+from devicehub.store.sqlite import SqliteStore
 
 StoreFactory = Callable[[], Store]  # the `make_store` fixture (conftest.py)
 
@@ -450,3 +453,39 @@ def test_directory_fields_and_administrator_keys_survive_a_reopen(make_store: St
 
     run(make_store, write)
     reopen(make_store, check)
+
+
+def test_devices_stored_before_the_filter_indexes_are_found_by_filters(make_store: StoreFactory) -> None:
+    """A database written by the previous release (no filter columns in SQLite, no value indexes in Redis)
+    answers filters correctly once reopened: the open fills what is missing from the records."""
+
+    async def write(store: Store) -> None:
+        for n in range(4):
+            await store.put_device(directory_device(n))
+        await _forget_filter_indexes(store)
+
+    async def check(store: Store) -> None:
+        sensors = where(("endpoint_type", "eq", ("sensor",)))
+        assert [d.id for d in await store.list_devices(A, query=sensors)] == ["d00", "d03"]
+        assert await store.count_devices(A, query=where(("host_gateway", "eq", ("g1",)))) == 1
+        assert await store.count_devices(A, query=where(("created_at", "gte", (1002.0,)))) == 2
+
+    run(make_store, write)
+    reopen(make_store, check)
+
+
+async def _forget_filter_indexes(store: Store) -> None:
+    """Turn the data into what the previous release wrote."""
+    if isinstance(store, RedisStore):
+        keys = [k async for k in store.redis.scan_iter(match=store.prefix + "devices_by:*")]
+        await store.redis.delete(*keys, store.prefix + "device_index_version")
+    else:
+        assert isinstance(store, SqliteStore)
+
+        def old_schema(db: sqlite3.Connection) -> None:
+            for index in ("devices_type", "devices_gateway", "devices_created", "devices_updated"):
+                db.execute(f"DROP INDEX {index}")
+            for column in ("endpoint_type", "host_gateway", "created_at", "updated_at"):
+                db.execute(f"ALTER TABLE devices DROP COLUMN {column}")
+
+        await store._run(old_schema)
