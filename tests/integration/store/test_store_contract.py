@@ -488,4 +488,4 @@ async def _forget_filter_indexes(store: Store) -> None:
             for column in ("endpoint_type", "host_gateway", "created_at", "updated_at"):
                 db.execute(f"ALTER TABLE devices DROP COLUMN {column}")
 
-        await store._run(old_schema)
+        await store._write(old_schema)
