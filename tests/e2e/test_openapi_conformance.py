@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -40,6 +41,17 @@ def _device_id(service: ServiceProcess) -> str:
     raise AssertionError("the simulated device did not register")
 
 
+def _key_works(service: ServiceProcess) -> bool:
+    request = urllib.request.Request(
+        f"{service.base_url}/v3/devices", headers={"Authorization": f"Bearer {service.api_key}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return bool(answer.status == 200)
+    except urllib.error.HTTPError:
+        return False
+
+
 def _operation_count(service: ServiceProcess) -> int:
     """Operations schemathesis must test: all but `GET /openapi.json`, the document it loads (it skips that)."""
     with urllib.request.urlopen(f"{service.base_url}/openapi.json", timeout=5) as answer:
@@ -53,7 +65,8 @@ def test_schemathesis_finds_no_failure_on_any_operation(tmp_path: Path) -> None:
     try:
         config = tmp_path / "schemathesis.toml"
         # the one real device id is used for every `{device_id}`, so the device paths get past 404
-        config.write_text(f'[parameters]\n"path.device_id" = "{_device_id(service)}"\n')
+        # and a key id that names no key: DELETE /v3/api-keys/{key_id} must not revoke the key the run uses
+        config.write_text(f'[parameters]\n"path.device_id" = "{_device_id(service)}"\n"path.key_id" = "{"0" * 32}"\n')
         command = [
             str(Path(sys.executable).with_name("schemathesis")),
             "--no-color",
@@ -83,6 +96,7 @@ def test_schemathesis_finds_no_failure_on_any_operation(tmp_path: Path) -> None:
             cwd=tmp_path,  # schemathesis keeps its crash cache in the working directory
         )
         assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
+        assert _key_works(service), "the run's API key was revoked during it: later operations only saw 401"
         tested = re.search(r"Tested: (\d+)", result.stdout)
         assert tested is not None and int(tested.group(1)) == _operation_count(service), result.stdout[-3000:]
     finally:
