@@ -78,6 +78,9 @@ class ServeSettings:
             "answer); also how long an idle keep-alive connection stays open"
         },
     )
+    pull_timeout: float = field(
+        default=30.0, metadata={"help": "seconds a long poll (GET /v2/notification/pull) waits for events"}
+    )
     callback_ca_file: str = field(default="", metadata={"help": "CA bundle for HTTPS callbacks (default: system)"})
     callback_allow: str = field(
         default="",

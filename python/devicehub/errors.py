@@ -44,6 +44,13 @@ class ValidationFailed(BadRequest):
     type = "validation_error"
 
 
+class InvalidPath(ValidationFailed):
+    """The resource path is not an LwM2M path (numeric object/instance/resource/instance)."""
+
+    token = "MALFORMED_PATH"
+    type = "validation_error"
+
+
 class MalformedJson(BadRequest):
     """The body is not valid JSON of the expected shape."""
 

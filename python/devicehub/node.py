@@ -74,7 +74,7 @@ class Node:
         cluster = None
         if isinstance(self.store, RedisStore):  # several nodes: channels are owned across them (cluster.py)
             cluster = ClusterLink(self.store.redis, self.store.prefix, self.node_id)
-        self.hub = ChannelHub(self.store, self.clock, settings, cluster=cluster)
+        self.hub = ChannelHub(self.store, self.clock, settings, pull_timeout=settings.pull_timeout, cluster=cluster)
         await self.hub.start()
         self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
         self.credentials = CredentialService(

@@ -29,7 +29,14 @@ class LiveNode:
     def __init__(self, data_dir: Path) -> None:
         # the limits stay on except the per-key rate: the fuzzers send thousands of requests with one key
         self.settings = ServeSettings(
-            host="127.0.0.1", http_port=0, coap_port=0, data_dir=data_dir, dev=True, rate_limit=0.0, coap_rate_limit=0.0
+            host="127.0.0.1",
+            http_port=0,
+            coap_port=0,
+            coaps_port=0,
+            data_dir=data_dir,
+            dev=True,
+            rate_limit=0.0,
+            coap_rate_limit=0.0,
         )
         self.errors = _ErrorLog()
         logging.getLogger("devicehub").addHandler(self.errors)

@@ -11,7 +11,6 @@ from aiohttp import web
 
 from devicehub.api.body import decode, int_query, read_body
 from devicehub.api.context import principal, services
-from devicehub.api.openapi import Operation
 from devicehub.domain.bootstrap import DEFAULT_LIFETIME, MODE_NAMES, BootstrapConfigs, ConfigInput
 from devicehub.domain.timefmt import rfc3339
 from devicehub.store.records import BootstrapConfig
@@ -115,42 +114,3 @@ async def list_configs(request: web.Request) -> web.Response:
             data=[config_model(c) for c in configs[:limit]], has_more=len(configs) > limit, limit=limit, after=after
         )
     )
-
-
-OPERATIONS = (
-    Operation(
-        "get",
-        "/v3/bootstrap-configs",
-        "List the account's bootstrap configurations",
-        200,
-        BootstrapConfigList,
-        tag="bootstrap",
-    ),
-    Operation(
-        "put",
-        "/v3/bootstrap-configs/{endpoint_name}",
-        "Create (201) or replace (200) an endpoint's bootstrap configuration",
-        201,
-        BootstrapConfigModel,
-        BootstrapConfigBody,
-        tag="bootstrap",
-    ),
-    Operation(
-        "get",
-        "/v3/bootstrap-configs/{endpoint_name}",
-        "One bootstrap configuration",
-        200,
-        BootstrapConfigModel,
-        tag="bootstrap",
-    ),
-    Operation(
-        "delete", "/v3/bootstrap-configs/{endpoint_name}", "Delete a bootstrap configuration", 204, tag="bootstrap"
-    ),
-)
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_get("/v3/bootstrap-configs", list_configs)
-    app.router.add_put("/v3/bootstrap-configs/{endpoint_name}", put_config)
-    app.router.add_get("/v3/bootstrap-configs/{endpoint_name}", get_config)
-    app.router.add_delete("/v3/bootstrap-configs/{endpoint_name}", delete_config)

@@ -23,14 +23,56 @@ class _PskBody(msgspec.Struct):
     secret_hex: object = None
 
 
-class _CaBody(msgspec.Struct):
+class PskUploadBody(msgspec.Struct, frozen=True):
+    """What `POST /v2/device-shared-keys` takes (documentation; the handler checks each field itself)."""
+
+    endpoint_name: str  # 16–64 printable ASCII
+    secret_hex: str  # 128–512 bits in hex, case-insensitive, optional 0x
+
+
+class CaUploadBody(msgspec.Struct):
     certificate: str
     name: str = ""
     service: str = "lwm2m"
 
 
+class PskModel(msgspec.Struct, frozen=True):
+    """A device's pre-shared key as listed: never its secret."""
+
+    endpoint_name: str
+    created_at: str
+
+
+class PskList(msgspec.Struct, frozen=True):
+    object: str
+    limit: int
+    after: str | None
+    has_more: bool
+    continuation_marker: str | None
+    data: list[PskModel]
+
+
+class TrustedCaModel(msgspec.Struct, frozen=True):
+    object: str
+    id: str
+    account_id: str
+    name: str
+    service: str
+    status: str
+    subject: str
+    validity: str
+    certificate: str
+    created_at: str
+
+
+class TrustedCaList(msgspec.Struct, frozen=True):
+    object: str
+    total_count: int
+    data: list[TrustedCaModel]
+
+
 _psk_body = msgspec.json.Decoder(_PskBody)
-_ca_body = msgspec.json.Decoder(_CaBody)
+_ca_body = msgspec.json.Decoder(CaUploadBody)
 _json = msgspec.json.Encoder()
 
 
@@ -41,23 +83,23 @@ def _credentials(request: web.Request) -> CredentialService:
     return credentials
 
 
-def _psk(record: DeviceSharedKey) -> dict[str, object]:
-    return {"endpoint_name": record.endpoint_name, "created_at": rfc3339(record.created_at)}
+def _psk(record: DeviceSharedKey) -> PskModel:
+    return PskModel(endpoint_name=record.endpoint_name, created_at=rfc3339(record.created_at))
 
 
-def _ca(record: TrustedCa) -> dict[str, object]:
-    return {
-        "object": "trusted-cert",
-        "id": record.id,
-        "account_id": record.account_id,
-        "name": record.name,
-        "service": "lwm2m",
-        "status": "ACTIVE",
-        "subject": record.subject,
-        "validity": rfc3339(record.not_after),
-        "certificate": record.pem,
-        "created_at": rfc3339(record.created_at),
-    }
+def _ca(record: TrustedCa) -> TrustedCaModel:
+    return TrustedCaModel(
+        object="trusted-cert",
+        id=record.id,
+        account_id=record.account_id,
+        name=record.name,
+        service="lwm2m",
+        status="ACTIVE",
+        subject=record.subject,
+        validity=rfc3339(record.not_after),
+        certificate=record.pem,
+        created_at=rfc3339(record.created_at),
+    )
 
 
 def _reply(status: int, body: object) -> web.Response:
@@ -80,14 +122,14 @@ async def list_psks(request: web.Request) -> web.Response:
     page = page[:limit]
     return _reply(
         200,
-        {
-            "object": "list",
-            "limit": limit,
-            "after": after,
-            "has_more": more,
-            "continuation_marker": page[-1].endpoint_name if more else None,
-            "data": [_psk(k) for k in page],
-        },
+        PskList(
+            object="list",
+            limit=limit,
+            after=after,
+            has_more=more,
+            continuation_marker=page[-1].endpoint_name if more else None,
+            data=[_psk(k) for k in page],
+        ),
     )
 
 
@@ -105,7 +147,7 @@ async def delete_psk(request: web.Request) -> web.Response:
 
 async def add_ca(request: web.Request) -> web.Response:
     caller = await principal(request)
-    body: _CaBody = decode(_ca_body, await read_body(request, services(request).settings.max_body_bytes))
+    body: CaUploadBody = decode(_ca_body, await read_body(request, services(request).settings.max_body_bytes))
     record = await _credentials(request).add_ca(caller.account_id, body.name, body.certificate)
     return _reply(201, _ca(record))
 
@@ -113,7 +155,7 @@ async def add_ca(request: web.Request) -> web.Response:
 async def list_cas(request: web.Request) -> web.Response:
     caller = await principal(request)
     records = await _credentials(request).list_cas(caller.account_id)
-    return _reply(200, {"object": "list", "total_count": len(records), "data": [_ca(c) for c in records]})
+    return _reply(200, TrustedCaList(object="list", total_count=len(records), data=[_ca(c) for c in records]))
 
 
 async def get_ca(request: web.Request) -> web.Response:
@@ -128,14 +170,3 @@ async def delete_ca(request: web.Request) -> web.Response:
     caller = await principal(request)
     await _credentials(request).remove_ca(caller.account_id, request.match_info["ca_id"])
     return web.Response(status=204)
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v2/device-shared-keys", upload_psk)
-    app.router.add_get("/v2/device-shared-keys", list_psks)
-    app.router.add_get("/v2/device-shared-keys/{endpoint_name}", get_psk)
-    app.router.add_delete("/v2/device-shared-keys/{endpoint_name}", delete_psk)
-    app.router.add_post("/v3/trusted-certificates", add_ca)
-    app.router.add_get("/v3/trusted-certificates", list_cas)
-    app.router.add_get("/v3/trusted-certificates/{ca_id}", get_ca)
-    app.router.add_delete("/v3/trusted-certificates/{ca_id}", delete_ca)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import base64
-from urllib.parse import parse_qsl
 
 from aiohttp import web
 
 from devicehub.api.body import decode, int_query, read_body
 from devicehub.api.context import principal, services
+from devicehub.api.directory_filter import parse_filters
 from devicehub.api.models import (
     DeviceEcho,
     DeviceList,
@@ -28,8 +28,6 @@ from devicehub.lwm2m.content import mime_for
 from devicehub.store.records import Device
 
 MAX_LIMIT = 1000
-FILTERABLE = {"state"}
-STATES = {"registered", "deregistered"}
 
 
 def _json(body: object, status: int = 200) -> web.Response:
@@ -58,29 +56,23 @@ def device_model(device: Device) -> DeviceModel:
 async def list_devices(request: web.Request) -> web.Response:
     caller = await principal(request)
     limit = int_query(request, "limit", 2, MAX_LIMIT) or 50
-    filters = dict(parse_qsl(request.query.get("filter", ""), keep_blank_values=True))
-    for name, value in request.query.items():  # the SDK may also send plain `state__eq=` style params
-        if name.endswith("__eq") and name[:-4] in FILTERABLE:
-            filters[name[:-4]] = value
-    unknown = set(filters) - FILTERABLE
-    if unknown:
-        raise ValidationFailed(f"cannot filter on {sorted(unknown)}", fields=(FieldError("filter", "unknown key"),))
-    state = filters.get("state")
-    if state is not None and state not in STATES:
-        raise ValidationFailed(
-            "state filter must be registered or deregistered", fields=(FieldError("filter", "bad state"),)
-        )
+    query = parse_filters(request.query.items())
     order = request.query.get("order", "ASC").upper()
     if order not in ("ASC", "DESC"):
-        raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "bad value"),))
+        raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "not ASC or DESC"),))
+    include = {part.strip() for part in request.query.get("include", "").split(",") if part.strip()}
+    if include - {"total_count"}:
+        raise ValidationFailed("include takes total_count", fields=(FieldError("include", "not total_count"),))
     after = request.query.get("after") or None
     store = services(request).store
-    devices = await store.list_devices(caller.account_id, state=state, after=after, limit=limit + 1)
-    total = (
-        await store.count_devices(caller.account_id, state=state)
-        if "total_count" in request.query.get("include", "")
-        else None
-    )
+    devices: list[Device] = []
+    total = 0 if "total_count" in include else None
+    if query is not None:
+        devices = await store.list_devices(
+            caller.account_id, query=query, after=after, limit=limit + 1, descending=order == "DESC"
+        )
+        if total is not None:
+            total = await store.count_devices(caller.account_id, query=query)
     return _json(
         DeviceList(
             data=[device_model(d) for d in devices[:limit]],
@@ -178,14 +170,3 @@ async def echo(request: web.Request) -> web.Response:
 
 async def echo_not_deletable(request: web.Request) -> web.Response:
     raise MethodNotAllowed("the snapshot cannot be deleted (spec §2.4 rule 3)")
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_get("/v3/devices", list_devices)
-    app.router.add_get("/v3/devices/", list_devices)
-    app.router.add_get("/v3/devices/{device_id}", get_device)
-    app.router.add_put("/v3/devices/{device_id}", update_device)
-    app.router.add_delete("/v3/devices/{device_id}", delete_device)
-    app.router.add_get("/v3/devices/{device_id}/echo", echo)
-    app.router.add_delete("/v3/devices/{device_id}/echo", echo_not_deletable)
-    app.router.add_get("/v2/endpoints/{device_id}", endpoint_resources)

@@ -34,6 +34,15 @@ class V3Error(msgspec.Struct, frozen=True, omit_defaults=True):
 _encoder = msgspec.json.Encoder()
 
 
+# Pelion's bootstrap API (`/v2/device-shared-keys`) answers JSON error objects like v3, unlike the rest of v2
+JSON_ERROR_PREFIXES = ("/v3/", "/admin/", "/v2/device-shared-keys")
+
+
+def json_errors(path: str) -> bool:
+    """Whether errors on `path` are V3Error JSON objects (else a v2 text/plain token)."""
+    return path.startswith(JSON_ERROR_PREFIXES)
+
+
 def render(request: web.Request, error: DevicehubError) -> web.Response:
     response = _render(request, error)
     if isinstance(error, RateLimited):
@@ -42,7 +51,7 @@ def render(request: web.Request, error: DevicehubError) -> web.Response:
 
 
 def _render(request: web.Request, error: DevicehubError) -> web.Response:
-    if request.path.startswith("/v3/") or request.path.startswith("/admin/"):
+    if json_errors(request.path):
         body = V3Error(
             object="error",
             code=error.status,

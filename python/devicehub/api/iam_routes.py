@@ -128,12 +128,3 @@ async def delete_api_key(request: web.Request) -> web.Response:
     caller = await principal(request)
     await services(request).accounts.delete_key(caller, request.match_info["key_id"])
     return web.Response(status=204)
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_get("/v3/policy-groups", list_policy_groups)
-    app.router.add_post("/v3/api-keys", create_api_key)
-    app.router.add_get("/v3/api-keys", list_api_keys)
-    app.router.add_get("/v3/api-keys/me", get_own_api_key)  # before {key_id}: routes match in order
-    app.router.add_get("/v3/api-keys/{key_id}", get_api_key)
-    app.router.add_delete("/v3/api-keys/{key_id}", delete_api_key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -203,6 +203,44 @@ class PresubscriptionBody(msgspec.Struct, frozen=True, forbid_unknown_fields=Tru
         return PresubscriptionRule(
             endpoint_name=self.endpoint_name, endpoint_type=self.endpoint_type, resource_path=tuple(self.resource_path)
         )
+
+
+# ---- documentation models: what the notification channel routes accept and send (wire-format.md
+# "Notification channels"); the handlers validate these bodies field by field (channels/callback.py,
+# channels/options.py) to name the bad field, and the OpenAPI document shows these shapes.
+class SerializationCfg(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    include_timestamp: bool | None = None
+    include_uid: bool | None = None
+    include_original_ep: bool | None = None
+    deregistrations_as_object: bool | None = None
+    use_endpoint_name: bool | None = None
+
+
+class Serialization(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    type: Literal["v2", "V2"] = "v2"
+    max_chunk_size: Annotated[int, msgspec.Meta(ge=100, le=20_000)] | None = None
+    cfg: SerializationCfg | None = None
+
+
+class CallbackRegistration(msgspec.Struct, frozen=True, omit_defaults=True):
+    url: Annotated[str, msgspec.Meta(pattern="^https?://[^\\s/]+", max_length=2048)]
+    headers: dict[Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9-]+$")], str] = {}
+    serialization: Serialization | None = None
+
+
+class WebSocketRegistration(msgspec.Struct, frozen=True, omit_defaults=True):
+    serialization: Serialization | None = None
+
+
+class NotificationBatch(msgspec.Struct, frozen=True, omit_defaults=True, rename="kebab"):
+    """One delivery of queued events (a pull answer, a callback PUT, a WebSocket text frame)."""
+
+    notifications: list[dict[str, Any]] | None = None
+    registrations: list[dict[str, Any]] | None = None
+    reg_updates: list[dict[str, Any]] | None = None
+    de_registrations: list[Any] | None = None
+    registrations_expired: list[Any] | None = None
+    async_responses: list[dict[str, Any]] | None = None
 
 
 encoder = msgspec.json.Encoder()

@@ -22,7 +22,7 @@ _DELIVERY_MECHANISMS = {CALLBACK: "CALLBACK", WEBSOCKET: "WEB_SOCKET", PULL: "LO
 class CallbackChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     url: str
     headers: dict[str, str]
-    serialization: dict[str, object]
+    serialization: dict[str, Any]
     queue_size: int
     queue_bytes: int
     dropped_overflow: int
@@ -35,7 +35,7 @@ class CallbackChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaul
 
 class WebSocketChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     queue_size: int
-    serialization: dict[str, object]
+    serialization: dict[str, Any]
     status: str  # spec §2.5: "connected" | "disconnected"
     queue_bytes: int
     dropped_overflow: int
@@ -181,19 +181,5 @@ async def delete_pull(request: web.Request) -> web.Response:
     return web.Response(status=200, text=outcome, content_type="text/plain")
 
 
-async def _release_clients(app: web.Application) -> None:
+async def release_clients(app: web.Application) -> None:
     await app[SERVICES].hub.release_clients()  # spec §7: 1001 when the server shuts down; polls answer 204
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_put("/v2/notification/callback", put_callback)
-    app.router.add_get("/v2/notification/callback", get_callback)
-    app.router.add_delete("/v2/notification/callback", delete_callback)
-    app.router.add_put("/v2/notification/websocket", put_websocket)
-    app.router.add_get("/v2/notification/websocket", get_websocket)
-    app.router.add_delete("/v2/notification/websocket", delete_websocket)
-    app.router.add_get("/v2/notification/websocket-connect", websocket_connect)
-    app.router.add_get("/v2/notification/channel", get_channel)
-    app.router.add_get("/v2/notification/pull", get_pull)
-    app.router.add_delete("/v2/notification/pull", delete_pull)
-    app.on_shutdown.append(_release_clients)

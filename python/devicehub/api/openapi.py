@@ -1,100 +1,83 @@
-"""`GET /openapi.json`, generated from the route table and the msgspec wire models, and a `/docs` page."""
+"""`GET /openapi.json`, generated from the route table (routes.py) and its msgspec wire models, and `/docs`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
 
 from devicehub import __version__
-from devicehub.api import models
+from devicehub.api.errors import V3Error, json_errors
+
+if TYPE_CHECKING:
+    from devicehub.api.routes import Route
+
+SPEC = web.AppKey("openapi_document", bytes)
 
 
-@dataclass(frozen=True, slots=True)
-class Operation:
-    method: str
-    path: str
-    summary: str
-    status: int
-    response: Any = None
-    request: Any = None
-    tag: str = "devices"
+def _operation_id(route: Route) -> str:
+    return route.method.lower() + re.sub(r"[^A-Za-z0-9]+", "_", route.path).rstrip("_")
 
 
-OPERATIONS = (
-    Operation("get", "/v3/devices", "List the account's devices", 200, models.DeviceList),
-    Operation("get", "/v3/devices/{device_id}", "One device", 200, models.DeviceModel),
-    Operation("get", "/v3/devices/{device_id}/echo", "Device state snapshot (spec §2.4)", 200, models.DeviceEcho),
-    Operation("get", "/v2/endpoints/{device_id}", "Resources of a device", 200, list[models.EndpointResource]),
-    Operation(
-        "put",
-        "/v2/subscriptions/{device_id}/{path}",
-        "Subscribe to a resource (wildcard `*` allowed)",
-        202,
-        models.AsyncIdResponse,
-        tag="subscriptions",
-    ),
-    Operation("get", "/v2/subscriptions/{device_id}/{path}", "Is the resource subscribed", 200, tag="subscriptions"),
-    Operation("delete", "/v2/subscriptions/{device_id}/{path}", "Unsubscribe", 204, tag="subscriptions"),
-    Operation("get", "/v2/subscriptions/{device_id}", "Subscribed paths (text/uri-list)", 200, tag="subscriptions"),
-    Operation("delete", "/v2/subscriptions/{device_id}", "Remove the device's subscriptions", 204, tag="subscriptions"),
-    Operation(
-        "put",
-        "/v2/subscriptions",
-        "Replace the key's presubscription rules",
-        202,
-        request=list[models.PresubscriptionBody],
-        tag="subscriptions",
-    ),
-    Operation(
-        "get",
-        "/v2/subscriptions",
-        "The key's presubscription rules",
-        200,
-        list[models.PresubscriptionBody],
-        tag="subscriptions",
-    ),
-    Operation("delete", "/v2/subscriptions", "Remove every presubscription rule", 204, tag="subscriptions"),
-    Operation(
-        "post",
-        "/v2/device-requests/{device_id}",
-        "Queue a device request; result as async-response",
-        202,
-        request=models.DeviceRequestBody,
-        tag="device-requests",
-    ),
-)
-
-
-def _path_params(path: str) -> list[dict[str, Any]]:
-    names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
-    return [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]
-
-
-def build_spec(extra: tuple[Operation, ...] = ()) -> dict[str, Any]:
-    operations = OPERATIONS + extra
-    types = [t for op in operations for t in (op.response, op.request) if t is not None]
+def build_spec(routes: Sequence[Route]) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of exactly these routes, schemas from their msgspec models."""
+    types: list[Any] = [V3Error]
+    for route in routes:
+        types.extend(t for t in (route.body, *(r.model for r in route.replies)) if t is not None and t not in types)
     schemas, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
     lookup = dict(zip(types, schemas, strict=True))
     paths: dict[str, dict[str, Any]] = {}
-    for op in operations:
-        entry: dict[str, Any] = {
-            "summary": op.summary,
-            "tags": [op.tag],
-            "parameters": _path_params(op.path),
-            "security": [{"bearer": []}],
-            "responses": {
-                str(op.status): {"description": "success"},
-                "401": {"description": "missing or unknown API key"},
+    for route in routes:
+        parameters = [
+            {"name": p.name, "in": "path", "required": True, "description": p.description, "schema": p.schema}
+            for p in route.path_params
+        ] + [
+            {"name": p.name, "in": "query", "required": p.required, "description": p.description, "schema": p.schema}
+            for p in route.query
+        ]
+        responses: dict[str, Any] = {}
+        for reply in route.replies:
+            entry: dict[str, Any] = {"description": reply.description}
+            if reply.model is not None:
+                entry["content"] = {"application/json": {"schema": lookup[reply.model]}}
+            elif reply.media is not None:
+                entry["content"] = {reply.media: {"schema": {"type": "string"}}}
+            responses[str(reply.status)] = entry
+        # answers every operation may give, wherever it is: the rate limit, and the store refusing changes
+        error_content = (
+            {"application/json": {"schema": lookup[V3Error]}}
+            if json_errors(route.path)
+            else {"text/plain": {"schema": {"type": "string"}}}
+        )
+        responses.setdefault(
+            "429",
+            {
+                "description": "over the rate limit (TOO_MANY_REQUESTS); `Retry-After` says when",
+                "content": error_content,
             },
+        )
+        if route.method != "GET":
+            responses.setdefault(
+                "503",
+                {"description": "the store cannot write right now (STORAGE_UNAVAILABLE)", "content": error_content},
+            )
+        operation: dict[str, Any] = {
+            "operationId": _operation_id(route),
+            "summary": route.summary,
+            "tags": [route.tag],
+            "parameters": parameters,
+            "security": [{"bearer": []}] if route.auth else [],
+            "responses": responses,
         }
-        if op.response is not None:
-            entry["responses"][str(op.status)]["content"] = {"application/json": {"schema": lookup[op.response]}}
-        if op.request is not None:
-            entry["requestBody"] = {"required": True, "content": {"application/json": {"schema": lookup[op.request]}}}
-        paths.setdefault(op.path, {})[op.method] = entry
+        if route.body is not None:
+            operation["requestBody"] = {
+                "required": route.body_required,
+                "content": {"application/json": {"schema": lookup[route.body]}},
+            }
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
     return {
         "openapi": "3.1.0",
         "info": {
@@ -108,17 +91,10 @@ def build_spec(extra: tuple[Operation, ...] = ()) -> dict[str, Any]:
 
 
 async def openapi_json(request: web.Request) -> web.Response:
-    from devicehub.api.bootstrap_routes import OPERATIONS as BOOTSTRAP  # imports Operation from here
-
-    return web.Response(body=msgspec.json.encode(build_spec(BOOTSTRAP)), content_type="application/json")
+    return web.Response(body=request.app[SPEC], content_type="application/json")
 
 
 async def docs(request: web.Request) -> web.Response:
     from devicehub.api import console  # the renderer ships with the console's static files
 
     return await console.docs(request)
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_get("/openapi.json", openapi_json)
-    app.router.add_get("/docs", docs)

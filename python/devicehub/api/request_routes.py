@@ -56,7 +56,3 @@ def _check_formats(body: DeviceRequestBody) -> None:
     )
     if fields:
         raise ValidationFailed("; ".join(f"{f.name}: {f.message}" for f in fields), fields=fields)
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v2/device-requests/{device_id}", device_request)

@@ -77,14 +77,3 @@ async def delete_presubscriptions(request: web.Request) -> web.Response:
     caller = await principal(request)
     await services(request).devices.set_presubscriptions(caller, [])
     return web.Response(status=204)
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_put("/v2/subscriptions", put_presubscriptions)
-    app.router.add_get("/v2/subscriptions", get_presubscriptions)
-    app.router.add_delete("/v2/subscriptions", delete_presubscriptions)
-    app.router.add_get("/v2/subscriptions/{device_id}", list_device_subscriptions)
-    app.router.add_delete("/v2/subscriptions/{device_id}", unsubscribe_device)
-    app.router.add_put("/v2/subscriptions/{device_id}/{path:.+}", subscribe)
-    app.router.add_get("/v2/subscriptions/{device_id}/{path:.+}", check_subscription)
-    app.router.add_delete("/v2/subscriptions/{device_id}/{path:.+}", unsubscribe)

@@ -70,7 +70,10 @@ def parse_registration(raw: object) -> CallbackTarget:
     url = raw.get("url")
     if not isinstance(url, str) or not url:
         raise _invalid("url", "is required and must be a string")
-    parsed = yarl.URL(url) if "\n" not in url and " " not in url else None
+    try:
+        parsed = yarl.URL(url) if "\n" not in url and " " not in url else None
+    except ValueError:  # e.g. a host that is not valid IDNA (UnicodeError is a ValueError)
+        parsed = None
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
         raise _invalid("url", "must be an absolute http or https URL")
     headers = raw.get("headers") or {}

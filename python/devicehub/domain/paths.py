@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from devicehub.errors import ValidationFailed
+from devicehub.errors import FieldError, InvalidPath
 
 # Issue 14 #2: ASCII digits only (fullmatch: `$` would also accept a trailing newline), as lwm2m/links.py does
 _SEGMENT = re.compile(r"[0-9]{1,5}", re.ASCII)
@@ -16,24 +16,30 @@ def is_segment(text: str) -> bool:
     return _SEGMENT.fullmatch(text) is not None and int(text) <= 65535
 
 
-def normalise(raw: str, *, wildcard: bool) -> str:
-    """'3303/0/5700', '/3303/0/5700' or '%2F'-decoded forms → '/3303/0/5700'; '*' only at the end."""
+def normalise(raw: str, *, wildcard: bool, field: str = "path") -> str:
+    """'3303/0/5700', '/3303/0/5700' or '%2F'-decoded forms → '/3303/0/5700'; '*' only at the end.
+
+    A bad path is a 400 naming `field` (the URL's `path`, or the body field that held it)."""
+
+    def bad(message: str) -> InvalidPath:
+        return InvalidPath(message, fields=(FieldError(field, message),))
+
     path = raw if raw.startswith("/") else "/" + raw
     if len(path) > MAX_PATH:
-        raise ValidationFailed(f"resource path longer than {MAX_PATH} characters")
+        raise bad(f"resource path longer than {MAX_PATH} characters")
     parts = path[1:].split("/")
     if parts and parts[-1] == "":
         parts = parts[:-1]
     if not parts:
-        raise ValidationFailed("empty resource path")
+        raise bad("empty resource path")
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         if wildcard and last and (part == "*" or (part.endswith("*") and is_segment(part[:-1] or "0"))):
             continue
         if not is_segment(part):
-            raise ValidationFailed(f"bad resource path {raw!r}")
+            raise bad(f"bad resource path {raw!r}")
     if len(parts) > 4:
-        raise ValidationFailed(f"resource path {raw!r} is deeper than object/instance/resource/instance")
+        raise bad(f"resource path {raw!r} is deeper than object/instance/resource/instance")
     return "/" + "/".join(parts)
 
 

@@ -321,7 +321,7 @@ class DeviceService:
                 PresubscriptionRule(
                     endpoint_name=rule.endpoint_name,
                     endpoint_type=rule.endpoint_type,
-                    resource_path=tuple(normalise(p, wildcard=True) for p in rule.resource_path),
+                    resource_path=tuple(normalise(p, wildcard=True, field="resource-path") for p in rule.resource_path),
                 )
             )
         await self._store.set_presubscriptions(principal.key_id, principal.account_id, clean)
@@ -349,7 +349,7 @@ class DeviceService:
         if method not in ("GET", "PUT", "POST", "DELETE"):
             raise ValidationFailed("method must be GET, PUT, POST or DELETE")
         path, _, query = uri.partition("?")
-        normalised = normalise(path, wildcard=False) + (("?" + query) if query else "")
+        normalised = normalise(path, wildcard=False, field="uri") + (("?" + query) if query else "")
         if await self._store.find_request(principal.key_id, async_id) is not None:
             raise BadRequest(f"async-id {async_id!r} is still pending", token="DUPLICATE_ASYNC_ID")
         if len(await self._store.pending_requests(device_id)) >= MAX_QUEUE:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from devicehub.store.device_query import DeviceQuery
 from devicehub.store.records import (
     Account,
     ApiKey,
@@ -58,11 +59,23 @@ class Store(Protocol):
     async def get_device(self, device_id: str) -> Device | None: ...
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None: ...
     async def list_devices(
-        self, account_id: str, *, state: str | None = None, after: str | None = None, limit: int = 50
+        self,
+        account_id: str,
+        *,
+        state: str | None = None,
+        query: DeviceQuery | None = None,
+        after: str | None = None,
+        limit: int = 50,
+        descending: bool = False,
     ) -> list[Device]:
-        """Ordered by device id ascending; `after` is an exclusive device id cursor."""
+        """Devices matching `query` (and `state`), ordered by device id (descending on request); `after` is an
+        exclusive device id cursor in that order."""
 
-    async def count_devices(self, account_id: str, *, state: str | None = None) -> int: ...
+    async def count_devices(
+        self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None
+    ) -> int:
+        """Exactly how many devices `list_devices` would page through with the same filters."""
+
     async def delete_device(self, device_id: str) -> None:
         """Removes the device, its snapshot, its subscriptions and its pending requests."""
 

@@ -7,13 +7,14 @@ half-written; the lease is one Lua script (compare-and-set on the owner). Key na
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
 
+from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.records import (
     Account,
     ApiKey,
@@ -39,6 +40,10 @@ T = TypeVar("T")
 _encode = msgspec.msgpack.Encoder().encode
 _DECODERS: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
 _LUA = Path(__file__).with_name("lua")
+_VALUE_INDEXED = ("endpoint_type", "host_gateway")  # besides `state`, which has its own index since the start
+_DEVICE_INDEX_VERSION = "2"
+_MIN_PAGE = 100
+_MAX_PAGE = 1000
 SEP = "\x1f"  # joins two ids inside one member; never part of an id, path or key
 
 
@@ -90,6 +95,7 @@ class RedisStore:
         self._remove_reg = self._redis.register_script((_LUA / "remove_registration.lua").read_text())
         self._put_bootstrap = self._redis.register_script((_LUA / "put_bootstrap_config.lua").read_text())
         self._delete_bootstrap = self._redis.register_script((_LUA / "delete_bootstrap_config.lua").read_text())
+        await self._index_existing_devices()
 
     async def close(self) -> None:
         await self._reported.close()
@@ -164,17 +170,46 @@ class RedisStore:
         await self.redis.set(key, candidate, nx=True)
         return _text(await self.redis.get(key))
 
+    def _device_indexes(self, device: Device) -> list[str]:
+        """The lexicographic id indexes a device belongs to: its account's, and one per filterable value."""
+        return [
+            self._k("devices", device.account_id),
+            self._k("devices", device.account_id, device.state),
+            *(self._k("devices_by", device.account_id, f, getattr(device, f)) for f in _VALUE_INDEXED),
+        ]
+
+    def _value_index(self, account_id: str, condition: Condition) -> str | None:
+        if condition.op != "eq":
+            return None
+        if condition.field == "state":
+            return self._k("devices", account_id, str(condition.values[0]))
+        if condition.field in _VALUE_INDEXED:
+            return self._k("devices_by", account_id, condition.field, str(condition.values[0]))
+        return None
+
+    async def _index_existing_devices(self) -> None:
+        """Fill the value indexes for devices written before they existed (once per database)."""
+        if not await self.redis.set(self._k("device_index_version"), _DEVICE_INDEX_VERSION, nx=True):
+            return
+        keys = [_text(k) async for k in self.redis.scan_iter(match=self._k("device", "*"), count=1000)]
+        for start in range(0, len(keys), 500):
+            async with self.redis.pipeline(transaction=True) as tx:
+                for device in await self._blobs(Device, keys[start : start + 500]):
+                    for index in self._device_indexes(device):
+                        tx.zadd(index, {device.id: 0})
+                await tx.execute()
+
     async def put_device(self, device: Device) -> None:
         previous = await self.get_device(device.id)
         async with self.redis.pipeline(transaction=True) as tx:
             if previous is not None:
                 tx.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
-                tx.zrem(self._k("devices", previous.account_id, previous.state), device.id)
-                tx.zrem(self._k("devices", previous.account_id), device.id)
+                for index in self._device_indexes(previous):
+                    tx.zrem(index, device.id)
             tx.set(self._k("device", device.id), _encode(device))
             tx.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
-            tx.zadd(self._k("devices", device.account_id), {device.id: 0})
-            tx.zadd(self._k("devices", device.account_id, device.state), {device.id: 0})
+            for index in self._device_indexes(device):
+                tx.zadd(index, {device.id: 0})
             tx.zadd(self._k("seen"), {device.id: device.last_seen_at})
             await tx.execute()
 
@@ -185,17 +220,86 @@ class RedisStore:
         device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))
         return None if device_id is None else await self.get_device(_text(device_id))
 
-    async def list_devices(
-        self, account_id: str, *, state: str | None = None, after: str | None = None, limit: int = 50
-    ) -> list[Device]:
-        index = self._k("devices", account_id, state) if state is not None else self._k("devices", account_id)
-        low = f"({after}" if after is not None else "-"
-        ids = [_text(i) for i in await self.redis.zrangebylex(index, low, "+", start=0, num=limit)]
-        return await self._blobs(Device, [self._k("device", i) for i in ids])
+    # Directory queries (store/device_query.py). Candidates come from the narrowest index an `eq` condition
+    # names (a state, endpoint type or host gateway value; an id or endpoint name is one device), else the
+    # account's index; they are walked in id order a bounded page at a time and the remaining conditions are
+    # checked on the records. A page costs one ZRANGEBYLEX and one MGET; a list stops as soon as it has
+    # `limit` devices, so paging a selective filter over a large account walks more pages (time, not memory).
+    # An exact total is one ZCARD when a single indexed `eq` is the whole query, else one walk of the index.
+    async def _direct_ids(self, account_id: str, query: DeviceQuery) -> list[str] | None:
+        for condition in query.conditions:
+            if condition.field == "id" and condition.op in ("eq", "in"):
+                return sorted({str(v) for v in condition.values})
+            if condition.field == "endpoint_name" and condition.op == "eq":
+                found = await self.redis.get(self._k("device_ep", account_id, str(condition.values[0])))
+                return [] if found is None else [_text(found)]
+        return None
 
-    async def count_devices(self, account_id: str, *, state: str | None = None) -> int:
-        index = self._k("devices", account_id, state) if state is not None else self._k("devices", account_id)
-        return int(await self.redis.zcard(index))
+    async def _narrowest_index(self, account_id: str, query: DeviceQuery) -> str:
+        indexes = [i for i in (self._value_index(account_id, c) for c in query.conditions) if i is not None]
+        if not indexes:
+            return self._k("devices", account_id)
+        async with self.redis.pipeline(transaction=False) as tx:
+            for index in indexes:
+                tx.zcard(index)
+            sizes = await tx.execute()
+        return min(zip(sizes, indexes, strict=True))[1]
+
+    async def _walk(self, index: str, after: str | None, descending: bool, page: int) -> AsyncIterator[list[Device]]:
+        cursor = after
+        while True:
+            if descending:
+                high = f"({cursor}" if cursor is not None else "+"
+                raw = await self.redis.zrevrangebylex(index, high, "-", start=0, num=page)
+            else:
+                low = f"({cursor}" if cursor is not None else "-"
+                raw = await self.redis.zrangebylex(index, low, "+", start=0, num=page)
+            ids = [_text(i) for i in raw]
+            if ids:
+                yield await self._blobs(Device, [self._k("device", i) for i in ids])
+            if len(ids) < page:
+                return
+            cursor = ids[-1]
+
+    async def list_devices(
+        self,
+        account_id: str,
+        *,
+        state: str | None = None,
+        query: DeviceQuery | None = None,
+        after: str | None = None,
+        limit: int = 50,
+        descending: bool = False,
+    ) -> list[Device]:
+        full = DeviceQuery.of(query, state)
+        direct = await self._direct_ids(account_id, full)
+        if direct is not None:
+            ids = sorted(direct, reverse=descending)
+            if after is not None:
+                ids = [i for i in ids if (i < after if descending else i > after)]
+            devices = await self._blobs(Device, [self._k("device", i) for i in ids])
+            return [d for d in devices if d.account_id == account_id and full.matches(d)][:limit]
+        index = await self._narrowest_index(account_id, full)
+        found: list[Device] = []
+        async for devices in self._walk(index, after, descending, min(max(limit, _MIN_PAGE), _MAX_PAGE)):
+            found.extend(d for d in devices if full.matches(d))
+            if len(found) >= limit:
+                break
+        return found[:limit]
+
+    async def count_devices(
+        self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None
+    ) -> int:
+        full = DeviceQuery.of(query, state)
+        if await self._direct_ids(account_id, full) is not None:
+            return len(await self.list_devices(account_id, query=full, limit=1 << 31))  # ids named by the query
+        index = await self._narrowest_index(account_id, full)
+        if not full.conditions or (len(full.conditions) == 1 and self._value_index(account_id, full.conditions[0])):
+            return int(await self.redis.zcard(index))
+        count = 0
+        async for devices in self._walk(index, None, False, _MAX_PAGE):
+            count += sum(1 for d in devices if full.matches(d))
+        return count
 
     async def delete_device(self, device_id: str) -> None:
         await self._reported.flush()
@@ -205,8 +309,8 @@ class RedisStore:
         async with self.redis.pipeline(transaction=True) as tx:
             if device is not None:
                 tx.delete(self._k("device_ep", device.account_id, device.endpoint_name))
-                tx.zrem(self._k("devices", device.account_id), device_id)
-                tx.zrem(self._k("devices", device.account_id, device.state), device_id)
+                for index in self._device_indexes(device):
+                    tx.zrem(index, device_id)
             tx.delete(self._k("device", device_id), self._k("subscribers", device_id), self._k("reqs", device_id))
             tx.zrem(self._k("seen"), device_id)
             for key_id, _ in subscribers:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from devicehub.errors import StorageUnavailable
+from devicehub.store.device_query import DeviceQuery
 from devicehub.store.health import WriteHealth
 from devicehub.store.records import (
     Account,
@@ -93,6 +94,24 @@ CREATE TABLE IF NOT EXISTS bootstrap_configs (
 CREATE INDEX IF NOT EXISTS bootstrap_configs_account ON bootstrap_configs (account_id, endpoint_name);
 """
 
+# Directory columns the device list filters on (store/device_query.py), added to databases made before them
+# and filled from the records; each filter has an index led by the account.
+_DEVICE_COLUMNS = {
+    "endpoint_type": "TEXT NOT NULL DEFAULT ''",
+    "host_gateway": "TEXT NOT NULL DEFAULT ''",
+    "created_at": "REAL NOT NULL DEFAULT 0",
+    "updated_at": "REAL NOT NULL DEFAULT 0",
+}
+_DEVICE_INDEXES = """
+CREATE INDEX IF NOT EXISTS devices_account ON devices (account_id, id);
+CREATE INDEX IF NOT EXISTS devices_state ON devices (account_id, state, id);
+CREATE INDEX IF NOT EXISTS devices_type ON devices (account_id, endpoint_type, id);
+CREATE INDEX IF NOT EXISTS devices_gateway ON devices (account_id, host_gateway, id);
+CREATE INDEX IF NOT EXISTS devices_created ON devices (account_id, created_at);
+CREATE INDEX IF NOT EXISTS devices_updated ON devices (account_id, updated_at);
+"""
+_SQL_OPS = {"eq": "=", "neq": "!=", "gte": ">=", "lte": "<=", "in": "IN", "nin": "NOT IN"}
+
 _encode = msgspec.msgpack.Encoder().encode
 _RULES = msgspec.msgpack.Decoder(list[PresubscriptionRule])
 _DECODERS: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
@@ -104,6 +123,42 @@ def _decode(kind: type[T], data: bytes) -> T:
         decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
     value: T = decoder.decode(data)
     return value
+
+
+def _add_device_columns(db: sqlite3.Connection) -> None:
+    present = {str(row[1]) for row in db.execute("PRAGMA table_info(devices)")}
+    missing = [name for name in _DEVICE_COLUMNS if name not in present]
+    if not missing:
+        return
+    db.execute("BEGIN IMMEDIATE")  # the connection is in autocommit mode here: one explicit transaction
+    try:
+        for name in missing:
+            db.execute(f"ALTER TABLE devices ADD COLUMN {name} {_DEVICE_COLUMNS[name]}")
+        for device_id, data in db.execute("SELECT id, data FROM devices").fetchall():
+            device = _decode(Device, data)
+            db.execute(
+                "UPDATE devices SET endpoint_type = ?, host_gateway = ?, created_at = ?, updated_at = ? WHERE id = ?",
+                (device.endpoint_type, device.host_gateway, device.created_at, device.updated_at, device_id),
+            )
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _where(account_id: str, query: DeviceQuery) -> tuple[str, list[object]]:
+    """SQL for the query's conditions; column names come from device_query's fixed lists, values are bound."""
+    clauses = ["account_id = ?"]
+    args: list[object] = [account_id]
+    for condition in query.conditions:
+        op = _SQL_OPS[condition.op]
+        if condition.op in ("in", "nin"):
+            marks = ", ".join("?" * len(condition.values))
+            clauses.append(f"{condition.field} {op} ({marks})")
+        else:
+            clauses.append(f"{condition.field} {op} ?")
+        args.extend(condition.values)
+    return " AND ".join(clauses), args
 
 
 class SqliteStore:
@@ -156,6 +211,8 @@ class SqliteStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=OFF")
             db.executescript(_SCHEMA)
+            _add_device_columns(db)
+            db.executescript(_DEVICE_INDEXES)
             db.isolation_level = "DEFERRED"
             self._db = db
 
@@ -258,8 +315,8 @@ class SqliteStore:
     async def put_device(self, device: Device) -> None:
         await self._write(
             lambda db: db.execute(
-                "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data,"
+                " endpoint_type, host_gateway, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     device.id,
                     device.account_id,
@@ -267,6 +324,10 @@ class SqliteStore:
                     device.state,
                     device.last_seen_at,
                     _encode(device),
+                    device.endpoint_type,
+                    device.host_gateway,
+                    device.created_at,
+                    device.updated_at,
                 ),
             )
         )
@@ -280,27 +341,29 @@ class SqliteStore:
         )
 
     async def list_devices(
-        self, account_id: str, *, state: str | None = None, after: str | None = None, limit: int = 50
+        self,
+        account_id: str,
+        *,
+        state: str | None = None,
+        query: DeviceQuery | None = None,
+        after: str | None = None,
+        limit: int = 50,
+        descending: bool = False,
     ) -> list[Device]:
-        sql = "SELECT data FROM devices WHERE account_id = ?"
-        args: list[object] = [account_id]
-        if state is not None:
-            sql += " AND state = ?"
-            args.append(state)
+        where, args = _where(account_id, DeviceQuery.of(query, state))
         if after is not None:
-            sql += " AND id > ?"
+            where += " AND id < ?" if descending else " AND id > ?"
             args.append(after)
-        sql += " ORDER BY id LIMIT ?"
-        args.append(limit)
-        return await self._all(Device, sql, tuple(args))
+        sql = f"SELECT data FROM devices WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
+        return await self._all(Device, sql, (*args, limit))
 
-    async def count_devices(self, account_id: str, *, state: str | None = None) -> int:
-        sql = "SELECT COUNT(*) FROM devices WHERE account_id = ?"
-        args: tuple[str, ...] = (account_id,)  # widened below when filtering by state
-        if state is not None:
-            sql += " AND state = ?"
-            args = (account_id, state)
-        return await self._read(lambda db: int(db.execute(sql, args).fetchone()[0]))
+    async def count_devices(
+        self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None
+    ) -> int:
+        where, args = _where(account_id, DeviceQuery.of(query, state))
+        return await self._read(
+            lambda db: int(db.execute(f"SELECT COUNT(*) FROM devices WHERE {where}", args).fetchone()[0])
+        )
 
     async def delete_device(self, device_id: str) -> None:
         await self._reported.flush()

@@ -15,9 +15,11 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
+from devicehub.api.app import add_routes
 from devicehub.api.context import SERVICES, Services
 from devicehub.api.errors import error_middleware
-from devicehub.api.notification_routes import add_routes
+from devicehub.api.notification_routes import release_clients
+from devicehub.api.routes import ROUTES
 from devicehub.channels.hub import ChannelHub
 from devicehub.clock import ManualClock
 from devicehub.config import ServeSettings
@@ -184,7 +186,8 @@ async def serving(
     app[SERVICES] = Services(
         settings=settings, clock=clock, store=store, accounts=accounts, hub=hub, devices=cast(Any, None)
     )
-    add_routes(app)
+    add_routes(app, tuple(r for r in ROUTES if r.path.startswith("/v2/notification/")))
+    app.on_shutdown.append(release_clients)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

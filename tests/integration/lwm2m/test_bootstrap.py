@@ -28,7 +28,13 @@ from support.ports import free_udp_port
 @contextlib.asynccontextmanager
 async def bootstrap_node(data_dir: Path, *, dev: bool = True) -> AsyncIterator[Node]:
     settings = ServeSettings(
-        host="127.0.0.1", http_port=0, coap_port=0, bootstrap_port=free_udp_port(), data_dir=data_dir, dev=dev
+        host="127.0.0.1",
+        http_port=0,
+        coap_port=0,
+        coaps_port=0,
+        bootstrap_port=free_udp_port(),
+        data_dir=data_dir,
+        dev=dev,
     )
     node = Node(settings)
     await node.start()

@@ -126,7 +126,9 @@ def test_two_nodes_in_one_process_keep_their_own_registries(tmp_path: Path) -> N
 @pytest.mark.redis
 def test_readyz_fails_while_redis_is_down_and_health_stays_alive(tmp_path: Path) -> None:
     with redis_server() as url:
-        settings = ServeSettings(host="127.0.0.1", http_port=0, coap_port=0, data_dir=tmp_path, redis_url=url, dev=True)
+        settings = ServeSettings(
+            host="127.0.0.1", http_port=0, coap_port=0, coaps_port=0, data_dir=tmp_path, redis_url=url, dev=True
+        )
 
         async def scenario(stop_redis: asyncio.Event, stopped: asyncio.Event) -> None:
             node = Node(settings)
@@ -135,7 +137,10 @@ def test_readyz_fails_while_redis_is_down_and_health_stays_alive(tmp_path: Path)
                 async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as http:
                     async with http.get("/readyz") as r:
                         assert r.status == 200, await r.text()
-                        assert (await r.json())["checks"] == {"store": "ok", "lwm2m_listener": "ok"}
+                        ready = await r.json()
+                        assert ready["checks"] == {"store": "ok", "lwm2m_listener": "ok"}
+                        # issue 13 #4: the device security policy is stated (no DTLS port here; --dev takes NoSec)
+                        assert ready["security"] == {"dtls": False, "coaps_port": None, "allow_nosec": True}
                     stop_redis.set()
                     await stopped.wait()
                     async with http.get("/readyz") as r:
