@@ -91,6 +91,8 @@ class Batch:
         """Number of events in the batch."""
     def events(self) -> list[tuple[int, bytes, int]]:
         """The events as (kind, encoded event, queued-at epoch ms), oldest first."""
+    def queued_at(self) -> list[int]:
+        """When each event was queued (epoch ms), oldest first, without copying the events."""
 
 @final
 class ChannelQueue:

@@ -76,6 +76,13 @@ class NodeMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.delivery_latency = Histogram(
+            "devicehub_event_delivery_latency_seconds",
+            "Device to application inside the service: from an event's arrival (queued) to the application's "
+            "transport taking it (WebSocket frame written, callback answered 2xx, long poll answered)",
+            buckets=(*LATENCY_BUCKETS, 30.0, 60.0, 300.0, 3600.0),
+            registry=self.registry,
+        )
         self.pending_requests = 0  # refreshed before each scrape (a store read, so async)
         ProcessCollector(namespace="devicehub", registry=self.registry)  # memory, CPU seconds, open files
         self.registry.register(_NodeCollector(self))
@@ -87,6 +94,11 @@ class NodeMetrics:
         if status is None or not 200 <= status < 300:
             cause = "timeout" if timed_out else "unreachable" if status is None else f"{status // 100}xx"
             self.callback_failures.labels(cause).inc()
+
+    def events_delivered(self, queued_at_ms: list[int], now: float) -> None:
+        """Hook of the channel hub: one call per delivered batch."""
+        for queued in queued_at_ms:
+            self.delivery_latency.observe(max(now - queued / 1000, 0.0))
 
     async def scrape(self) -> bytes:
         self.pending_requests = len(await self.services.store.all_pending_requests())

@@ -35,6 +35,8 @@ def create_app(services: Services) -> web.Application:
     client = getattr(services.hub, "_client", None)
     if client is not None:
         client.on_answer = node_metrics.callback_answered
+    if services.hub is not None:
+        services.hub.counters.on_delivered = node_metrics.events_delivered
     settings = services.settings
     app = web.Application(
         middlewares=[request_id_middleware(), node_metrics.middleware(), error_middleware, rate_limit_middleware],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,8 @@ class Counters:
     dropped_failed: int = 0  # free tier: a batch whose one attempt failed (spec §8)
     delivery_failures: int = 0
     channels_removed: int = 0
+    # observer of each delivered batch: when its events were queued (epoch ms) and when they went (seconds)
+    on_delivered: Callable[[list[int], float], None] | None = None
     queued_by_kind: dict[int, int] = field(default_factory=dict)  # event kind → events queued (/metrics)
 
 
@@ -137,6 +140,8 @@ class Channel:
     def delivered(self, batch: Batch, now: float) -> None:
         self._settle(batch)
         self._counters.events_delivered += batch.count
+        if self._counters.on_delivered is not None:
+            self._counters.on_delivered(batch.queued_at(), now)
         self.last_delivery_at = now
         self.consecutive_failures = 0
         self.failing_since = None

@@ -212,6 +212,11 @@ class ChannelHub:
             channel.push(kind, data, now_ms)
 
     # ---- channel administration ------------------------------------------------------------------
+    @property
+    def counters(self) -> Counters:
+        """Hub-wide counters, and the hook that observes deliveries (metrics)."""
+        return self._counters
+
     def channel(self, key_id: str) -> Channel | None:
         return self._channels.get(key_id)
 

@@ -51,6 +51,10 @@ impl PyBatch {
     fn events<'py>(&self, py: Python<'py>) -> Vec<(u8, Bound<'py, PyBytes>, u64)> {
         as_tuples(py, &self.batch.events)
     }
+    /// When each event was queued, without copying the events (for delivery latency).
+    fn queued_at(&self) -> Vec<u64> {
+        self.batch.events.iter().map(|e| e.queued_at_ms).collect()
+    }
 }
 
 #[pyclass(module = "devicehub._core", name = "ChannelQueue")]

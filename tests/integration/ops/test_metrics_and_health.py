@@ -82,6 +82,14 @@ def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> No
         assert value(during, enqueued, kind="registration") - value(before, enqueued, kind="registration") == 2
         assert value(during, enqueued, kind="notification") == value(before, enqueued, kind="notification")
         assert value(during, "devicehub_events_delivered_total") >= 2
+        # device → application latency: one observation per delivered event, each well under the largest bucket
+        latency = "devicehub_event_delivery_latency_seconds"
+        assert types[latency] == "histogram"
+        delivered = value(during, "devicehub_events_delivered_total") - value(
+            before, "devicehub_events_delivered_total"
+        )
+        assert value(during, f"{latency}_count") - value(before, f"{latency}_count") == delivered
+        assert value(during, f"{latency}_bucket", le="10.0") == value(during, f"{latency}_count")
         assert value(during, "devicehub_websocket_connections") == 1
         assert value(during, "devicehub_events_dropped_total", cause="overflow") == 0
         assert types["devicehub_events_dropped"] == "counter"
