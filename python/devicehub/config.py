@@ -94,6 +94,9 @@ class ServeSettings:
     )
     # issue 13: device security
     coaps_port: int = field(default=5684, metadata={"help": "UDP port of the LwM2M server over DTLS (0: none)"})
+    coap_tcp_port: int = field(
+        default=0, metadata={"help": "TCP port of the LwM2M server over CoAP/TCP, RFC 8323 (0: none)"}
+    )
     allow_nosec: bool = field(
         default=False, metadata={"help": "accept devices over plain CoAP, without DTLS (always on with --dev)"}
     )

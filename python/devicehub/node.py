@@ -52,6 +52,7 @@ class Node:
         self.http_port = settings.http_port
         self.coap_port = settings.coap_port
         self.coaps_port: int | None = None
+        self.coap_tcp_port: int | None = None
         self.allow_nosec = settings.allow_nosec or settings.dev  # issue 13 #4: plain CoAP only when asked
         self._refresher: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
@@ -94,6 +95,9 @@ class Node:
         with starting(f"the LwM2M server on udp {settings.host}:{settings.coap_port}"):
             await self.lwm2m.start(settings.host, settings.coap_port)
         self.coap_port = self.lwm2m.address[1]
+        if settings.coap_tcp_port:
+            with starting(f"the CoAP/TCP listener on tcp {settings.host}:{settings.coap_tcp_port}"):
+                self.coap_tcp_port = (await self.lwm2m.start_tcp(settings.host, settings.coap_tcp_port)).address[1]
         await self._start_dtls()
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
@@ -273,6 +277,8 @@ async def serve(settings: ServeSettings) -> int:
     elif not await has_active_key(node):
         log.warning(first_run_hint(settings))
     coaps = f"  CoAPs coaps://{settings.host}:{node.coaps_port}" if node.coaps_port else ""
+    if node.coap_tcp_port:
+        coaps += f"  CoAP/TCP coap+tcp://{settings.host}:{node.coap_tcp_port}"
     print(
         f"devicehub: HTTP {node.http_scheme}://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
         + coaps

@@ -29,6 +29,7 @@ from devicehub.lwm2m.dtls import DtlsListener, PeerIdentity
 from devicehub.lwm2m.errors import DeviceError, NotRegistered
 from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
+from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Limits, Reply
 from devicehub.store.base import Store
 from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
@@ -107,6 +108,7 @@ class LwM2MServer:
         self._allow_nosec = allow_nosec
         self._secure: CoapEndpoint | None = None
         self._dtls: DtlsListener | None = None
+        self._streams: list[StreamListener] = []  # CoAP over TCP (RFC 8323, issue 13 #5)
         self._warned: dict[tuple[str, ...], None] = {}
         self.stats = ServerStats()
 
@@ -122,6 +124,14 @@ class LwM2MServer:
         endpoint = CoapEndpoint(self._clock, self._handle_secure, self._notification_secure)
         self._dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
         self._secure = endpoint
+
+    async def start_tcp(self, host: str, port: int) -> StreamListener:
+        """A CoAP-over-TCP listener (issue 13 #5): its frames reach the same handlers; plain TCP is plain CoAP."""
+        endpoint = CoapEndpoint(self._clock, self._handle, self._notification, limits=self._limits)
+        listener = StreamListener(endpoint)
+        await listener.start(host, port)
+        self._streams.append(listener)
+        return listener
 
     @property
     def dtls(self) -> DtlsListener | None:
@@ -150,6 +160,8 @@ class LwM2MServer:
             await self._endpoint.close()
         if self._dtls is not None:
             await self._dtls.close()
+        for stream in self._streams:
+            await stream.close()
         if self._store is not None:  # the freshness of each observation, for whoever serves the device next
             for device in self._devices.values():
                 for token, observation in device.observations.items():
@@ -727,6 +739,9 @@ class LwM2MServer:
         return device
 
     def _endpoint_for(self, device: _Device) -> CoapEndpoint:
+        for stream in self._streams:  # a device registered over TCP is asked on its connection
+            if stream.connected(device.registration.address):
+                return stream.endpoint
         endpoint = self._secure if device.registration.secure else self._endpoint
         if endpoint is None:
             raise NotRegistered("server stopped")

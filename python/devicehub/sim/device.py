@@ -17,7 +17,7 @@ from typing import Any
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
-from devicehub.lwm2m import codes
+from devicehub.lwm2m import codes, tcp
 from devicehub.lwm2m.dtls_client import ClientCredentials, DtlsClient
 from devicehub.lwm2m.errors import DeviceError, DeviceReset, DeviceTimeout
 from devicehub.lwm2m.links import format_links
@@ -131,6 +131,7 @@ class SimDevice:
         max_retransmit: int = MAX_RETRANSMIT,
         oma: OmaBehaviour | None = None,
         security: ClientCredentials | None = None,
+        tcp: bool = False,
     ) -> None:
         if flavor not in (OMA, PELION):
             raise ValueError(f"flavor must be {OMA} or {PELION}")
@@ -146,6 +147,7 @@ class SimDevice:
         self.ack_timeout, self.max_retransmit = ack_timeout, max_retransmit
         self.oma = oma if oma is not None else OmaBehaviour()
         self.security = security  # CoAPs (issue 13 #7): the server is then a DTLS listener
+        self.tcp = tcp  # CoAP over TCP (RFC 8323, issue 13 #7): one connection to the server
         self.update_timing: tuple[float, int] | None = None  # (ACK timeout, retransmissions) of Updates only
         self.registration_query: list[str] = []  # more Register parameters (an Edge child's `gw=`)
         # Edge Core forwards what the cloud writes or executes on a child to its protocol translator
@@ -170,7 +172,16 @@ class SimDevice:
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self, *, lifecycle: bool = True) -> None:
         """Bind the socket; with `lifecycle`, register and keep the registration updated in the background."""
-        if self.security is not None:
+        if self.tcp:
+            endpoint = CoapEndpoint(
+                self.clock,
+                self._handle,
+                block_size=self.oma.block_size,
+                max_payload=self.oma.max_payload,
+            )
+            self.server = await tcp.connect(self.server[0], self.server[1], endpoint)
+            self._endpoint = endpoint
+        elif self.security is not None:
             endpoint = CoapEndpoint(
                 self.clock,
                 self._handle,

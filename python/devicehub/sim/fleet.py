@@ -20,9 +20,10 @@ PROGRESS_INTERVAL = 1.0
 
 
 def server_address(uri: str) -> Address:
-    """`coap://host:port` or `coaps://host:port` → (host, port); the port defaults to 5683 or 5684."""
+    """`coap://host:port`, `coap+tcp://host:port` or `coaps://host:port` → (host, port); the port defaults to 5683
+    or 5684."""
     parts = urlsplit(uri)
-    if parts.scheme not in ("coap", "coaps") or not parts.hostname:
+    if parts.scheme not in ("coap", "coaps", "coap+tcp") or not parts.hostname:
         raise ValueError(f"--server must look like coap://host:5683 or coaps://host:5684, not {uri!r}")
     return parts.hostname, parts.port or (5684 if parts.scheme == "coaps" else 5683)
 
@@ -65,6 +66,7 @@ class Fleet:
                 flavor=settings.flavor,
                 oma=oma,
                 security=credentials(settings, f"{settings.prefix}{n}"),
+                tcp=settings.server.startswith("coap+tcp:"),
             )
             for n in range(settings.count)
         ]

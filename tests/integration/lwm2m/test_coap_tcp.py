@@ -1,0 +1,161 @@
+"""CoAP over TCP (RFC 8323, issue 13 #5, #7) on real sockets: the simulator registers over a connection (CSM first),
+is read and observed through the REST API and a WebSocket channel, and de-registers; a malformed frame ends only
+its connection (Abort 7.05); plain TCP is refused without --allow-nosec; libcoap's coap-client speaks to it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from devicehub._core import coap_decode
+from devicehub.clock import SystemClock
+from devicehub.lwm2m import codes, tcp
+from devicehub.lwm2m.tcp import ABORT, CSM, PONG, decode_frame, encode_frame, options_body
+from devicehub.node import Node
+from devicehub.sim.device import OMA, SimDevice
+from support.apps import EventReader
+from support.node import eventually, run, running_node
+from support.ports import free_tcp_port
+
+
+@contextlib.asynccontextmanager
+async def tcp_device(node: Node, name: str) -> AsyncIterator[SimDevice]:
+    assert node.coap_tcp_port is not None
+    sim = SimDevice(SystemClock(), ("127.0.0.1", node.coap_tcp_port), name, flavor=OMA, tcp=True)
+    await sim.start()
+    try:
+        await asyncio.wait_for(sim.registered.wait(), 10)
+        yield sim
+    finally:
+        await sim.stop()
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes, bytes]:
+    buffer = b""
+    while True:
+        decoded = decode_frame(buffer)
+        if decoded is not None:
+            frame, _ = decoded
+            return frame.code, frame.token, frame.body
+        chunk = await asyncio.wait_for(reader.read(4096), 5)
+        assert chunk, "connection closed before a whole frame"
+        buffer += chunk
+
+
+def register_frame(name: str) -> bytes:
+    options = [(codes.URI_PATH, b"rd"), (codes.URI_QUERY, f"ep={name}".encode()), (codes.URI_QUERY, b"lt=60")]
+    return encode_frame(codes.POST, b"\x01\x02", options_body(options, b"</3/0>"))
+
+
+def test_a_device_registers_over_tcp_is_read_observed_and_deregisters(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node, tcp_device(node, "tcp-1") as sim:
+            device_id = sim.device_id or ""
+            listener = node.lwm2m._streams[0]
+            assert listener.connected(node.lwm2m._devices[device_id].registration.address)
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                async with http.put("/v2/notification/websocket") as r:
+                    assert r.status in (200, 201)
+                ws = await http.ws_connect("/v2/notification/websocket-connect")
+                events = EventReader(ws)
+                body = {"method": "GET", "uri": "/3/0/0"}
+                async with http.post(f"/v2/device-requests/{device_id}?async-id=r-1", json=body) as r:
+                    assert r.status == 202, await r.text()
+                read = await events.wait_for("async-responses", lambda e: e["id"] == "r-1")
+                assert read["status"] == 200 and base64.b64decode(read["payload"]) == b"devicehub"
+                async with http.put(f"/v2/subscriptions/{device_id}/3303/0/5700") as r:
+                    assert r.status in (200, 202), await r.text()
+                await eventually(lambda: node.lwm2m.observed(device_id, "/3303/0/5700"))
+                sim.set_value("/3303/0/5700", 31.5)
+                note = await events.wait_for(
+                    "notifications", lambda n: n["ep"] == device_id and base64.b64decode(n["payload"]) == b"31.5"
+                )
+                assert note["path"] == "/3303/0/5700"
+                await ws.close()
+            assert listener.stats.frames_in >= 4 and listener.stats.aborted == 0
+            await sim.stop()
+            await eventually(lambda: node.lwm2m.registration(device_id) is None)
+
+    run(main())
+
+
+def test_csm_is_exchanged_first_ping_is_answered_and_a_malformed_frame_aborts_only_its_connection(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
+            port = node.coap_tcp_port
+            assert port is not None
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            code, _, body = await read_frame(reader)  # §5.3: the server's CSM comes first, unasked
+            assert code == CSM
+            csm = coap_decode(bytes([0x50, codes.CONTENT, 0, 0]) + body)
+            assert (tcp.OPT_MAX_MESSAGE_SIZE, (65535).to_bytes(2, "big")) in csm.options
+            writer.write(encode_frame(CSM, b"", b"") + encode_frame(tcp.PING, b"\x07", b""))
+            assert (await read_frame(reader))[:2] == (PONG, b"\x07")
+            writer.write(register_frame("tcp-raw-1"))
+            code, token, _ = await read_frame(reader)
+            assert (code, token) == (codes.CREATED, b"\x01\x02")
+            # a second connection sends a token length of 9 (reserved, §3.2): Abort, then closed; the first lives on
+            bad_reader, bad_writer = await asyncio.open_connection("127.0.0.1", port)
+            assert (await read_frame(bad_reader))[0] == CSM
+            bad_writer.write(encode_frame(CSM, b"", b"") + bytes([0x09, 0x01]) + bytes(9))
+            assert (await read_frame(bad_reader))[0] == ABORT
+            assert await asyncio.wait_for(bad_reader.read(), 5) == b""
+            bad_writer.close()
+            # a connection whose first frame is no CSM is aborted too
+            raw_reader, raw_writer = await asyncio.open_connection("127.0.0.1", port)
+            assert (await read_frame(raw_reader))[0] == CSM
+            raw_writer.write(register_frame("tcp-raw-2"))
+            assert (await read_frame(raw_reader))[0] == ABORT
+            raw_writer.close()
+            writer.write(encode_frame(tcp.PING, b"\x08", b""))
+            assert (await read_frame(reader))[:2] == (PONG, b"\x08")
+            assert node.lwm2m._streams[0].stats.aborted == 2
+            writer.close()
+
+    run(main())
+
+
+def test_plain_tcp_is_refused_without_allow_nosec(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running_node(tmp_path, dev=False, allow_nosec=False, coap_tcp_port=free_tcp_port()) as node:
+            assert node.coap_tcp_port is not None
+            reader, writer = await asyncio.open_connection("127.0.0.1", node.coap_tcp_port)
+            assert (await read_frame(reader))[0] == CSM
+            writer.write(encode_frame(CSM, b"", b"") + register_frame("tcp-nosec-1"))
+            code, _, body = await read_frame(reader)
+            assert code == codes.FORBIDDEN and body.endswith(b"DTLS required")
+            assert node.lwm2m.stats.refused_identity == 1 and not node.lwm2m._devices
+            writer.close()
+
+    run(main())
+
+
+@pytest.mark.skipif(shutil.which("coap-client-openssl") is None, reason="libcoap3-bin is not installed")
+def test_libcoap_client_registers_over_coap_tcp(tmp_path: Path) -> None:
+    """A third-party RFC 8323 client: libcoap's coap-client POSTs a Register over coap+tcp:// and gets 2.01."""
+
+    async def main() -> None:
+        async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
+            uri = f"coap+tcp://127.0.0.1:{node.coap_tcp_port}/rd?ep=libcoap-tcp-1&lt=60"
+            process = await asyncio.create_subprocess_exec(
+                "coap-client-openssl", "-m", "post", "-t", "40", "-e", "</3/0>,</3303/0>", "-v", "7", uri,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            output, _ = await asyncio.wait_for(process.communicate(), 15)
+            assert process.returncode == 0, output.decode(errors="replace")
+            registered = [d for d in node.lwm2m._devices.values() if d.registration.endpoint_name == "libcoap-tcp-1"]
+            assert registered, output.decode(errors="replace")
+            assert b"2.01" in output
+
+    run(main())
