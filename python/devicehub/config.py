@@ -52,6 +52,13 @@ class ServeSettings:
         default="text",
         metadata={"choices": LOG_FORMATS, "help": "text for people, json (one object a line) for machines"},
     )
+    registration_backlog: int = field(
+        default=2000,
+        metadata={
+            "help": "registrations admitted but not yet stored beyond which a Register is answered CoAP 5.03 "
+            "with a Max-Age of 5-60 s (load shedding in a registration storm)"
+        },
+    )
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (chain) to serve the API over HTTPS"})
     tls_key: str = field(default="", metadata={"help": "PEM private key of --tls-cert (if not in the same file)"})

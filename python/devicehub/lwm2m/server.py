@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -43,6 +44,10 @@ MAX_ENDPOINT_NAME = 64
 MAX_WARNED = 10_000  # distinct refusals remembered so each is logged once
 OBSERVE_FRESHNESS = 128.0  # RFC 7641 §3.4: after this long any sequence number is taken as newer
 EXPIRY_CHECK_INTERVAL = 1.0
+# issue 16 #2: registrations admitted but not yet stored beyond which a Register is shed with 5.03, and the Max-Age
+# range it carries: RFC 7252 §5.9.3.4 lets the server say when to retry; a range spreads a storm's retries out
+MAX_REGISTRATION_BACKLOG = 2000
+SHED_RETRY_S = (5, 60)
 
 
 @dataclass(slots=True)
@@ -76,6 +81,7 @@ class ServerStats:
     notifications: int = 0
     stale_notifications: int = 0
     refused_identity: int = 0  # issue 13 #2: wrong identity, or plain CoAP where DTLS is required
+    registrations_shed: int = 0  # Registers answered 5.03 + Max-Age because the backlog was full (issue 14 #5)
 
 
 class LwM2MServer:
@@ -90,9 +96,14 @@ class LwM2MServer:
         store: Store | None = None,
         allow_nosec: bool = True,
         limits: Limits = DEFAULT_LIMITS,
+        max_backlog: int = MAX_REGISTRATION_BACKLOG,
+        rng: random.Random | None = None,
     ) -> None:
         self._events = events
         self._limits = limits
+        self._max_backlog = max_backlog
+        self._backlog = 0  # registrations admitted and not yet stored and answered
+        self._rng = rng or random.Random()
         self._store = store
         self._clock = clock
         self._expiry_grace = expiry_grace
@@ -192,13 +203,19 @@ class LwM2MServer:
             if fresh or observation.last_seq is None:
                 await self._store.put_observation(_observation_record(device, token, observation))
 
+    async def flush(self) -> None:
+        """Return once every registration answered so far is stored."""
+
     @property
     def address(self) -> Address:
         assert self._endpoint is not None, "start() first"
         return self._endpoint.address
 
     def metrics(self) -> dict[str, float]:
-        values: dict[str, float] = {"lwm2m_registered_devices": len(self._devices)}
+        values: dict[str, float] = {
+            "lwm2m_registered_devices": len(self._devices),
+            "lwm2m_registration_backlog": self._backlog,
+        }
         for name, value in vars_of(self.stats).items():
             values[f"lwm2m_{name}"] = value
         if self._endpoint is not None:
@@ -396,6 +413,28 @@ class LwM2MServer:
             links = tuple(link for link in parse_links(payload) if not link.deleted)
         except LinkFormatError as error:
             return _bad(str(error))
+        if self._backlog >= self._max_backlog:
+            self.stats.registrations_shed += 1
+            return self._shed()
+        self._backlog += 1
+        try:
+            return await self._admit(query, links, lifetime, remote)
+        finally:
+            self._backlog -= 1
+
+    def _shed(self) -> Reply:
+        """issue 16 #2: refuse instead of queueing; the device retries after Max-Age (RFC 7252 §5.9.3.4)."""
+        max_age = coap_encode_uint(self._rng.randint(*SHED_RETRY_S))
+        return Reply(codes.SERVICE_UNAVAILABLE, [(codes.MAX_AGE, max_age)])
+
+    async def _admit(
+        self,
+        query: dict[str, str],
+        links: tuple[ResourceLink, ...],
+        lifetime: int,
+        remote: Address,
+    ) -> Reply:
+        endpoint_name, version = query["ep"], query.get("lwm2m", "1.0")
         endpoint_type = query.get("et", "")
         if identity is not None and identity.name != endpoint_name:
             self.stats.refused += 1
