@@ -40,6 +40,8 @@ DIRECTORY_FIELDS = ("name", "description", "custom_attributes", "auto_update", "
 REGISTRATION_FIELDS = ("endpoint_name", "endpoint_type", "host_gateway")
 SNAPSHOT_RETENTION = 183 * 86400  # spec §2.4 rule 4: six months after the last connection
 MAX_RULES = 1024  # wire-format.md
+# an Update that changes nothing refreshes the stored `last_seen_at` (read by the six-month sweep) at most this often
+SEEN_REFRESH_S = 3600.0
 MAX_RULE_PATHS = 4096  # resource paths over all of a key's rules: each is matched at every registration
 
 
@@ -179,6 +181,9 @@ class DeviceService:
 
     async def _save(self, registration: Registration) -> Device:
         now = self._clock.now()
+        cached = self._devices.get(registration.device_id)
+        if cached is not None and _unchanged(cached, registration) and now - cached.last_seen_at < SEEN_REFRESH_S:
+            return cached  # issue 16 #1: an Update that changes nothing writes nothing here
         previous = await self._store.get_device(registration.device_id)
         device = Device(
             id=registration.device_id,
@@ -237,8 +242,15 @@ class DeviceService:
         )
 
     # ---- application operations ---------------------------------------------------------------------
+    async def settled(self) -> None:
+        """Every registration answered so far is in the store (what a device listing reads)."""
+        if self._gateway is not None:
+            await self._gateway.settled()
+
     async def device_for(self, principal: Principal, device_id: str) -> Device:
         """The device if it belongs to the caller's account; another account's device is 404 (issue 6)."""
+        if self._gateway is not None:
+            await self._gateway.settled(device_id)
         device = await self._store.get_device(device_id)
         if device is None or device.account_id != principal.account_id:
             raise DeviceNotFound(f"no device {device_id!r}")
@@ -384,6 +396,17 @@ class DeviceService:
                 await self._store.delete_device(device_id)
                 removed += 1
         return removed
+
+
+def _unchanged(device: Device, registration: Registration) -> bool:
+    """Would storing the registration change nothing in the device record but its times?"""
+    return (
+        device.state == "registered"
+        and device.endpoint_type == registration.endpoint_type
+        and device.queue_mode == registration.queue_mode
+        and device.lifetime == registration.lifetime
+        and device.resources == _resources(registration.links)
+    )
 
 
 def _known_path(device: Device, path: str) -> bool:

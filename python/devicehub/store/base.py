@@ -83,6 +83,15 @@ class Store(Protocol):
 
     # live LwM2M registrations and observations (issue 12 #5) -----------------------------------
     async def put_registration(self, registration: RegistrationRecord) -> None: ...
+    async def put_registrations(
+        self,
+        registrations: Sequence[RegistrationRecord],
+        observations: Sequence[ObservationRecord] = (),
+        fresh: Sequence[str] = (),
+    ) -> None:
+        """A batch in one transaction (issue 16 #1): first drop every stored observation of the `fresh` device ids
+        (a Register ends them), then insert or replace the registrations and the observations."""
+
     async def get_registration(self, device_id: str) -> RegistrationRecord | None: ...
     async def list_registrations(self) -> list[RegistrationRecord]: ...
     async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:

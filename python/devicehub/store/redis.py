@@ -333,6 +333,31 @@ class RedisStore:
             tx.zadd(self._k("reg_expiry"), {registration.device_id: registration.expires_at})
             await tx.execute()
 
+    async def put_registrations(
+        self,
+        registrations: Sequence[RegistrationRecord],
+        observations: Sequence[ObservationRecord] = (),
+        fresh: Sequence[str] = (),
+    ) -> None:
+        ended: list[tuple[str, list[str]]] = []
+        if fresh:
+            async with self.redis.pipeline(transaction=False) as reads:
+                for device_id in fresh:
+                    reads.smembers(self._k("reg_obs", device_id))
+                tokens = await reads.execute()
+            ended = [(d, [_text(t) for t in members]) for d, members in zip(fresh, tokens, strict=True)]
+        async with self.redis.pipeline(transaction=True) as tx:
+            for device_id, members in ended:
+                tx.delete(self._k("reg_obs", device_id), *(self._k("obs", t) for t in members))
+            for registration in registrations:
+                tx.set(self._k("reg", registration.device_id), _encode(registration))
+            if registrations:
+                tx.zadd(self._k("reg_expiry"), {r.device_id: r.expires_at for r in registrations})
+            for observation in observations:
+                tx.set(self._k("obs", observation.token.hex()), _encode(observation))
+                tx.sadd(self._k("reg_obs", observation.device_id), observation.token.hex())
+            await tx.execute()
+
     async def get_registration(self, device_id: str) -> RegistrationRecord | None:
         return await self._blob(RegistrationRecord, self._k("reg", device_id))
 

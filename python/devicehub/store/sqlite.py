@@ -394,6 +394,25 @@ class SqliteStore:
             )
         )
 
+    async def put_registrations(
+        self,
+        registrations: Sequence[RegistrationRecord],
+        observations: Sequence[ObservationRecord] = (),
+        fresh: Sequence[str] = (),
+    ) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.executemany("DELETE FROM observations WHERE device_id = ?", [(device_id,) for device_id in fresh])
+            db.executemany(
+                "INSERT OR REPLACE INTO registrations (device_id, updated_at, expires_at, data) VALUES (?, ?, ?, ?)",
+                [(r.device_id, r.updated_at, r.expires_at, _encode(r)) for r in registrations],
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO observations (token, device_id, data) VALUES (?, ?, ?)",
+                [(o.token, o.device_id, _encode(o)) for o in observations],
+            )
+
+        await self._write(work)
+
     async def get_registration(self, device_id: str) -> RegistrationRecord | None:
         return await self._one(RegistrationRecord, "SELECT data FROM registrations WHERE device_id = ?", (device_id,))
 
