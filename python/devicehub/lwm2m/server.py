@@ -29,6 +29,7 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
 from devicehub.lwm2m.dtls import DtlsListener, PeerIdentity
 from devicehub.lwm2m.errors import DeviceError, NotRegistered
+from devicehub.lwm2m.expiry import ExpiryHeap
 from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Limits, Reply
@@ -137,6 +138,7 @@ class LwM2MServer:
         self._secure: CoapEndpoint | None = None
         self._dtls: DtlsListener | None = None
         self._warned: dict[tuple[str, ...], None] = {}
+        self._deadlines = ExpiryHeap()  # every registration held here, by expiry time (issue 16 #3)
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -199,6 +201,7 @@ class LwM2MServer:
                     last_at=observation.last_at,
                 )
         self._devices[record.device_id] = device
+        self._track(device)
         self._by_address[device.registration.address] = record.device_id
         await self._events.resumed(device.registration)
         return device
@@ -608,6 +611,7 @@ class LwM2MServer:
                 if link.aobs is not None:
                     device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
             self._devices[admission.device_id] = device
+            self._track(device)
             self._by_address[remote] = admission.device_id
             # issue 16 #1: answered now; announced to the core and stored with the next batch
             self._enqueue(device, fresh=True)
@@ -667,6 +671,7 @@ class LwM2MServer:
             self._by_address.pop(current.address, None)
         self._by_address[remote] = device_id
         device.registration = registration
+        self._track(device)
         for link in added:
             if link.aobs is not None:
                 device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
@@ -828,37 +833,60 @@ class LwM2MServer:
             except Exception:
                 log.exception("expiry check failed")
 
+    def _track(self, device: _Device) -> None:
+        registration = device.registration
+        self._deadlines.push(registration.device_id, self._expires_at(registration), registration.updated_at)
+
+    def _expires_at(self, registration: Registration) -> float:
+        return registration.updated_at + registration.lifetime + self._expiry_grace
+
+    def _version(self, device_id: str) -> float | None:
+        device = self._devices.get(device_id)
+        return None if device is None else device.registration.updated_at
+
     async def _expire_due(self) -> None:
         now = self._clock.now()
+        # the registrations held here, from the heap: O(log n) each, no scan
+        for device_id in list(self._deadlines.due(now, self._version)):
+            registration = self._devices[device_id].registration
+            if self._store is None:
+                await self._expire(device_id, registration)
+            else:
+                await self._expire_stored(device_id, registration.updated_at, registration)
+        self._deadlines.compact(
+            len(self._devices),
+            ((i, self._expires_at(d.registration), d.registration.updated_at) for i, d in self._devices.items()),
+        )
         if self._store is None:
-            for device_id, device in list(self._devices.items()):
-                registration = device.registration
-                if now > registration.updated_at + registration.lifetime + self._expiry_grace:
-                    await self._expire(device_id, registration)
             return
-        # the stored table decides (a restarted node expires devices that never came back; in Redis mode the
-        # node whose conditional removal wins announces, once)
+        # the stored table has the rest (an index range, not a scan): registrations of devices that never came back
+        # after a restart, or that another node served; in Redis mode the node whose conditional removal wins
+        # announces, once
         for record in await self._store.registrations_expiring(now):
             cached = self._devices.get(record.device_id)
             if cached is not None and cached.registration.updated_at != record.updated_at:
                 continue  # updated here, its new expiry not written yet (the next batch writes it)
-            async with self._locks(record.device_id):
-                if not await self._store.remove_registration(record.device_id, updated_at=record.updated_at):
-                    continue  # updated meanwhile, or another node expired it
-                cached = self._devices.pop(record.device_id, None)
-                registration = cached.registration if cached is not None else _registration(record)
-                self._by_address.pop(registration.address, None)
-            log.info("registration of %s (%s) expired", record.endpoint_name, record.device_id)
-            try:
-                await self._events.expired(registration)
-            except Exception:
-                log.exception("expiry handling failed for %s", record.device_id)
-            self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
-        for device_id, device in list(self._devices.items()):  # cached copies of what another node expired
-            registration = device.registration
-            if now > registration.updated_at + registration.lifetime + self._expiry_grace + EXPIRY_CHECK_INTERVAL * 5:
-                self._devices.pop(device_id, None)
-                self._by_address.pop(registration.address, None)
+            await self._expire_stored(record.device_id, record.updated_at, _registration(record))
+
+    async def _expire_stored(self, device_id: str, updated_at: float, registration: Registration) -> None:
+        await self.settled(device_id)  # its registration's own write comes first
+        async with self._locks(device_id):
+            removed = await self._store.remove_registration(device_id, updated_at=updated_at) if self._store else True
+            cached = self._devices.get(device_id)
+            if cached is not None and cached.registration.updated_at == updated_at:
+                # expired now, or (removal lost) another node expired or updated it: this copy is stale either way
+                del self._devices[device_id]
+                if self._by_address.get(cached.registration.address) == device_id:
+                    del self._by_address[cached.registration.address]
+                registration = cached.registration
+        if not removed:
+            return
+        log.info("registration of %s (%s) expired", registration.endpoint_name, device_id)
+        try:
+            await self._events.expired(registration)
+        except Exception:
+            log.exception("expiry handling failed for %s", device_id)
+        self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
 
     async def _expire(self, device_id: str, registration: Registration) -> None:
         async with self._locks(device_id):
@@ -872,7 +900,7 @@ class LwM2MServer:
                 await self._events.expired(registration)
             except Exception:
                 log.exception("expiry handling failed for %s", device_id)
-            self.stats.expirations += 1  # counted once announced
+            self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
 
     # ---- helpers ----------------------------------------------------------------------------------------
     def _require(self, device_id: str) -> _Device:
