@@ -150,6 +150,18 @@ class SimulateSettings:
     psk_key: str = field(default="", metadata={"help": "coaps://: pre-shared key in hex"})
     cert: str = field(default="", metadata={"help": "coaps://: PEM client certificate (its CN is the endpoint name)"})
     key: str = field(default="", metadata={"help": "coaps://: PEM private key of --cert"})
+    workers: int = field(default=1, metadata={"help": "processes to run the devices in (device n runs in n mod N)"})
+    bind: str = field(
+        default="127.0.0.1",
+        metadata={
+            "help": "local address, or a network such as 127.0.0.0/24 whose host addresses device n takes in "
+            "turn (address n mod hosts): more devices than one address has ports"
+        },
+    )
+    non: bool = field(default=False, metadata={"help": "send notifications non-confirmable (NON) whatever the flavor"})
+    scenario: str = field(
+        default="", metadata={"help": "JSON or TOML scenario file: device groups, rates, churn (overrides the above)"}
+    )
 
 
 @dataclass(frozen=True, slots=True)

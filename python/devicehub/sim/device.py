@@ -99,6 +99,7 @@ class DeviceCounters:
     bootstrap_failures: int = 0
     register_failures: int = 0
     # failures by cause, for the simulator's report
+    acked: int = 0  # confirmable notifications the server acknowledged
     busy: int = 0  # 5.03 answers (the server shed load)
     timeouts: int = 0  # no answer within the retransmission window
     rejected: int = 0  # any other error answer
@@ -170,6 +171,7 @@ class SimDevice:
         self.registered = asyncio.Event()
         self.retry_after: float | None = None  # the Max-Age of the last 5.03 answered (seconds)
         self.waiting_retry = False  # sleeping out that Max-Age
+        self.confirmable_notifications: bool | None = None  # None: as the flavour does (Pelion CON, OMA NON)
         self.counters = DeviceCounters()
         self.last_failure = ""  # why the last registration failed, for the progress line
         self.log = DeviceLog()
@@ -424,11 +426,15 @@ class SimDevice:
         observer.last_sent_at = self.clock.now()
         observer.last_value = self._numeric(observer.path)
         options = [(codes.OBSERVE, coap_encode_uint(observer.seq)), *reply.options]
+        confirmable = (
+            self.flavor == PELION if self.confirmable_notifications is None else self.confirmable_notifications
+        )
         try:
             await self.endpoint.send_notification(
-                self.server, reply.code, observer.token, options, reply.payload, confirmable=self.flavor == PELION
+                self.server, reply.code, observer.token, options, reply.payload, confirmable=confirmable
             )
             self.counters.notifications += 1
+            self.counters.acked += confirmable
         except DeviceReset:
             self._drop_observer(observer.token)  # reactive cancel (RFC 7641 §3.6)
         except DeviceError:
