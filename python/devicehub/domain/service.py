@@ -116,17 +116,30 @@ class DeviceService:
         device = await self._save(registration)
         await self._store_link_values(device, registration.links)
         await self.router.full_registration(device)
-        await self._sink.publish_account(
-            device.account_id,
-            RegistrationEvent(
-                device_id=device.id,
-                endpoint_name=device.endpoint_name,
-                endpoint_type=device.endpoint_type,
-                queue_mode=device.queue_mode,
-                resources=_entries(device.resources),
-            ),
-        )
+        await self._sink.publish_account(device.account_id, _registration_event(device))
         self.requests.kick(device.id)
+
+    async def registered_many(self, registrations: Sequence[Registration]) -> None:
+        """A batch of full registrations (issue 16 #1): one read and one write of the store for all of them; then
+        each is announced as `registered` does (what fails there is logged: the registration stands)."""
+        now = self._clock.now()
+        previous = {d.id: d for d in await self._store.get_devices([r.device_id for r in registrations])}
+        devices = [
+            _device_record(r, previous.get(r.device_id), now, await self._host_gateway(r)) for r in registrations
+        ]
+        await self._store.put_registered_devices(devices)
+        rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
+        for registration, device in zip(registrations, devices, strict=True):
+            self._devices[device.id] = device
+            try:
+                await self._store_link_values(device, registration.links)
+                if device.account_id not in rules:
+                    rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
+                await self.router.full_registration(device, stored=True, rules=rules[device.account_id])
+                await self._sink.publish_account(device.account_id, _registration_event(device))
+                self.requests.kick(device.id)
+            except Exception:
+                log.exception("announcing the registration of %s failed", device.id)
 
     async def resumed(self, registration: Registration) -> None:
         device = await self._store.get_device(registration.device_id)
@@ -185,22 +198,7 @@ class DeviceService:
         if cached is not None and _unchanged(cached, registration) and now - cached.last_seen_at < SEEN_REFRESH_S:
             return cached  # issue 16 #1: an Update that changes nothing writes nothing here
         previous = await self._store.get_device(registration.device_id)
-        device = Device(
-            id=registration.device_id,
-            account_id=registration.account_id,
-            endpoint_name=registration.endpoint_name,
-            endpoint_type=registration.endpoint_type,
-            state="registered",
-            queue_mode=registration.queue_mode,
-            lifetime=registration.lifetime,
-            resources=_resources(registration.links),
-            created_at=previous.created_at if previous else now,
-            updated_at=now,
-            last_seen_at=now,
-            host_gateway=await self._host_gateway(registration),
-        )
-        if previous is not None:  # what applications set in the directory outlives registrations
-            device = msgspec.structs.replace(device, **{f: getattr(previous, f) for f in DIRECTORY_FIELDS})
+        device = _device_record(registration, previous, now, await self._host_gateway(registration))
         await self._store.put_device(device)
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
         self._devices[device.id] = device
@@ -396,6 +394,36 @@ class DeviceService:
                 await self._store.delete_device(device_id)
                 removed += 1
         return removed
+
+
+def _device_record(registration: Registration, previous: Device | None, now: float, host_gateway: str) -> Device:
+    device = Device(
+        id=registration.device_id,
+        account_id=registration.account_id,
+        endpoint_name=registration.endpoint_name,
+        endpoint_type=registration.endpoint_type,
+        state="registered",
+        queue_mode=registration.queue_mode,
+        lifetime=registration.lifetime,
+        resources=_resources(registration.links),
+        created_at=previous.created_at if previous else now,
+        updated_at=now,
+        last_seen_at=now,
+        host_gateway=host_gateway,
+    )
+    if previous is not None:  # what applications set in the directory outlives registrations
+        device = msgspec.structs.replace(device, **{f: getattr(previous, f) for f in DIRECTORY_FIELDS})
+    return device
+
+
+def _registration_event(device: Device) -> RegistrationEvent:
+    return RegistrationEvent(
+        device_id=device.id,
+        endpoint_name=device.endpoint_name,
+        endpoint_type=device.endpoint_type,
+        queue_mode=device.queue_mode,
+        resources=_entries(device.resources),
+    )
 
 
 def _unchanged(device: Device, registration: Registration) -> bool:

@@ -23,8 +23,8 @@ from typing import Any
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
-from devicehub.locks import KeyedLocks
 from devicehub.errors import Unavailable
+from devicehub.locks import KeyedLocks
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
 from devicehub.lwm2m.dtls import DtlsListener, PeerIdentity
@@ -262,9 +262,16 @@ class LwM2MServer:
     async def _persist(self, entries: list[_Pending]) -> None:
         fresh = [e for e in entries if e.fresh and not e.announced]
         if fresh:
-            results = await asyncio.gather(
-                *(self._events.registered(e.device.registration) for e in fresh), return_exceptions=True
-            )
+            try:
+                await self._events.registered_many([e.device.registration for e in fresh])
+                results: list[BaseException | None] = [None] * len(fresh)
+            except Unavailable:
+                raise  # the store cannot write: the batch is tried again
+            except Exception:  # find the registration at fault: one by one
+                log.exception("storing a batch of %d registration(s) failed; one by one now", len(fresh))
+                results = await asyncio.gather(
+                    *(self._events.registered(e.device.registration) for e in fresh), return_exceptions=True
+                )
             for entry, result in zip(fresh, results, strict=True):
                 if isinstance(result, BaseException):
                     if not isinstance(result, Exception):

@@ -57,6 +57,14 @@ class Store(Protocol):
         """Insert or replace by id; (account_id, endpoint_name) stays unique."""
 
     async def get_device(self, device_id: str) -> Device | None: ...
+    async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
+        """The stored devices among `device_ids` (unknown ids are left out), in no particular order."""
+
+    async def put_registered_devices(self, devices: Sequence[Device]) -> None:
+        """Full registrations of many devices at once (issue 16 #1): each device inserted or replaced, a snapshot
+        entry added for each of its resources (existing ones kept), and every resource subscription on it dropped
+        with the snapshot's subscribed marks (spec §2.1)."""
+
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None: ...
     async def list_devices(
         self,

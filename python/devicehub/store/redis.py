@@ -7,6 +7,7 @@ half-written; the lease is one Lua script (compare-and-set on the owner). Key na
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -215,6 +216,19 @@ class RedisStore:
 
     async def get_device(self, device_id: str) -> Device | None:
         return await self._blob(Device, self._k("device", device_id))
+
+    async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
+        return await self._blobs(Device, [self._k("device", i) for i in device_ids])
+
+    async def put_registered_devices(self, devices: Sequence[Device]) -> None:
+        # one device at a time, each in its own MULTI (what `put_device` and friends do); pipelined by gather
+        async def one(device: Device) -> None:
+            await self.put_device(device)
+            await self.ensure_resources(device.id, [r.path for r in device.resources])
+            await self.remove_device_subscriptions(device.id)
+            await self.clear_subscribed(device.id)
+
+        await asyncio.gather(*(one(device) for device in devices))
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))

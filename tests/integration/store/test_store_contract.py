@@ -532,3 +532,31 @@ def test_a_batch_of_registrations_is_written_at_once_and_a_fresh_one_ends_earlie
 
     run(make_store, write)
     reopen(make_store, check)
+
+
+def test_a_batch_of_full_registrations_stores_devices_and_drops_their_subscriptions(make_store: StoreFactory) -> None:
+    """issue 16 #1: `put_registered_devices` does for many devices what a full registration does for one."""
+    from devicehub.store.records import ResourceInfo
+
+    def registered(device_id: str, name: str, *paths: str) -> Device:
+        return msgspec.structs.replace(
+            device(device_id, name), resources=tuple(ResourceInfo(path=p) for p in paths), lifetime=60
+        )
+
+    async def scenario(store: Store) -> None:
+        await store.put_device(device("d1", "ep-1"))
+        await store.add_subscription("k1", "d1", "/3/0/0")
+        await store.set_subscribed("d1", "/3/0/0", True)
+        await store.add_subscription("k1", "d9", "/3/0/0")  # another device's: kept
+        assert await store.get_devices([]) == []
+        batch = [registered("d1", "ep-1", "/3/0/0", "/3/0/1"), registered("d2", "ep-2", "/1/0/1")]
+        await store.put_registered_devices(batch)
+        assert sorted(await store.get_devices(["d2", "d1", "nope"]), key=lambda d: d.id) == batch
+        assert await store.list_subscriptions("k1", "d1") == []
+        assert await store.list_subscriptions("k1", "d9") == ["/3/0/0"]
+        snapshot = await store.get_snapshot("d1")
+        assert [(e.path, e.subscribed) for e in snapshot] == [("/3/0/0", False), ("/3/0/1", False)]
+        assert [e.path for e in await store.get_snapshot("d2")] == ["/1/0/1"]
+        assert await store.count_devices(A) == 2
+
+    run(make_store, scenario)
