@@ -82,7 +82,14 @@ def simulator(
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        start_new_session=True,  # its worker processes are stopped with it
     )  # fmt: skip
+
+
+class NotReached(Exception):
+    def __init__(self, name: str, reached: float, timeout: float) -> None:
+        super().__init__(f"{name} reached only {reached:.0f} within {timeout:.0f} s")
+        self.reached = reached
 
 
 def wait_for(base_url: str, name: str, target: float, timeout: float) -> float:
@@ -91,7 +98,7 @@ def wait_for(base_url: str, name: str, target: float, timeout: float) -> float:
         if metrics(base_url).get(name, 0) >= target:
             return time.perf_counter() - start
         time.sleep(0.2)
-    raise RuntimeError(f"{name} did not reach {target} within {timeout:.0f} s: {metrics(base_url).get(name)}")
+    raise NotReached(name, metrics(base_url).get(name, 0), timeout)
 
 
 def get_latency(base_url: str, key: str, query: str, runs: int = 5) -> float:
@@ -107,12 +114,13 @@ def get_latency(base_url: str, key: str, query: str, runs: int = 5) -> float:
 
 
 def stop(process: subprocess.Popen[str], sig: int = signal.SIGTERM) -> str:
+    """Stop a simulator and its workers; what it printed (its report comes before its devices de-register)."""
     if process.poll() is None:
-        process.send_signal(sig)
+        os.killpg(process.pid, sig)
     try:
-        out, _ = process.communicate(timeout=120)
+        out, _ = process.communicate(timeout=30)
     except subprocess.TimeoutExpired:
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
         out, _ = process.communicate()
     return out or ""
 
@@ -136,7 +144,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rss0, _ = process_stats(pid)
             ramp = simulator(service, args, args.register_rate, 0.0)
             try:
-                result["ramp_s"] = round(wait_for(base, "lwm2m_registered_devices", args.devices, args.timeout), 2)
+                try:
+                    ramp_s = wait_for(base, "lwm2m_registered_devices", args.devices, args.timeout)
+                except NotReached as short:  # the largest size reached is the figure, and the run ends here
+                    result["ramp_not_reached"] = {"registered": short.reached, "timeout_s": args.timeout}
+                    result["registrations_shed"] = metrics(base).get("lwm2m_registrations_shed", 0)
+                    result["rss_end_mb"] = round(process_stats(pid)[0], 1)
+                    return result
+                result["ramp_s"] = round(ramp_s, 2)
                 result["rss_after_ramp_mb"] = round(process_stats(pid)[0], 1)
                 before = metrics(base)
                 time.sleep(args.hold)  # updates keep coming meanwhile (a measurement window)
@@ -200,6 +215,16 @@ def main() -> None:
     started = time.perf_counter()
     result = run(args)
     result["wall_s"] = round(time.perf_counter() - started, 1)
+    if "ramp_not_reached" in result:
+        result["command"] = "python bench/scale_bench.py " + " ".join(sys.argv[1:])
+        if not args.smoke:
+            RESULTS.parent.mkdir(exist_ok=True)
+            RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        print(
+            f"scale: {args.devices} devices NOT reached: {result['ramp_not_reached']}; shed "
+            f"{result['registrations_shed']:.0f}; RSS {result['rss_end_mb']} MB"
+        )
+        sys.exit(1)
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
     result["command"] = "python bench/scale_bench.py " + " ".join(sys.argv[1:])
     if not args.smoke:

@@ -25,6 +25,7 @@ from devicehub.sim.device import OmaBehaviour, SimDevice
 from devicehub.sim.scenario import Churn, DeviceSpec, devices, scenario_of
 
 PROGRESS_INTERVAL = 1.0
+DEREGISTER_WAIT_S = 60.0
 COUNTERS = (
     "registrations",
     "updates",
@@ -296,9 +297,8 @@ def _worker(settings: SimulateSettings, index: int, reports: Any, done: Any) -> 
             reports.put((index, os.getpid(), fleet.snapshot(), False))
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
-        snapshot = fleet.snapshot()
+        reports.put((index, os.getpid(), fleet.snapshot(), True))  # the report need not wait for de-registrations
         await fleet.stop()
-        reports.put((index, os.getpid(), snapshot, True))
 
     asyncio.run(main())
 
@@ -349,13 +349,13 @@ async def _simulate_in_workers(settings: SimulateSettings) -> int:
     while len(finished) < len(processes) and loop.time() < end and any(p.is_alive() for p in processes):
         await asyncio.sleep(0.05)
         drain()
-    for process in processes:
-        process.join(timeout=5)
     totals = _sum(list(latest.values()))
     report.workers = [
         {"worker": i, "pid": pids.get(i), "devices": latest.get(i, {}).get("devices", 0)} for i in range(len(processes))
     ]
     print("report: " + json.dumps(report.final(totals)), flush=True)
+    for process in processes:  # the devices de-register on the way out
+        process.join(timeout=DEREGISTER_WAIT_S)
     print(
         ("\n" if live else "") + "stopped: " + progress_line(totals, bootstrap=bool(settings.bootstrap)),
         file=sys.stderr,
