@@ -124,9 +124,13 @@ class DeviceService:
         each is announced as `registered` does (what fails there is logged: the registration stands)."""
         now = self._clock.now()
         previous = {d.id: d for d in await self._store.get_devices([r.device_id for r in registrations])}
-        devices = [
-            _device_record(r, previous.get(r.device_id), now, await self._host_gateway(r)) for r in registrations
-        ]
+        # a child may name a gateway registering in the same batch (Edge Core and its children after a restart)
+        in_batch = {(r.account_id, r.endpoint_name): r.device_id for r in registrations}
+        devices = []
+        for r in registrations:
+            named = in_batch.get((r.account_id, r.gateway)) if r.gateway != r.endpoint_name else None
+            gateway = named if named is not None else await self._host_gateway(r)
+            devices.append(_device_record(r, previous.get(r.device_id), now, gateway))
         await self._store.put_registered_devices(devices)
         rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
         for registration, device in zip(registrations, devices, strict=True):
@@ -430,6 +434,7 @@ def _unchanged(device: Device, registration: Registration) -> bool:
     """Would storing the registration change nothing in the device record but its times?"""
     return (
         device.state == "registered"
+        and not registration.gateway  # a child's gateway is looked up again (it may have registered since)
         and device.endpoint_type == registration.endpoint_type
         and device.queue_mode == registration.queue_mode
         and device.lifetime == registration.lifetime
