@@ -287,13 +287,17 @@ def _stop_event(duration: float) -> asyncio.Event:
 # ---- several processes -----------------------------------------------------------------------------------
 def _worker(settings: SimulateSettings, index: int, reports: Any, done: Any) -> None:
     """A worker process: its share of the devices, its counters sent to the parent every second."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches it too)
+    # the parent decides when to stop (a Ctrl-C or a SIGTERM to the process group reaches it too) and collects
+    # each worker's report first; a worker whose parent is gone stops by itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent = os.getppid()
 
     async def main() -> None:
         fleet = Fleet(settings, worker=index)
         starting = asyncio.create_task(fleet.start())
         loop = asyncio.get_running_loop()
-        while not await loop.run_in_executor(None, done.wait, PROGRESS_INTERVAL):
+        while not await loop.run_in_executor(None, done.wait, PROGRESS_INTERVAL) and os.getppid() == parent:
             reports.put((index, os.getpid(), fleet.snapshot(), False))
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
