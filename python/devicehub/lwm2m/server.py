@@ -547,7 +547,7 @@ class LwM2MServer:
         self._backlog += 1  # until the batch that stores it is written (`_write_pending`)
         reply = Reply(codes.INTERNAL_ERROR)
         try:
-            reply = await self._admit(query, links, lifetime, remote)
+            reply = await self._admit(query, links, lifetime, remote, identity)
         finally:
             if reply.code != codes.CREATED:
                 self._backlog -= 1
@@ -564,6 +564,7 @@ class LwM2MServer:
         links: tuple[ResourceLink, ...],
         lifetime: int,
         remote: Address,
+        identity: PeerIdentity | None,
     ) -> Reply:
         endpoint_name, version = query["ep"], query.get("lwm2m", "1.0")
         endpoint_type = query.get("et", "")

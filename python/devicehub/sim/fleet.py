@@ -100,7 +100,7 @@ class Fleet:
                 flavor=spec.flavor,
                 host=spec.host,
                 oma=oma,
-                security=credentials(settings, f"{settings.prefix}{n}"),
+                security=credentials(settings, spec.name),
             )
             for spec in self.specs
         ]
