@@ -20,6 +20,7 @@ import multiprocessing
 import platform
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,10 @@ class CountingCore:
 
     async def admit(self, endpoint_name: str, endpoint_type: str, account_id: str | None = None) -> Admission | None:
         return Admission(account_id="a" * 32, device_id=f"{hash(endpoint_name) & (1 << 128) - 1:032x}")
+
+    async def registered_many(self, registrations: Sequence[Registration]) -> None:
+        for registration in registrations:
+            await self.registered(registration)
 
     async def registered(self, registration: Registration) -> None:
         self.registrations += 1

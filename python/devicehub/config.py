@@ -52,6 +52,13 @@ class ServeSettings:
         default="text",
         metadata={"choices": LOG_FORMATS, "help": "text for people, json (one object a line) for machines"},
     )
+    registration_backlog: int = field(
+        default=2000,
+        metadata={
+            "help": "registrations admitted but not yet stored beyond which a Register is answered CoAP 5.03 "
+            "with a Max-Age of 5-60 s (load shedding in a registration storm)"
+        },
+    )
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (chain) to serve the API over HTTPS"})
     tls_key: str = field(default="", metadata={"help": "PEM private key of --tls-cert (if not in the same file)"})
@@ -146,6 +153,18 @@ class SimulateSettings:
     psk_key: str = field(default="", metadata={"help": "coaps://: pre-shared key in hex"})
     cert: str = field(default="", metadata={"help": "coaps://: PEM client certificate (its CN is the endpoint name)"})
     key: str = field(default="", metadata={"help": "coaps://: PEM private key of --cert"})
+    workers: int = field(default=1, metadata={"help": "processes to run the devices in (device n runs in n mod N)"})
+    bind: str = field(
+        default="127.0.0.1",
+        metadata={
+            "help": "local address, or a network such as 127.0.0.0/24 whose host addresses device n takes in "
+            "turn (address n mod hosts): more devices than one address has ports"
+        },
+    )
+    non: bool = field(default=False, metadata={"help": "send notifications non-confirmable (NON) whatever the flavor"})
+    scenario: str = field(
+        default="", metadata={"help": "JSON or TOML scenario file: device groups, rates, churn (overrides the above)"}
+    )
 
 
 @dataclass(frozen=True, slots=True)

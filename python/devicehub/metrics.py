@@ -156,7 +156,14 @@ class _NodeCollector(Collector):
         )
         registrations.add_metric(["accepted"], v(lw, "lwm2m_registrations"))
         registrations.add_metric(["refused"], v(lw, "lwm2m_refused"))
+        # answered 5.03 + Max-Age: the registration backlog was full (issue 16 #2, issue 14 #5)
+        registrations.add_metric(["shed"], v(lw, "lwm2m_registrations_shed"))
         yield registrations
+        backlog = GaugeMetricFamily(
+            "devicehub_registration_backlog", "Registrations admitted and answered, not yet stored"
+        )
+        backlog.add_metric([], v(lw, "lwm2m_registration_backlog"))
+        yield backlog
         yield _counter("devicehub_registration_updates", "LwM2M registration updates", v(lw, "lwm2m_updates"))
         yield _counter("devicehub_deregistrations", "LwM2M de-registrations", v(lw, "lwm2m_deregistrations"))
         yield _counter("devicehub_registration_expiries", "Registrations expired", v(lw, "lwm2m_expirations"))

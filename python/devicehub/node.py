@@ -91,6 +91,7 @@ class Node:
             store=self.store,
             allow_nosec=self.allow_nosec,
             limits=limits,
+            max_backlog=settings.registration_backlog,
         )
         with starting(f"the LwM2M server on udp {settings.host}:{settings.coap_port}"):
             await self.lwm2m.start(settings.host, settings.coap_port)

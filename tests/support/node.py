@@ -68,6 +68,7 @@ async def device(node: Node, name: str, **options: Any) -> AsyncIterator[SimDevi
     await sim.start()
     try:
         await asyncio.wait_for(sim.registered.wait(), 10)
+        await node.lwm2m.flush()  # the Register is answered first and stored with the next batch (issue 16 #1)
         yield sim
     finally:
         await sim.stop()

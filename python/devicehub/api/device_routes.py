@@ -65,6 +65,7 @@ async def list_devices(request: web.Request) -> web.Response:
         raise ValidationFailed("include takes total_count", fields=(FieldError("include", "not total_count"),))
     after = request.query.get("after") or None
     store = services(request).store
+    await services(request).devices.settled()  # registrations answered before this call are listed
     devices: list[Device] = []
     total = 0 if "total_count" in include else None
     if query is not None:

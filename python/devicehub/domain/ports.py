@@ -30,6 +30,11 @@ class DeviceGateway(Protocol):
 
     async def cancel_observe(self, device_id: str, path: str) -> None: ...
 
+    async def settled(self, device_id: str | None = None) -> None:
+        """Return once the device's latest registration (None: every registration answered so far) is stored
+        and announced: Registers are answered first and stored in batches, and an application call right after
+        one waits for it."""
+
     async def drop(self, device_id: str) -> bool:
         """Forget the device's registration without a de-registration event; its next Update gets 4.04, so the
         device registers afresh. False when it was not registered here."""

@@ -40,6 +40,8 @@ DIRECTORY_FIELDS = ("name", "description", "custom_attributes", "auto_update", "
 REGISTRATION_FIELDS = ("endpoint_name", "endpoint_type", "host_gateway")
 SNAPSHOT_RETENTION = 183 * 86400  # spec §2.4 rule 4: six months after the last connection
 MAX_RULES = 1024  # wire-format.md
+# an Update that changes nothing refreshes the stored `last_seen_at` (read by the six-month sweep) at most this often
+SEEN_REFRESH_S = 3600.0
 MAX_RULE_PATHS = 4096  # resource paths over all of a key's rules: each is matched at every registration
 
 
@@ -114,17 +116,34 @@ class DeviceService:
         device = await self._save(registration)
         await self._store_link_values(device, registration.links)
         await self.router.full_registration(device)
-        await self._sink.publish_account(
-            device.account_id,
-            RegistrationEvent(
-                device_id=device.id,
-                endpoint_name=device.endpoint_name,
-                endpoint_type=device.endpoint_type,
-                queue_mode=device.queue_mode,
-                resources=_entries(device.resources),
-            ),
-        )
+        await self._sink.publish_account(device.account_id, _registration_event(device))
         self.requests.kick(device.id)
+
+    async def registered_many(self, registrations: Sequence[Registration]) -> None:
+        """A batch of full registrations (issue 16 #1): one read and one write of the store for all of them; then
+        each is announced as `registered` does (what fails there is logged: the registration stands)."""
+        now = self._clock.now()
+        previous = {d.id: d for d in await self._store.get_devices([r.device_id for r in registrations])}
+        # a child may name a gateway registering in the same batch (Edge Core and its children after a restart)
+        in_batch = {(r.account_id, r.endpoint_name): r.device_id for r in registrations}
+        devices = []
+        for r in registrations:
+            named = in_batch.get((r.account_id, r.gateway)) if r.gateway != r.endpoint_name else None
+            gateway = named if named is not None else await self._host_gateway(r)
+            devices.append(_device_record(r, previous.get(r.device_id), now, gateway))
+        await self._store.put_registered_devices(devices)
+        rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
+        for registration, device in zip(registrations, devices, strict=True):
+            self._devices[device.id] = device
+            try:
+                await self._store_link_values(device, registration.links)
+                if device.account_id not in rules:
+                    rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
+                await self.router.full_registration(device, stored=True, rules=rules[device.account_id])
+                await self._sink.publish_account(device.account_id, _registration_event(device))
+                self.requests.kick(device.id)
+            except Exception:
+                log.exception("announcing the registration of %s failed", device.id)
 
     async def resumed(self, registration: Registration) -> None:
         device = await self._store.get_device(registration.device_id)
@@ -179,23 +198,11 @@ class DeviceService:
 
     async def _save(self, registration: Registration) -> Device:
         now = self._clock.now()
+        cached = self._devices.get(registration.device_id)
+        if cached is not None and _unchanged(cached, registration) and now - cached.last_seen_at < SEEN_REFRESH_S:
+            return cached  # issue 16 #1: an Update that changes nothing writes nothing here
         previous = await self._store.get_device(registration.device_id)
-        device = Device(
-            id=registration.device_id,
-            account_id=registration.account_id,
-            endpoint_name=registration.endpoint_name,
-            endpoint_type=registration.endpoint_type,
-            state="registered",
-            queue_mode=registration.queue_mode,
-            lifetime=registration.lifetime,
-            resources=_resources(registration.links),
-            created_at=previous.created_at if previous else now,
-            updated_at=now,
-            last_seen_at=now,
-            host_gateway=await self._host_gateway(registration),
-        )
-        if previous is not None:  # what applications set in the directory outlives registrations
-            device = msgspec.structs.replace(device, **{f: getattr(previous, f) for f in DIRECTORY_FIELDS})
+        device = _device_record(registration, previous, now, await self._host_gateway(registration))
         await self._store.put_device(device)
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
         self._devices[device.id] = device
@@ -237,8 +244,15 @@ class DeviceService:
         )
 
     # ---- application operations ---------------------------------------------------------------------
+    async def settled(self) -> None:
+        """Every registration answered so far is in the store (what a device listing reads)."""
+        if self._gateway is not None:
+            await self._gateway.settled()
+
     async def device_for(self, principal: Principal, device_id: str) -> Device:
         """The device if it belongs to the caller's account; another account's device is 404 (issue 6)."""
+        if self._gateway is not None:
+            await self._gateway.settled(device_id)
         device = await self._store.get_device(device_id)
         if device is None or device.account_id != principal.account_id:
             raise DeviceNotFound(f"no device {device_id!r}")
@@ -384,6 +398,48 @@ class DeviceService:
                 await self._store.delete_device(device_id)
                 removed += 1
         return removed
+
+
+def _device_record(registration: Registration, previous: Device | None, now: float, host_gateway: str) -> Device:
+    device = Device(
+        id=registration.device_id,
+        account_id=registration.account_id,
+        endpoint_name=registration.endpoint_name,
+        endpoint_type=registration.endpoint_type,
+        state="registered",
+        queue_mode=registration.queue_mode,
+        lifetime=registration.lifetime,
+        resources=_resources(registration.links),
+        created_at=previous.created_at if previous else now,
+        updated_at=now,
+        last_seen_at=now,
+        host_gateway=host_gateway,
+    )
+    if previous is not None:  # what applications set in the directory outlives registrations
+        device = msgspec.structs.replace(device, **{f: getattr(previous, f) for f in DIRECTORY_FIELDS})
+    return device
+
+
+def _registration_event(device: Device) -> RegistrationEvent:
+    return RegistrationEvent(
+        device_id=device.id,
+        endpoint_name=device.endpoint_name,
+        endpoint_type=device.endpoint_type,
+        queue_mode=device.queue_mode,
+        resources=_entries(device.resources),
+    )
+
+
+def _unchanged(device: Device, registration: Registration) -> bool:
+    """Would storing the registration change nothing in the device record but its times?"""
+    return (
+        device.state == "registered"
+        and not registration.gateway  # a child's gateway is looked up again (it may have registered since)
+        and device.endpoint_type == registration.endpoint_type
+        and device.queue_mode == registration.queue_mode
+        and device.lifetime == registration.lifetime
+        and device.resources == _resources(registration.links)
+    )
 
 
 def _known_path(device: Device, path: str) -> bool:

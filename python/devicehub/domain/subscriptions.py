@@ -152,20 +152,32 @@ class SubscriptionRouter:
         for pattern in patterns:
             self._spawn(self._cancel(device_id, pattern))
 
-    async def full_registration(self, device: Device) -> None:
-        """spec §2.1 / §3.2 step 5: a full registration drops every resource-specific subscription."""
-        await self._store.remove_device_subscriptions(device.id)
-        await self._store.clear_subscribed(device.id)
+    async def full_registration(
+        self, device: Device, *, stored: bool = False, rules: list[tuple[str, list[PresubscriptionRule]]] | None = None
+    ) -> None:
+        """spec §2.1 / §3.2 step 5: a full registration drops every resource-specific subscription (`stored`: the
+        store's part is done, by `put_registered_devices`; `rules`: the account's presubscriptions, read already)."""
+        if not stored:
+            await self._store.remove_device_subscriptions(device.id)
+            await self._store.clear_subscribed(device.id)
         self._routes[device.id] = []
-        await self.apply_presubscriptions(device, [r.path for r in device.resources])
+        await self.apply_presubscriptions(device, [r.path for r in device.resources], rules=rules)
 
     # --- presubscriptions ------------------------------------------------------------------------
-    async def apply_presubscriptions(self, device: Device, new_paths: Sequence[str]) -> None:
-        """Match the account's rules against the device (spec §2.2) and observe what they select.
+    async def apply_presubscriptions(
+        self,
+        device: Device,
+        new_paths: Sequence[str],
+        *,
+        rules: list[tuple[str, list[PresubscriptionRule]]] | None = None,
+    ) -> None:
+        """Match the account's rules against the device (spec §2.2) and observe what they select (`rules`: the
+        account's presubscriptions when the caller has read them already).
 
         A target already observed is left alone: re-observing on every registration update would restart the
         device's notification stream for nothing (issue 12); a target whose observation ended is observed again."""
-        rules = await self._store.account_presubscriptions(device.account_id)
+        if rules is None:
+            rules = await self._store.account_presubscriptions(device.account_id)
         announced = PathSet(new_paths)
         presub: list[tuple[str, str]] = []
         to_observe: dict[str, str] = {}  # observe target → key

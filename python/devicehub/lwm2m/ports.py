@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -77,6 +78,10 @@ class DeviceEvents(Protocol):
 
     async def registered(self, registration: Registration) -> None:
         """A full registration (first one, or a restart that replaces an earlier one)."""
+
+    async def registered_many(self, registrations: Sequence[Registration]) -> None:
+        """Full registrations of a batch (issue 16 #1): stored together, then each announced. Raises only when the
+        batch could not be stored (then nothing of it was)."""
 
     async def resumed(self, registration: Registration) -> None:
         """A stored registration taken up without a Register: after a restart, or from another node."""

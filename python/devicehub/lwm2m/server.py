@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.errors import Unavailable
 from devicehub.locks import KeyedLocks
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
 from devicehub.lwm2m.dtls import DtlsListener, PeerIdentity
 from devicehub.lwm2m.errors import DeviceError, NotRegistered
+from devicehub.lwm2m.expiry import ExpiryHeap
 from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.tcp import StreamListener
@@ -44,6 +47,11 @@ MAX_ENDPOINT_NAME = 64
 MAX_WARNED = 10_000  # distinct refusals remembered so each is logged once
 OBSERVE_FRESHNESS = 128.0  # RFC 7641 §3.4: after this long any sequence number is taken as newer
 EXPIRY_CHECK_INTERVAL = 1.0
+# issue 16 #2: registrations admitted but not yet stored beyond which a Register is shed with 5.03, and the Max-Age
+# range it carries: RFC 7252 §5.9.3.4 lets the server say when to retry; a range spreads a storm's retries out
+MAX_REGISTRATION_BACKLOG = 2000
+SHED_RETRY_S = (5, 60)
+WRITE_RETRY_S = 1.0  # a batch the store could not write is tried again after this long
 
 
 @dataclass(slots=True)
@@ -68,6 +76,17 @@ class _Device:
 
 
 @dataclass(slots=True)
+class _Pending:
+    """A registration to store with the next batch."""
+
+    device: _Device
+    fresh: bool  # a Register: announced to the core first, and the device's stored observations end
+    registers: int = 0  # Registers coalesced here, each counted in the backlog until written
+    announced: bool = False
+    failed: bool = False
+
+
+@dataclass(slots=True)
 class ServerStats:
     registrations: int = 0
     updates: int = 0
@@ -77,6 +96,7 @@ class ServerStats:
     notifications: int = 0
     stale_notifications: int = 0
     refused_identity: int = 0  # issue 13 #2: wrong identity, or plain CoAP where DTLS is required
+    registrations_shed: int = 0  # Registers answered 5.03 + Max-Age because the backlog was full (issue 14 #5)
 
 
 class LwM2MServer:
@@ -91,9 +111,19 @@ class LwM2MServer:
         store: Store | None = None,
         allow_nosec: bool = True,
         limits: Limits = DEFAULT_LIMITS,
+        max_backlog: int = MAX_REGISTRATION_BACKLOG,
+        rng: random.Random | None = None,
     ) -> None:
         self._events = events
         self._limits = limits
+        self._max_backlog = max_backlog
+        self._backlog = 0  # registrations admitted and not yet stored and answered
+        self._rng = rng or random.Random()
+        self._pending: dict[str, _Pending] = {}  # device id → its write in the next batch
+        self._writing: dict[str, _Pending] = {}  # the batch being written
+        self._writer: asyncio.Future[None] | None = None
+        self._batch_done: asyncio.Future[None] | None = None
+        self._closing = False
         self._store = store
         self._clock = clock
         self._expiry_grace = expiry_grace
@@ -110,6 +140,7 @@ class LwM2MServer:
         self._dtls: DtlsListener | None = None
         self._streams: list[StreamListener] = []  # CoAP over TCP (RFC 8323, issue 13 #5)
         self._warned: dict[tuple[str, ...], None] = {}
+        self._deadlines = ExpiryHeap()  # every registration held here, by expiry time (issue 16 #3)
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -162,6 +193,8 @@ class LwM2MServer:
             await self._dtls.close()
         for stream in self._streams:
             await stream.close()
+        self._closing = True
+        await self.flush()  # a graceful stop stores every registration it answered
         if self._store is not None:  # the freshness of each observation, for whoever serves the device next
             for device in self._devices.values():
                 for token, observation in device.observations.items():
@@ -180,6 +213,7 @@ class LwM2MServer:
                     last_at=observation.last_at,
                 )
         self._devices[record.device_id] = device
+        self._track(device)
         self._by_address[device.registration.address] = record.device_id
         await self._events.resumed(device.registration)
         return device
@@ -191,18 +225,125 @@ class LwM2MServer:
         record = await self._store.get_registration(device_id)
         return None if record is None else await self._adopt(record)
 
-    async def _save(self, device: _Device, *, fresh: bool = False) -> None:
+    # ---- batched persistence (issue 16 #1) -------------------------------------------------------------
+    def _enqueue(self, device: _Device, *, fresh: bool) -> None:
+        """Store the device's registration with the next batch; a Register is also announced to the core then."""
+        device_id = device.registration.device_id
+        entry = self._pending.get(device_id)
+        if entry is None:
+            entry = self._pending[device_id] = _Pending(device, fresh)
+        else:  # several writes of one device in one batch: the last state is written, once
+            entry.device, entry.fresh = device, entry.fresh or fresh
+            entry.announced = entry.announced and not fresh
+        entry.registers += fresh
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.ensure_future(self._write_pending())
+
+    async def _write_pending(self) -> None:
+        """Group commit: what arrived while a batch was being written is the next batch."""
+        while self._pending:
+            batch, self._pending = self._pending, {}
+            self._writing = batch
+            try:
+                await self._persist(list(batch.values()))
+            except Exception as error:
+                if not isinstance(error, Unavailable):
+                    log.exception("storing %d registration(s) failed; retrying", len(batch))
+                for device_id, entry in batch.items():  # a newer write of the device supersedes this one
+                    newer = self._pending.get(device_id)
+                    if newer is None:
+                        self._pending[device_id] = entry
+                    else:
+                        newer.fresh, newer.registers = newer.fresh or entry.fresh, newer.registers + entry.registers
+                if self._closing:
+                    self._backlog -= sum(e.registers for e in self._pending.values())
+                    self._pending = {}
+                    log.error("registrations not stored at stop: their devices register again")
+                else:
+                    self._writing = {}
+                    await self._clock.sleep(WRITE_RETRY_S)
+                    continue
+            else:
+                self._backlog -= sum(entry.registers for entry in batch.values())
+            finally:
+                self._writing = {}
+                done, self._batch_done = self._batch_done, None
+                if done is not None:
+                    done.set_result(None)
+
+    async def _persist(self, entries: list[_Pending]) -> None:
+        fresh = [e for e in entries if e.fresh and not e.announced]
+        if fresh:
+            try:
+                await self._events.registered_many([e.device.registration for e in fresh])
+                results: list[BaseException | None] = [None] * len(fresh)
+            except Unavailable:
+                raise  # the store cannot write: the batch is tried again
+            except Exception:  # find the registration at fault: one by one
+                log.exception("storing a batch of %d registration(s) failed; one by one now", len(fresh))
+                results = await asyncio.gather(
+                    *(self._events.registered(e.device.registration) for e in fresh), return_exceptions=True
+                )
+            for entry, result in zip(fresh, results, strict=True):
+                if isinstance(result, BaseException):
+                    if not isinstance(result, Exception):
+                        raise result
+                    # issue 14 #1: a failed registration leaves no trace; the device's next Update gets 4.04
+                    log.error("registration of %s failed", entry.device.registration.device_id, exc_info=result)
+                    self._forget(entry.device)
+                    entry.failed = True
+                entry.announced = True
         if self._store is None:
             return
-        registration = device.registration
-        if fresh:  # a Register ends every earlier observation (lwm2m-device-side.md §4)
-            await self._store.remove_registration(registration.device_id)
-        await self._store.put_registration(
-            _record(registration, registration.updated_at + registration.lifetime + self._expiry_grace)
+        records: list[RegistrationRecord] = []
+        observations: list[ObservationRecord] = []
+        for entry in entries:
+            if entry.failed or self._devices.get(entry.device.registration.device_id) is not entry.device:
+                continue  # failed, or deregistered, dropped or expired meanwhile
+            registration = entry.device.registration
+            records.append(_record(registration, registration.updated_at + registration.lifetime + self._expiry_grace))
+            for token, observation in entry.device.observations.items():
+                if entry.fresh or observation.last_seq is None:
+                    observations.append(_observation_record(entry.device, token, observation))
+        await self._store.put_registrations(
+            records, observations, [e.device.registration.device_id for e in entries if e.fresh and not e.failed]
         )
-        for token, observation in device.observations.items():
-            if fresh or observation.last_seq is None:
-                await self._store.put_observation(_observation_record(device, token, observation))
+
+    def _deliver(self, device_id: str, path: str, content_format: int | None, payload: bytes, seq: int | None) -> None:
+        """Hand a value to the core; one of a device whose Register the core has not heard yet waits for it."""
+        entry = self._pending.get(device_id) or self._writing.get(device_id)
+        if entry is None or not entry.fresh or entry.announced:
+            self._events.notification(device_id, path, content_format, payload, seq)
+            return
+
+        async def later() -> None:
+            await self.settled(device_id)
+            self._events.notification(device_id, path, content_format, payload, seq)
+
+        task = asyncio.ensure_future(later())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _forget(self, device: _Device) -> None:
+        device_id = device.registration.device_id
+        if self._devices.get(device_id) is device:
+            del self._devices[device_id]
+            if self._by_address.get(device.registration.address) == device_id:
+                del self._by_address[device.registration.address]
+
+    async def settled(self, device_id: str | None = None) -> None:
+        """Return once no write of the device (None: of any device pending now) is left; a deregistration must
+        not be overtaken by it, and an application reads what was answered before its call."""
+        waiting = {device_id} if device_id is not None else set(self._pending) | set(self._writing)
+        while any(d in self._pending or d in self._writing for d in waiting):
+            if self._batch_done is None:
+                self._batch_done = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._batch_done)
+
+    async def flush(self) -> None:
+        """Return once every registration answered so far is stored (and announced to the core)."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
 
     @property
     def address(self) -> Address:
@@ -210,7 +351,10 @@ class LwM2MServer:
         return self._endpoint.address
 
     def metrics(self) -> dict[str, float]:
-        values: dict[str, float] = {"lwm2m_registered_devices": len(self._devices)}
+        values: dict[str, float] = {
+            "lwm2m_registered_devices": len(self._devices),
+            "lwm2m_registration_backlog": self._backlog,
+        }
         for name, value in vars_of(self.stats).items():
             values[f"lwm2m_{name}"] = value
         if self._endpoint is not None:
@@ -285,7 +429,7 @@ class LwM2MServer:
                 await self._store.put_observation(_observation_record(device, token, observation))
             if response.payload and not overtaken:
                 self.stats.notifications += 1
-                self._events.notification(device_id, path, response.content_format, response.payload, response.observe)
+                self._deliver(device_id, path, response.content_format, response.payload, response.observe)
         return _response(response)
 
     def observed(self, device_id: str, path: str) -> bool:
@@ -316,6 +460,7 @@ class LwM2MServer:
     async def drop(self, device_id: str) -> bool:
         """The device was removed from the directory (`DELETE /v3/devices/{id}`): forget its registration."""
         async with self._locks(device_id):
+            await self.settled(device_id)
             await self._known(device_id)  # a registration kept in the store (restart, another node) counts too
             device = self._devices.pop(device_id, None)
             if device is None:
@@ -408,6 +553,32 @@ class LwM2MServer:
             links = tuple(link for link in parse_links(payload) if not link.deleted)
         except LinkFormatError as error:
             return _bad(str(error))
+        if self._backlog >= self._max_backlog:
+            self.stats.registrations_shed += 1
+            return self._shed()
+        self._backlog += 1  # until the batch that stores it is written (`_write_pending`)
+        reply = Reply(codes.INTERNAL_ERROR)
+        try:
+            reply = await self._admit(query, links, lifetime, remote, identity)
+        finally:
+            if reply.code != codes.CREATED:
+                self._backlog -= 1
+        return reply
+
+    def _shed(self) -> Reply:
+        """issue 16 #2: refuse instead of queueing; the device retries after Max-Age (RFC 7252 §5.9.3.4)."""
+        max_age = coap_encode_uint(self._rng.randint(*SHED_RETRY_S))
+        return Reply(codes.SERVICE_UNAVAILABLE, [(codes.MAX_AGE, max_age)])
+
+    async def _admit(
+        self,
+        query: dict[str, str],
+        links: tuple[ResourceLink, ...],
+        lifetime: int,
+        remote: Address,
+        identity: PeerIdentity | None,
+    ) -> Reply:
+        endpoint_name, version = query["ep"], query.get("lwm2m", "1.0")
         endpoint_type = query.get("et", "")
         if identity is not None and identity.name != endpoint_name:
             self.stats.refused += 1
@@ -460,19 +631,10 @@ class LwM2MServer:
                 if link.aobs is not None:
                     device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
             self._devices[admission.device_id] = device
+            self._track(device)
             self._by_address[remote] = admission.device_id
-            try:
-                await self._events.registered(registration)
-            except BaseException:
-                # issue 14 #1: a failed registration leaves no trace; the previous one (if any) stands
-                self._by_address.pop(remote, None)
-                if previous is None:
-                    self._devices.pop(admission.device_id, None)
-                else:
-                    self._devices[admission.device_id] = previous
-                    self._by_address[previous.registration.address] = admission.device_id
-                raise
-            await self._save(device, fresh=True)
+            # issue 16 #1: answered now; announced to the core and stored with the next batch
+            self._enqueue(device, fresh=True)
             self.stats.registrations += 1
             log.info(
                 "registered %s (%s) from %s:%d, lifetime %d s",
@@ -496,6 +658,9 @@ class LwM2MServer:
         remote: Address,
         identity: PeerIdentity | None = None,
     ) -> Reply:
+        entry = self._pending.get(device_id) or self._writing.get(device_id)
+        if entry is not None and entry.fresh:
+            await self.settled(device_id)  # the core hears of the Register before the Update
         device = await self._known(device_id)
         if device is None:
             return Reply(codes.NOT_FOUND)  # the client registers afresh
@@ -526,6 +691,7 @@ class LwM2MServer:
             self._by_address.pop(current.address, None)
         self._by_address[remote] = device_id
         device.registration = registration
+        self._track(device)
         for link in added:
             if link.aobs is not None:
                 device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
@@ -533,11 +699,12 @@ class LwM2MServer:
             if not _covered(observation.path, links):  # its object, instance or resource is gone
                 del device.observations[token]
         self.stats.updates += 1
-        await self._save(device)
+        self._enqueue(device, fresh=False)
         await self._events.updated(registration, added)
         return Reply(codes.CHANGED)
 
     async def _deregister(self, device_id: str, remote: Address, identity: PeerIdentity | None = None) -> Reply:
+        await self.settled(device_id)
         known = await self._known(device_id)
         if known is not None and not self._continues(known, identity, remote, "de-register"):
             return Reply(codes.FORBIDDEN)
@@ -566,7 +733,7 @@ class LwM2MServer:
             return _bad(str(error))
         for path, value in values.items():
             self.stats.notifications += 1
-            self._events.notification(device_id, path, 0, encode_text_value(value), None)
+            self._deliver(device_id, path, 0, encode_text_value(value), None)
         return Reply(codes.CHANGED)
 
     # ---- notifications --------------------------------------------------------------------------------
@@ -635,9 +802,7 @@ class LwM2MServer:
                 task.add_done_callback(self._completions.discard)
             return True  # a later block never comes as a notification: acknowledged and dropped
         self.stats.notifications += 1
-        self._events.notification(
-            device.registration.device_id, observation.path, message.content_format, message.payload, seq
-        )
+        self._deliver(device.registration.device_id, observation.path, message.content_format, message.payload, seq)
         return True
 
     async def _complete(
@@ -688,34 +853,60 @@ class LwM2MServer:
             except Exception:
                 log.exception("expiry check failed")
 
+    def _track(self, device: _Device) -> None:
+        registration = device.registration
+        self._deadlines.push(registration.device_id, self._expires_at(registration), registration.updated_at)
+
+    def _expires_at(self, registration: Registration) -> float:
+        return registration.updated_at + registration.lifetime + self._expiry_grace
+
+    def _version(self, device_id: str) -> float | None:
+        device = self._devices.get(device_id)
+        return None if device is None else device.registration.updated_at
+
     async def _expire_due(self) -> None:
         now = self._clock.now()
+        # the registrations held here, from the heap: O(log n) each, no scan
+        for device_id in list(self._deadlines.due(now, self._version)):
+            registration = self._devices[device_id].registration
+            if self._store is None:
+                await self._expire(device_id, registration)
+            else:
+                await self._expire_stored(device_id, registration.updated_at, registration)
+        self._deadlines.compact(
+            len(self._devices),
+            ((i, self._expires_at(d.registration), d.registration.updated_at) for i, d in self._devices.items()),
+        )
         if self._store is None:
-            for device_id, device in list(self._devices.items()):
-                registration = device.registration
-                if now > registration.updated_at + registration.lifetime + self._expiry_grace:
-                    await self._expire(device_id, registration)
             return
-        # the stored table decides (a restarted node expires devices that never came back; in Redis mode the
-        # node whose conditional removal wins announces, once)
+        # the stored table has the rest (an index range, not a scan): registrations of devices that never came back
+        # after a restart, or that another node served; in Redis mode the node whose conditional removal wins
+        # announces, once
         for record in await self._store.registrations_expiring(now):
-            async with self._locks(record.device_id):
-                if not await self._store.remove_registration(record.device_id, updated_at=record.updated_at):
-                    continue  # updated meanwhile, or another node expired it
-                cached = self._devices.pop(record.device_id, None)
-                registration = cached.registration if cached is not None else _registration(record)
-                self._by_address.pop(registration.address, None)
-            log.info("registration of %s (%s) expired", record.endpoint_name, record.device_id)
-            try:
-                await self._events.expired(registration)
-            except Exception:
-                log.exception("expiry handling failed for %s", record.device_id)
-            self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
-        for device_id, device in list(self._devices.items()):  # cached copies of what another node expired
-            registration = device.registration
-            if now > registration.updated_at + registration.lifetime + self._expiry_grace + EXPIRY_CHECK_INTERVAL * 5:
-                self._devices.pop(device_id, None)
-                self._by_address.pop(registration.address, None)
+            cached = self._devices.get(record.device_id)
+            if cached is not None and cached.registration.updated_at != record.updated_at:
+                continue  # updated here, its new expiry not written yet (the next batch writes it)
+            await self._expire_stored(record.device_id, record.updated_at, _registration(record))
+
+    async def _expire_stored(self, device_id: str, updated_at: float, registration: Registration) -> None:
+        await self.settled(device_id)  # its registration's own write comes first
+        async with self._locks(device_id):
+            removed = await self._store.remove_registration(device_id, updated_at=updated_at) if self._store else True
+            cached = self._devices.get(device_id)
+            if cached is not None and cached.registration.updated_at == updated_at:
+                # expired now, or (removal lost) another node expired or updated it: this copy is stale either way
+                del self._devices[device_id]
+                if self._by_address.get(cached.registration.address) == device_id:
+                    del self._by_address[cached.registration.address]
+                registration = cached.registration
+        if not removed:
+            return
+        log.info("registration of %s (%s) expired", registration.endpoint_name, device_id)
+        try:
+            await self._events.expired(registration)
+        except Exception:
+            log.exception("expiry handling failed for %s", device_id)
+        self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
 
     async def _expire(self, device_id: str, registration: Registration) -> None:
         async with self._locks(device_id):
@@ -724,12 +915,12 @@ class LwM2MServer:
                 return  # it updated meanwhile
             del self._devices[device_id]
             self._by_address.pop(registration.address, None)
-            self.stats.expirations += 1
             log.info("registration of %s (%s) expired", registration.endpoint_name, device_id)
             try:
                 await self._events.expired(registration)
             except Exception:
                 log.exception("expiry handling failed for %s", device_id)
+            self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
 
     # ---- helpers ----------------------------------------------------------------------------------------
     def _require(self, device_id: str) -> _Device:

@@ -47,6 +47,15 @@ log = logging.getLogger("devicehub.sim")
 
 OMA, PELION = "oma", "pelion"
 MAX_REGISTER_BACKOFF = 60.0
+DEFAULT_MAX_AGE = 60  # RFC 7252 §5.10.5: a response without Max-Age has Max-Age 60
+
+
+class ServerBusy(DeviceError):
+    """The server answered 5.03 Service Unavailable: retry after its Max-Age (RFC 7252 §5.9.3.4)."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +98,11 @@ class DeviceCounters:
     bootstraps: int = 0
     bootstrap_failures: int = 0
     register_failures: int = 0
+    # failures by cause, for the simulator's report
+    acked: int = 0  # confirmable notifications the server acknowledged
+    busy: int = 0  # 5.03 answers (the server shed load)
+    timeouts: int = 0  # no answer within the retransmission window
+    rejected: int = 0  # any other error answer
 
 
 def register_failure(error: DeviceError) -> str:
@@ -157,6 +171,9 @@ class SimDevice:
         self.bootstrap: BootstrapClient | None = None  # set: bootstrap there first, then register where it says
         self.location: list[str] = []
         self.registered = asyncio.Event()
+        self.retry_after: float | None = None  # the Max-Age of the last 5.03 answered (seconds)
+        self.waiting_retry = False  # sleeping out that Max-Age
+        self.confirmable_notifications: bool | None = None  # None: as the flavour does (Pelion CON, OMA NON)
         self.counters = DeviceCounters()
         self.last_failure = ""  # why the last registration failed, for the progress line
         self.log = DeviceLog()
@@ -244,11 +261,25 @@ class SimDevice:
                     backoff = 1.0
                 await self.clock.sleep(self._update_interval())
                 await self.update()
+            except ServerBusy as busy:
+                self.counters.busy += 1
+                self.retry_after = busy.retry_after
+                log.debug("%s: %s; retrying in %.0f s", self.endpoint_name, busy, busy.retry_after)
+                self.registered.clear()
+                self.waiting_retry = True
+                try:
+                    await self.clock.sleep(busy.retry_after)
+                finally:
+                    self.waiting_retry = False
             except DeviceError as error:
                 self.counters.errors += 1
                 if not self.registered.is_set():
                     self.counters.register_failures += 1
                     self.last_failure = register_failure(error)
+                if isinstance(error, DeviceTimeout):
+                    self.counters.timeouts += 1
+                else:
+                    self.counters.rejected += 1
                 log.debug("%s: %s; retrying in %.0f s", self.endpoint_name, error, backoff)
                 self.registered.clear()
                 await self.clock.sleep(backoff)
@@ -310,6 +341,8 @@ class SimDevice:
             self._cancel_timers(observer)
         self._observers.clear()  # a new registration ends every observation (lwm2m-device-side.md §4)
         response = await self.endpoint.request(self.server, codes.POST, options, format_links(self.links()))
+        if response.code == codes.SERVICE_UNAVAILABLE:
+            raise ServerBusy("register answered 5.03", _max_age(response))
         if response.code != codes.CREATED:
             raise DeviceError(f"register answered {codes.dotted(response.code)}")
         self.location = response.location_path
@@ -332,6 +365,8 @@ class SimDevice:
         if response.code == codes.NOT_FOUND:
             self.registered.clear()
             await self.register()
+        elif response.code == codes.SERVICE_UNAVAILABLE:
+            raise ServerBusy("update answered 5.03", _max_age(response))
         elif response.code != codes.CHANGED:
             raise DeviceError(f"update answered {codes.dotted(response.code)}")
         else:
@@ -402,11 +437,15 @@ class SimDevice:
         observer.last_sent_at = self.clock.now()
         observer.last_value = self._numeric(observer.path)
         options = [(codes.OBSERVE, coap_encode_uint(observer.seq)), *reply.options]
+        confirmable = (
+            self.flavor == PELION if self.confirmable_notifications is None else self.confirmable_notifications
+        )
         try:
             await self.endpoint.send_notification(
-                self.server, reply.code, observer.token, options, reply.payload, confirmable=self.flavor == PELION
+                self.server, reply.code, observer.token, options, reply.payload, confirmable=confirmable
             )
             self.counters.notifications += 1
+            self.counters.acked += confirmable
         except DeviceReset:
             self._drop_observer(observer.token)  # reactive cancel (RFC 7641 §3.6)
         except DeviceError:
@@ -597,3 +636,10 @@ class SimDevice:
                 battery = self.model.resource(BATTERY)
                 assert battery is not None
                 self.set_value(BATTERY, max(int(battery.value) - 1, 0))
+
+
+def _max_age(response: CoapMessage) -> float:
+    for number, value in response.options:
+        if number == codes.MAX_AGE:
+            return float(int.from_bytes(value, "big"))
+    return float(DEFAULT_MAX_AGE)

@@ -1,12 +1,19 @@
-"""`devicehub simulate`: N simulated devices in one process, ramped up, with a live progress line."""
+"""`devicehub simulate`: simulated devices in one process or several (`--workers`), spread over local addresses
+(`--bind`), ramped up, with a live progress line and a final report (issue 16 #4)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import multiprocessing
+import os
+import queue
 import random
 import signal
 import sys
+import time
 from collections import Counter
+from typing import Any
 from urllib.parse import urlsplit
 
 from devicehub.clock import Clock, SystemClock
@@ -15,8 +22,23 @@ from devicehub.lwm2m.dtls_client import ClientCredentials
 from devicehub.lwm2m.transport import Address
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
+from devicehub.sim.scenario import Churn, DeviceSpec, devices, scenario_of
 
 PROGRESS_INTERVAL = 1.0
+DEREGISTER_WAIT_S = 60.0
+COUNTERS = (
+    "registrations",
+    "updates",
+    "notifications",
+    "acked",
+    "busy",
+    "timeouts",
+    "rejected",
+    "errors",
+    "bootstraps",
+    "bootstrap_failures",
+    "register_failures",
+)
 
 
 def server_address(uri: str) -> Address:
@@ -42,13 +64,26 @@ def credentials(settings: SimulateSettings, endpoint_name: str) -> ClientCredent
 
 
 class Fleet:
-    """The devices of one `simulate` run."""
+    """The devices of one `simulate` run, or of one worker process of it."""
 
-    def __init__(self, settings: SimulateSettings, clock: Clock | None = None, *, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: SimulateSettings,
+        clock: Clock | None = None,
+        *,
+        seed: int | None = None,
+        worker: int | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.rng = random.Random(seed)
         server = server_address(settings.server)
+        scenario = scenario_of(settings)
+        self.churn: Churn = scenario.churn
+        self.register_rate = scenario.register_rate or settings.register_rate
+        self.specs: list[DeviceSpec] = [
+            spec for spec in devices(settings, scenario) if worker is None or spec.worker == worker
+        ]
         oma = OmaBehaviour(
             restart_observe_seq=settings.observe_restart,
             block_size=settings.block_size,
@@ -59,55 +94,84 @@ class Fleet:
             SimDevice(
                 self.clock,
                 server,
-                f"{settings.prefix}{n}",
-                endpoint_type=settings.endpoint_type,
-                lifetime=settings.lifetime,
-                queue_mode=settings.queue_mode,
-                flavor=settings.flavor,
+                spec.name,
+                endpoint_type=spec.endpoint_type,
+                lifetime=spec.lifetime,
+                queue_mode=spec.queue_mode,
+                flavor=spec.flavor,
+                host=spec.host,
                 oma=oma,
-                security=credentials(settings, f"{settings.prefix}{n}"),
+                security=credentials(settings, spec.name),
                 tcp=settings.server.startswith("coap+tcp:"),
             )
-            for n in range(settings.count)
+            for spec in self.specs
         ]
-        if settings.bootstrap:
-            for device in self.devices:
+        for device in self.devices:
+            if settings.non:
+                device.confirmable_notifications = False
+            if settings.bootstrap:
                 device.bootstrap = BootstrapClient(device.model, self.clock, device.endpoint_name, settings.bootstrap)
+        self.restarts = 0
+        self.vanished = 0
         self._varying: list[asyncio.Task[None]] = []
+        self._churning: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Start every device at `register_rate` per second; value changes begin as each one registers."""
-        gap = 1.0 / self.settings.register_rate if self.settings.register_rate > 0 else 0.0
-        for device in self.devices:
+        """Start every device at the register rate; value changes begin as each one registers."""
+        gap = 1.0 / self.register_rate if self.register_rate > 0 else 0.0
+        if self.churn.restart > 0 or self.churn.vanish > 0:
+            self._churning = asyncio.create_task(self._churn())
+        for spec, device in zip(self.specs, self.devices, strict=True):
             await device.start()
-            self._varying.append(asyncio.create_task(device.vary(self.settings.rate, random.Random(self.rng.random()))))
+            self._varying.append(asyncio.create_task(device.vary(spec.rate, random.Random(self.rng.random()))))
             if gap:
                 await self.clock.sleep(gap)
+
+    async def _churn(self) -> None:
+        """Restart or drop a random device now and then (rates per device per hour, scenario `churn`)."""
+        per_second = (self.churn.restart + self.churn.vanish) * len(self.devices) / 3600
+        while True:
+            await self.clock.sleep(self.rng.expovariate(per_second))
+            live = [d for d in self.devices if d.registered.is_set()]
+            if not live:
+                continue
+            device = self.rng.choice(live)
+            await device.stop(deregister=False)
+            if self.rng.random() < self.churn.restart / (self.churn.restart + self.churn.vanish):
+                self.restarts += 1
+                device.registered.clear()
+                await device.start()
+            else:
+                self.vanished += 1
+                device.registered.clear()
 
     async def wait_registered(self) -> None:
         await asyncio.gather(*(device.registered.wait() for device in self.devices))
 
     async def stop(self) -> None:
+        if self._churning is not None:
+            self._churning.cancel()
+            await asyncio.gather(self._churning, return_exceptions=True)
         for task in self._varying:
             task.cancel()
         await asyncio.gather(*self._varying, return_exceptions=True)
         await asyncio.gather(*(device.stop() for device in self.devices))
 
+    def snapshot(self) -> dict[str, int]:
+        """Counters summed over the devices (what a worker reports to the parent)."""
+        totals = {name: 0 for name in COUNTERS}
+        for device in self.devices:
+            counters = device.counters
+            for name in COUNTERS:
+                totals[name] += getattr(counters, name)
+        totals["devices"] = len(self.devices)
+        totals["registered"] = sum(d.registered.is_set() for d in self.devices)
+        totals["notifying"] = sum(d.counters.notifications > 0 for d in self.devices)
+        totals["restarts"], totals["vanished"] = self.restarts, self.vanished
+        return totals
+
     def progress(self) -> str:
-        registered = sum(d.registered.is_set() for d in self.devices)
-        notifications = sum(d.counters.notifications for d in self.devices)
-        notifying = sum(d.counters.notifications > 0 for d in self.devices)
-        errors = sum(d.counters.errors for d in self.devices)
-        failures = sum(d.counters.register_failures for d in self.devices)
-        line = (
-            f"registered {registered}/{len(self.devices)}  notifying {notifying}  "
-            f"notifications {notifications}  errors {errors}"
-        )
-        if self.settings.bootstrap:
-            bootstrapped = sum(d.counters.bootstraps > 0 for d in self.devices)
-            bootstrap_failures = sum(d.counters.bootstrap_failures for d in self.devices)
-            line += f"  bootstrapped {bootstrapped}  bootstrap failures {bootstrap_failures}"
-        line += f"  registration failures {failures}"
+        line = progress_line(self.snapshot(), bootstrap=bool(self.settings.bootstrap))
         reasons = self.failure_reasons()
         return line + (f" ({reasons})" if reasons else "")
 
@@ -120,14 +184,76 @@ class Fleet:
         return "; ".join(f"{why} ({n} device{'s' if n > 1 else ''})" for why, n in reasons.most_common(3))
 
 
+def progress_line(totals: dict[str, int], *, bootstrap: bool = False) -> str:
+    line = (
+        f"registered {totals['registered']}/{totals['devices']}  notifying {totals['notifying']}  "
+        f"notifications {totals['notifications']}  errors {totals['errors']}"
+    )
+    if bootstrap:
+        line += f"  bootstrapped {totals['bootstraps']}  bootstrap failures {totals['bootstrap_failures']}"
+    line += f"  registration failures {totals['register_failures']}"
+    if totals["busy"] or totals["timeouts"] or totals["acked"]:
+        line += f"  acked {totals['acked']}  busy(5.03) {totals['busy']}  timeouts {totals['timeouts']}"
+    return line
+
+
+class _Report:
+    """Rates over the run, from successive snapshots."""
+
+    def __init__(self, workers: list[dict[str, Any]]) -> None:
+        self.started = time.monotonic()
+        self.all_registered_after: float | None = None
+        self.workers = workers
+
+    def see(self, totals: dict[str, int]) -> None:
+        if self.all_registered_after is None and totals["devices"] and totals["registered"] == totals["devices"]:
+            self.all_registered_after = time.monotonic() - self.started
+
+    def final(self, totals: dict[str, int]) -> dict[str, Any]:
+        elapsed = time.monotonic() - self.started
+        ramp = self.all_registered_after
+        return {
+            "devices": totals["devices"],
+            "registered": totals["registered"],
+            "seconds": round(elapsed, 2),
+            "all_registered_after_s": None if ramp is None else round(ramp, 2),
+            "registrations_per_s": round(totals["registrations"] / (ramp or elapsed), 1) if elapsed else 0.0,
+            "registrations": totals["registrations"],
+            "updates": totals["updates"],
+            "failures": {
+                "busy_503": totals["busy"],
+                "timeouts": totals["timeouts"],
+                "rejected": totals["rejected"],
+                "bootstrap": totals["bootstrap_failures"],
+            },
+            "notifications": {
+                "sent": totals["notifications"],
+                "acked": totals["acked"],
+                "per_s": round(totals["notifications"] / elapsed, 1) if elapsed else 0.0,
+            },
+            "churn": {"restarts": totals["restarts"], "vanished": totals["vanished"]},
+            "workers": self.workers,
+        }
+
+
+def _sum(snapshots: list[dict[str, int]]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for snapshot in snapshots:
+        for name, value in snapshot.items():
+            totals[name] = totals.get(name, 0) + value
+    return totals
+
+
+def _print_progress(line: str, live: bool) -> None:
+    print(("\r" if live else "") + line, end="" if live else "\n", file=sys.stderr, flush=True)
+
+
 async def simulate(settings: SimulateSettings) -> int:
+    if settings.workers > 1:
+        return await _simulate_in_workers(settings)
     fleet = Fleet(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if settings.duration > 0:
-        loop.call_later(settings.duration, stop.set)
+    stop = _stop_event(settings.duration or scenario_of(settings).duration or 0.0)
+    report = _Report([{"worker": 0, "pid": os.getpid(), "devices": len(fleet.devices)}])
     starting = asyncio.create_task(fleet.start())
     live = sys.stderr.isatty()
     while not stop.is_set():
@@ -135,9 +261,12 @@ async def simulate(settings: SimulateSettings) -> int:
             await asyncio.wait_for(stop.wait(), PROGRESS_INTERVAL)
         except TimeoutError:
             pass
-        print(("\r" if live else "") + fleet.progress(), end="" if live else "\n", file=sys.stderr, flush=True)
+        report.see(fleet.snapshot())
+        _print_progress(fleet.progress(), live)
     starting.cancel()
     await asyncio.gather(starting, return_exceptions=True)
+    totals = fleet.snapshot()
+    print("report: " + json.dumps(report.final(totals)), flush=True)
     await fleet.stop()
     print(("\n" if live else "") + "stopped: " + fleet.progress(), file=sys.stderr, flush=True)
     if fleet.ever_registered() == 0:
@@ -145,3 +274,97 @@ async def simulate(settings: SimulateSettings) -> int:
         print(f"devicehub simulate: no device registered with {settings.server}: {why}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _stop_event(duration: float) -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if duration > 0:
+        loop.call_later(duration, stop.set)
+    return stop
+
+
+# ---- several processes -----------------------------------------------------------------------------------
+def _worker(settings: SimulateSettings, index: int, reports: Any, done: Any) -> None:
+    """A worker process: its share of the devices, its counters sent to the parent every second."""
+    # the parent decides when to stop (a Ctrl-C or a SIGTERM to the process group reaches it too) and collects
+    # each worker's report first; a worker whose parent is gone stops by itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent = os.getppid()
+
+    async def main() -> None:
+        fleet = Fleet(settings, worker=index)
+        starting = asyncio.create_task(fleet.start())
+        loop = asyncio.get_running_loop()
+        while not await loop.run_in_executor(None, done.wait, PROGRESS_INTERVAL) and os.getppid() == parent:
+            reports.put((index, os.getpid(), fleet.snapshot(), False))
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        reports.put((index, os.getpid(), fleet.snapshot(), True))  # the report need not wait for de-registrations
+        await fleet.stop()
+
+    asyncio.run(main())
+
+
+async def _simulate_in_workers(settings: SimulateSettings) -> int:
+    context = multiprocessing.get_context("spawn")
+    reports = context.Queue()
+    done = context.Event()
+    processes = [
+        context.Process(target=_worker, args=(settings, index, reports, done), name=f"simulate-{index}", daemon=True)
+        for index in range(settings.workers)
+    ]
+    for process in processes:
+        process.start()
+    stop = _stop_event(settings.duration or scenario_of(settings).duration or 0.0)
+    latest: dict[int, dict[str, int]] = {}
+    pids: dict[int, int] = {}
+    finished: set[int] = set()
+    report = _Report([])
+    live = sys.stderr.isatty()
+
+    def drain() -> None:
+        while True:
+            try:
+                index, pid, snapshot, final = reports.get_nowait()
+            except queue.Empty:
+                return
+            latest[index], pids[index] = snapshot, pid
+            if final:
+                finished.add(index)
+
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), PROGRESS_INTERVAL)
+        except TimeoutError:
+            pass
+        drain()
+        if latest:
+            totals = _sum(list(latest.values()))
+            report.see(totals)
+            _print_progress(progress_line(totals, bootstrap=bool(settings.bootstrap)), live)
+        if any(not p.is_alive() for p in processes) and len(finished) < len(processes):
+            print("\na worker process died", file=sys.stderr)
+            stop.set()
+    done.set()
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 30
+    while len(finished) < len(processes) and loop.time() < end and any(p.is_alive() for p in processes):
+        await asyncio.sleep(0.05)
+        drain()
+    totals = _sum(list(latest.values()))
+    report.workers = [
+        {"worker": i, "pid": pids.get(i), "devices": latest.get(i, {}).get("devices", 0)} for i in range(len(processes))
+    ]
+    print("report: " + json.dumps(report.final(totals)), flush=True)
+    for process in processes:  # the devices de-register on the way out
+        process.join(timeout=DEREGISTER_WAIT_S)
+    print(
+        ("\n" if live else "") + "stopped: " + progress_line(totals, bootstrap=bool(settings.bootstrap)),
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0 if len(finished) == len(processes) else 1

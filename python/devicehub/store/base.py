@@ -57,6 +57,14 @@ class Store(Protocol):
         """Insert or replace by id; (account_id, endpoint_name) stays unique."""
 
     async def get_device(self, device_id: str) -> Device | None: ...
+    async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
+        """The stored devices among `device_ids` (unknown ids are left out), in no particular order."""
+
+    async def put_registered_devices(self, devices: Sequence[Device]) -> None:
+        """Full registrations of many devices at once (issue 16 #1): each device inserted or replaced, a snapshot
+        entry added for each of its resources (existing ones kept), and every resource subscription on it dropped
+        with the snapshot's subscribed marks (spec §2.1)."""
+
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None: ...
     async def list_devices(
         self,
@@ -83,6 +91,15 @@ class Store(Protocol):
 
     # live LwM2M registrations and observations (issue 12 #5) -----------------------------------
     async def put_registration(self, registration: RegistrationRecord) -> None: ...
+    async def put_registrations(
+        self,
+        registrations: Sequence[RegistrationRecord],
+        observations: Sequence[ObservationRecord] = (),
+        fresh: Sequence[str] = (),
+    ) -> None:
+        """A batch in one transaction (issue 16 #1): first drop every stored observation of the `fresh` device ids
+        (a Register ends them), then insert or replace the registrations and the observations."""
+
     async def get_registration(self, device_id: str) -> RegistrationRecord | None: ...
     async def list_registrations(self) -> list[RegistrationRecord]: ...
     async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:

@@ -7,6 +7,7 @@ half-written; the lease is one Lua script (compare-and-set on the owner). Key na
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -216,6 +217,19 @@ class RedisStore:
     async def get_device(self, device_id: str) -> Device | None:
         return await self._blob(Device, self._k("device", device_id))
 
+    async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
+        return await self._blobs(Device, [self._k("device", i) for i in device_ids])
+
+    async def put_registered_devices(self, devices: Sequence[Device]) -> None:
+        # one device at a time, each in its own MULTI (what `put_device` and friends do); pipelined by gather
+        async def one(device: Device) -> None:
+            await self.put_device(device)
+            await self.ensure_resources(device.id, [r.path for r in device.resources])
+            await self.remove_device_subscriptions(device.id)
+            await self.clear_subscribed(device.id)
+
+        await asyncio.gather(*(one(device) for device in devices))
+
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))
         return None if device_id is None else await self.get_device(_text(device_id))
@@ -331,6 +345,31 @@ class RedisStore:
         async with self.redis.pipeline(transaction=True) as tx:
             tx.set(self._k("reg", registration.device_id), _encode(registration))
             tx.zadd(self._k("reg_expiry"), {registration.device_id: registration.expires_at})
+            await tx.execute()
+
+    async def put_registrations(
+        self,
+        registrations: Sequence[RegistrationRecord],
+        observations: Sequence[ObservationRecord] = (),
+        fresh: Sequence[str] = (),
+    ) -> None:
+        ended: list[tuple[str, list[str]]] = []
+        if fresh:
+            async with self.redis.pipeline(transaction=False) as reads:
+                for device_id in fresh:
+                    reads.smembers(self._k("reg_obs", device_id))
+                tokens = await reads.execute()
+            ended = [(d, [_text(t) for t in members]) for d, members in zip(fresh, tokens, strict=True)]
+        async with self.redis.pipeline(transaction=True) as tx:
+            for device_id, members in ended:
+                tx.delete(self._k("reg_obs", device_id), *(self._k("obs", t) for t in members))
+            for registration in registrations:
+                tx.set(self._k("reg", registration.device_id), _encode(registration))
+            if registrations:
+                tx.zadd(self._k("reg_expiry"), {r.device_id: r.expires_at for r in registrations})
+            for observation in observations:
+                tx.set(self._k("obs", observation.token.hex()), _encode(observation))
+                tx.sadd(self._k("reg_obs", observation.device_id), observation.token.hex())
             await tx.execute()
 
     async def get_registration(self, device_id: str) -> RegistrationRecord | None:

@@ -335,6 +335,48 @@ class SqliteStore:
     async def get_device(self, device_id: str) -> Device | None:
         return await self._one(Device, "SELECT data FROM devices WHERE id = ?", (device_id,))
 
+    async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
+        def work(db: sqlite3.Connection) -> list[bytes]:
+            rows: list[bytes] = []
+            for start in range(0, len(device_ids), 500):  # below SQLite's bound on host parameters
+                chunk = device_ids[start : start + 500]
+                sql = f"SELECT data FROM devices WHERE id IN ({','.join('?' * len(chunk))})"
+                rows.extend(row[0] for row in db.execute(sql, tuple(chunk)))
+            return rows
+
+        return [_decode(Device, data) for data in await self._read(work)]
+
+    async def put_registered_devices(self, devices: Sequence[Device]) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data,"
+                " endpoint_type, host_gateway, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        d.id,
+                        d.account_id,
+                        d.endpoint_name,
+                        d.state,
+                        d.last_seen_at,
+                        _encode(d),
+                        d.endpoint_type,
+                        d.host_gateway,
+                        d.created_at,
+                        d.updated_at,
+                    )
+                    for d in devices
+                ],
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO snapshot (device_id, path) VALUES (?, ?)",
+                [(d.id, r.path) for d in devices for r in d.resources],
+            )
+            ids = [(d.id,) for d in devices]
+            db.executemany("DELETE FROM subscriptions WHERE device_id = ?", ids)
+            db.executemany("UPDATE snapshot SET subscribed = 0 WHERE device_id = ? AND subscribed != 0", ids)
+
+        await self._write(work)
+
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         return await self._one(
             Device, "SELECT data FROM devices WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
@@ -393,6 +435,25 @@ class SqliteStore:
                 (registration.device_id, registration.updated_at, registration.expires_at, _encode(registration)),
             )
         )
+
+    async def put_registrations(
+        self,
+        registrations: Sequence[RegistrationRecord],
+        observations: Sequence[ObservationRecord] = (),
+        fresh: Sequence[str] = (),
+    ) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.executemany("DELETE FROM observations WHERE device_id = ?", [(device_id,) for device_id in fresh])
+            db.executemany(
+                "INSERT OR REPLACE INTO registrations (device_id, updated_at, expires_at, data) VALUES (?, ?, ?, ?)",
+                [(r.device_id, r.updated_at, r.expires_at, _encode(r)) for r in registrations],
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO observations (token, device_id, data) VALUES (?, ?, ?)",
+                [(o.token, o.device_id, _encode(o)) for o in observations],
+            )
+
+        await self._write(work)
 
     async def get_registration(self, device_id: str) -> RegistrationRecord | None:
         return await self._one(RegistrationRecord, "SELECT data FROM registrations WHERE device_id = ?", (device_id,))

@@ -48,6 +48,7 @@ async def _translator(local: aiohttp.ClientSession, name: str, *devices: str) ->
 
 
 async def _device_id(node: Node, endpoint: str) -> str:
+    await node.lwm2m.flush()  # registrations are answered first and stored in batches (issue 16 #1)
     account = await node.store.find_account_by_name("development")
     assert account is not None
     device = await node.store.find_device(account.id, endpoint)

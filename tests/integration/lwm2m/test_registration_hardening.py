@@ -25,6 +25,7 @@ def test_non_ascii_digits_in_links_and_lifetime_are_not_a_server_error(tmp_path:
                 response = await sim.endpoint.request(server, codes.POST, options, payload)
                 assert response.code == codes.CREATED
                 device_id = response.location_path[-1]
+                await node.lwm2m.flush()
                 stored = await node.store.get_device(device_id)
                 assert stored is not None and [r.path for r in stored.resources] == ["/3/0"]
                 assert [s.path for s in await node.store.get_snapshot(device_id)] == ["/3/0"]
@@ -65,6 +66,7 @@ def test_concurrent_registrations_of_new_names_mint_one_device_id_each(tmp_path:
                     *(register(sim, name) for _ in range(4) for sim in sims for name in names)
                 )
                 assert {code for _, code, _ in answers} == {codes.CREATED}
+                await node.lwm2m.flush()
                 ids = {name: {device_id for n, _, device_id in answers if n == name} for name in names}
                 assert all(len(minted) == 1 for minted in ids.values()), ids
                 account = next(iter(node.lwm2m._devices.values())).registration.account_id

@@ -489,3 +489,74 @@ async def _forget_filter_indexes(store: Store) -> None:
                 db.execute(f"ALTER TABLE devices DROP COLUMN {column}")
 
         await store._write(old_schema)
+
+
+def test_a_batch_of_registrations_is_written_at_once_and_a_fresh_one_ends_earlier_observations(
+    make_store: StoreFactory,
+) -> None:
+    """issue 16 #1: registrations are stored in batches; a Register in the batch drops the device's observations."""
+    from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
+
+    def record(n: int, updated_at: float) -> RegistrationRecord:
+        return RegistrationRecord(
+            device_id=f"d{n}",
+            account_id=A,
+            endpoint_name=f"ep-{n}",
+            lifetime=60,
+            links=(RegistrationLink("/3/0"),),
+            host="127.0.0.1",
+            port=5000 + n,
+            registered_at=100.0,
+            updated_at=updated_at,
+            expires_at=updated_at + 153,
+        )
+
+    old = ObservationRecord(token=b"\x01", device_id="d1", path="/3/0/0")
+    kept = ObservationRecord(token=b"\x02", device_id="d2", path="/3/0/0", last_seq=4)
+    new = ObservationRecord(token=b"\x03", device_id="d1", path="/3/0/1", auto=True)
+
+    async def write(store: Store) -> None:
+        await store.put_registrations([record(1, 100.0), record(2, 100.0)], [old, kept])
+        assert await store.put_registrations([]) is None  # an empty batch is no error
+        await store.put_registrations([record(1, 200.0), record(3, 200.0)], [new], fresh=["d1", "d3"])
+
+    async def check(store: Store) -> None:
+        assert [r.device_id for r in await store.list_registrations()] == ["d1", "d2", "d3"]
+        assert await store.get_registration("d1") == record(1, 200.0)
+        assert await store.device_observations("d1") == [new]
+        assert await store.get_observation(b"\x01") is None
+        assert await store.device_observations("d2") == [kept]
+        assert [r.device_id for r in await store.registrations_expiring(300.0)] == ["d2"]
+        assert await store.remove_registration("d1", updated_at=200.0)
+        assert await store.get_observation(b"\x03") is None
+
+    run(make_store, write)
+    reopen(make_store, check)
+
+
+def test_a_batch_of_full_registrations_stores_devices_and_drops_their_subscriptions(make_store: StoreFactory) -> None:
+    """issue 16 #1: `put_registered_devices` does for many devices what a full registration does for one."""
+    from devicehub.store.records import ResourceInfo
+
+    def registered(device_id: str, name: str, *paths: str) -> Device:
+        return msgspec.structs.replace(
+            device(device_id, name), resources=tuple(ResourceInfo(path=p) for p in paths), lifetime=60
+        )
+
+    async def scenario(store: Store) -> None:
+        await store.put_device(device("d1", "ep-1"))
+        await store.add_subscription("k1", "d1", "/3/0/0")
+        await store.set_subscribed("d1", "/3/0/0", True)
+        await store.add_subscription("k1", "d9", "/3/0/0")  # another device's: kept
+        assert await store.get_devices([]) == []
+        batch = [registered("d1", "ep-1", "/3/0/0", "/3/0/1"), registered("d2", "ep-2", "/1/0/1")]
+        await store.put_registered_devices(batch)
+        assert sorted(await store.get_devices(["d2", "d1", "nope"]), key=lambda d: d.id) == batch
+        assert await store.list_subscriptions("k1", "d1") == []
+        assert await store.list_subscriptions("k1", "d9") == ["/3/0/0"]
+        snapshot = await store.get_snapshot("d1")
+        assert [(e.path, e.subscribed) for e in snapshot] == [("/3/0/0", False), ("/3/0/1", False)]
+        assert [e.path for e in await store.get_snapshot("d2")] == ["/1/0/1"]
+        assert await store.count_devices(A) == 2
+
+    run(make_store, scenario)
