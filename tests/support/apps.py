@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
+
+if TYPE_CHECKING:
+    from devicehub.node import Node
 
 Message = dict[str, Any]
 
@@ -78,3 +82,18 @@ async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
         if loop.time() > end:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def websocket_app(node: Node, key: str | None = None) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
+    """An application of `node`: an HTTP session with its key (the dev key by default) and its WebSocket channel,
+    connected."""
+    headers = {"Authorization": f"Bearer {key or node.dev_api_key}"}
+    async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+        async with http.put("/v2/notification/websocket") as r:
+            assert r.status in (200, 201)
+        ws = await http.ws_connect("/v2/notification/websocket-connect")
+        try:
+            yield http, EventReader(ws)
+        finally:
+            await ws.close()

@@ -21,7 +21,7 @@ from devicehub.lwm2m import codes
 from devicehub.node import Node
 from devicehub.sim.device import OmaBehaviour
 from devicehub.sim.objects import BATTERY, OPAQUE, TEMPERATURE, Resource, standard_model
-from support.apps import EventReader
+from support.apps import websocket_app as app
 from support.node import device, eventually, run, running_node
 
 # Wakaama's first datagram (lwm2m-device-side.md §1): CON POST /rd, MID 0x6d9a, token 9a6d2c69, CF 40,
@@ -45,20 +45,6 @@ async def wait_reported(node: Node, device_id: str, path: str, value: bytes) -> 
         if loop.time() > end:
             raise AssertionError(f"{path} never reported {value!r} (last: {await reported(node, device_id, path)!r})")
         await asyncio.sleep(0.01)
-
-
-@contextlib.asynccontextmanager
-async def app(node: Node) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
-    """An application: an HTTP session with the dev key and its WebSocket channel, connected."""
-    headers = {"Authorization": f"Bearer {node.dev_api_key}"}
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
-        async with http.put("/v2/notification/websocket") as r:
-            assert r.status in (200, 201)
-        ws = await http.ws_connect("/v2/notification/websocket-connect")
-        try:
-            yield http, EventReader(ws)
-        finally:
-            await ws.close()
 
 
 async def device_request(http: aiohttp.ClientSession, device_id: str, async_id: str, body: dict[str, Any]) -> None:

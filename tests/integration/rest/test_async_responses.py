@@ -4,31 +4,15 @@ device on real UDP: `payload`, `ct` and `max-age` are always there; `error` only
 from __future__ import annotations
 
 import base64
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from devicehub.node import Node
-from support.apps import EventReader
+from support.apps import EventReader, websocket_app
 from support.node import device, run, running_node
 
 ALWAYS = {"id", "status", "payload", "ct", "max-age"}
-
-
-@contextlib.asynccontextmanager
-async def websocket_app(node: Node) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
-    headers = {"Authorization": f"Bearer {node.dev_api_key}"}
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
-        async with http.put("/v2/notification/websocket") as r:
-            assert r.status in (200, 201)
-        ws = await http.ws_connect("/v2/notification/websocket-connect")
-        try:
-            yield http, EventReader(ws)
-        finally:
-            await ws.close()
 
 
 async def ask(http: aiohttp.ClientSession, events: EventReader, device_id: str, async_id: str, body: Any) -> Any:

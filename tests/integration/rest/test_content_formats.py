@@ -5,33 +5,17 @@ the echo's desired value (content type, desired_at, last success kept across a f
 from __future__ import annotations
 
 import base64
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from devicehub._core import lwm2m_cbor_decode, lwm2m_cbor_encode, senml_cbor_decode, senml_cbor_encode
-from devicehub.node import Node
-from support.apps import EventReader
+from support.apps import websocket_app as app
 from support.node import device, run, running_node
 
 LWM2M_CBOR = "application/vnd.oma.lwm2m+cbor"
 SENML_CBOR = "application/senml+cbor"
-
-
-@contextlib.asynccontextmanager
-async def app(node: Node) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
-    headers = {"Authorization": f"Bearer {node.dev_api_key}"}
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
-        async with http.put("/v2/notification/websocket") as r:
-            assert r.status in (200, 201)
-        ws = await http.ws_connect("/v2/notification/websocket-connect")
-        try:
-            yield http, EventReader(ws)
-        finally:
-            await ws.close()
 
 
 async def post(http: aiohttp.ClientSession, device_id: str, async_id: str, body: dict[str, Any]) -> tuple[int, str]:

@@ -4,33 +4,16 @@ device requests and their async-responses, the echo snapshot, request expiry, ac
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from devicehub.clock import ManualClock
-from devicehub.node import Node
-from support.apps import EventReader
+from support.apps import websocket_app as app
 from support.node import device, run, running_node
-
-
-@contextlib.asynccontextmanager
-async def app(node: Node, key: str | None = None) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
-    """An application: an HTTP session with its key and its WebSocket channel, connected."""
-    headers = {"Authorization": f"Bearer {key or node.dev_api_key}"}
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
-        async with http.put("/v2/notification/websocket") as r:
-            assert r.status in (200, 201)
-        ws = await http.ws_connect("/v2/notification/websocket-connect")
-        try:
-            yield http, EventReader(ws)
-        finally:
-            await ws.close()
 
 
 async def request(http: aiohttp.ClientSession, device_id: str, async_id: str, body: dict[str, Any]) -> None:
