@@ -85,7 +85,7 @@ def _lua(call: str, devices: list[str], key: str) -> str:
     }
 
 
-def _wrk(url: str, script: Path, connections: int, threads: int, seconds: float) -> dict[str, float]:
+def _wrk(url: str, script: Path, connections: int, threads: int, seconds: int) -> dict[str, float]:
     out = subprocess.run(
         ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "-s", str(script), url],
         capture_output=True,
@@ -158,7 +158,7 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=50)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
-    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--calls", default=",".join(CALLS), help=f"comma-separated subset of {', '.join(CALLS)}")
     parser.add_argument("--smoke", action="store_true")
