@@ -1,0 +1,119 @@
+"""The SQLite store's REST reads run on reader connections (issue 15): a write stalled on the writer thread, with
+its transaction open, and the reads the hot endpoints make are answered meanwhile, their own writes included."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from devicehub.store.records import Account, ApiKey, Device, DeviceRequest, ReportedValue
+from devicehub.store.sqlite import SqliteStore
+
+WAIT = 10.0  # bound on each wait below; they end on a condition, never on the timeout
+
+
+@asynccontextmanager
+async def stalled_writer(store: SqliteStore) -> AsyncIterator[asyncio.Task[None]]:
+    """A write that holds the writer thread and SQLite's write lock until the block ends."""
+    entered, release = threading.Event(), threading.Event()
+
+    def work(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO enrollments (endpoint_name, account_id) VALUES ('stalled', 'a1')")
+        entered.set()
+        release.wait(WAIT)
+
+    task = asyncio.ensure_future(store._write(work))
+    try:
+        assert await asyncio.get_running_loop().run_in_executor(None, entered.wait, WAIT)
+        yield task
+    finally:
+        release.set()
+        await task
+
+
+def test_hot_path_reads_are_answered_while_a_write_is_stalled(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.create_account(Account(id="a1", name="acme", tier="commercial", created_at=1.0))
+            key = ApiKey(id="k1", account_id="a1", name="", key_hash="h1", created_at=1.0)
+            await store.create_key(key)
+            device = Device(
+                id="d1", account_id="a1", endpoint_name="ep1", created_at=1.0, updated_at=1.0, last_seen_at=1.0
+            )
+            await store.put_device(device)
+            await store.ensure_resources("d1", ["/3/0/0"])
+            await store.add_subscription("k1", "d1", "/3/0/0")
+            request = DeviceRequest(
+                async_id="r1",
+                key_id="k1",
+                account_id="a1",
+                device_id="d1",
+                method="GET",
+                uri="/3",
+                created_at=1.0,
+                expires_at=9.0,
+            )
+            await store.enqueue_request(request)
+            async with stalled_writer(store) as stalled:
+                reads = await asyncio.wait_for(
+                    asyncio.gather(
+                        store.find_key_by_hash("h1"),
+                        store.get_account("a1"),
+                        store.get_device("d1"),
+                        store.list_devices("a1"),
+                        store.count_devices("a1"),
+                        store.get_snapshot("d1"),
+                        store.list_subscriptions("k1", "d1"),
+                        store.find_request("k1", "r1"),
+                        store.pending_requests("d1"),
+                    ),
+                    WAIT,
+                )
+                assert not stalled.done()  # every read was answered while the write still held the writer
+            assert reads[0] == key and reads[2] == device and reads[3] == [device] and reads[4] == 1
+            assert [r.path for r in reads[5]] == ["/3/0/0"]
+            assert reads[6] == ["/3/0/0"] and reads[7] == request and reads[8] == [request]
+            assert await store.enrolled_account("stalled") == "a1"  # and the stalled write did commit
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_a_snapshot_read_sees_reported_values_whose_flush_is_stalled(tmp_path: Path) -> None:
+    """Read-your-writes without a flush: values pending or in flight are laid over the reader's rows."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.ensure_resources("d1", ["/3303/0/5700", "/3303/0/5701"])
+            first = ReportedValue(value=b"21.5", content_type="text/plain", reported_at=5.0)
+            await store.set_reported("d1", "/3303/0/5700", first)
+            async with stalled_writer(store):
+                flushing = asyncio.ensure_future(store._reported.flush())  # queued behind the stalled write
+                await asyncio.sleep(0)  # one loop turn: the flush takes the pending values and waits for the writer
+                assert store._reported._writing and not flushing.done()
+                newer = ReportedValue(value=b"C", content_type="text/plain", reported_at=6.0)
+                await store.set_reported("d1", "/3303/0/5701", newer)  # pending, behind the in-flight batch
+                snapshot = await asyncio.wait_for(store.get_snapshot("d1"), WAIT)
+                assert not flushing.done()
+                assert {r.path: r.reported for r in snapshot} == {"/3303/0/5700": first, "/3303/0/5701": newer}
+            await flushing
+            assert {r.path: r.reported for r in await store.get_snapshot("d1")}["/3303/0/5700"] == first
+        finally:
+            await store.close()
+        reopened = SqliteStore(tmp_path)  # close() wrote what was pending: nothing lost on a graceful stop
+        await reopened.open()
+        try:
+            assert {r.path: r.reported for r in await reopened.get_snapshot("d1")}["/3303/0/5701"] == newer
+        finally:
+            await reopened.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
