@@ -9,9 +9,10 @@ Every write runs on one dedicated writer thread (style rule 12: the event loop n
 one transaction, so a failing call leaves nothing half-written. The REST hot paths' reads (keys, accounts,
 devices, snapshots, subscriptions, pending requests) run on a small pool of reader threads with their own
 read-only connections (issue 15): WAL lets them read the last committed state while the writer works, so a read
-never waits behind queued writes; every write is awaited by its caller, so a later read sees it. Records are kept
-as msgpack blobs beside the columns that queries filter on; the blobs use the same msgspec Structs as every other
-backend.
+never waits behind queued writes; every write is awaited by its caller, so a later read sees it. Devices and
+snapshots once read are served from memory (store/read_cache.py), kept current by this store's own writes.
+Records are kept as msgpack blobs beside the columns that queries filter on; the blobs use the same msgspec
+Structs as every other backend.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import msgspec
 from devicehub.errors import StorageUnavailable
 from devicehub.store.device_query import DeviceQuery
 from devicehub.store.health import WriteHealth
+from devicehub.store.read_cache import ReadCache
 from devicehub.store.records import (
     Account,
     ApiKey,
@@ -177,6 +179,7 @@ class SqliteStore:
         self._readers = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="sqlite-reader")
         self._reader_local = threading.local()
         self._reader_dbs: list[sqlite3.Connection] = []
+        self._cache = ReadCache()  # devices and snapshots in memory: this process is the database's one writer
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
         self.write_health = WriteHealth()
 
@@ -345,6 +348,7 @@ class SqliteStore:
         return await self._read(work)
 
     async def put_device(self, device: Device) -> None:
+        self._cache.touch(device.id)
         await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data,"
@@ -363,9 +367,16 @@ class SqliteStore:
                 ),
             )
         )
+        self._cache.put_device(device)
 
     async def get_device(self, device_id: str) -> Device | None:
-        return await self._one(Device, "SELECT data FROM devices WHERE id = ?", (device_id,), reader=True)
+        device = self._cache.device(device_id)
+        if device is None:
+            epoch = self._cache.epoch(device_id)
+            device = await self._one(Device, "SELECT data FROM devices WHERE id = ?", (device_id,), reader=True)
+            if device is not None:
+                self._cache.fill_device(device, epoch)
+        return device
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         return await self._one(
@@ -398,6 +409,7 @@ class SqliteStore:
         )
 
     async def delete_device(self, device_id: str) -> None:
+        self._cache.touch(device_id)
         await self._reported.flush()
 
         def work(db: sqlite3.Connection) -> None:
@@ -406,6 +418,7 @@ class SqliteStore:
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
 
         await self._write(work)
+        self._cache.forget(device_id)
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
         return await self._read(
@@ -672,6 +685,7 @@ class SqliteStore:
     # ---- state snapshot --------------------------------------------------------------------------------
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
         self._reported.put(device_id, path, reported)
+        self._cache.update(device_id, path, reported=reported)
 
     async def _write_reported(self, pending: Pending) -> None:
         rows = [(device_id, path, _encode(value)) for (device_id, path), value in pending.items()]
@@ -684,6 +698,7 @@ class SqliteStore:
         )
 
     async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:
+        self._cache.touch(device_id)
         await self._write(
             lambda db: db.execute(
                 "INSERT INTO snapshot (device_id, path, desired) VALUES (?, ?, ?)"
@@ -691,8 +706,10 @@ class SqliteStore:
                 (device_id, path, _encode(desired)),
             )
         )
+        self._cache.update(device_id, path, desired=desired)
 
     async def set_subscribed(self, device_id: str, path: str, subscribed: bool) -> None:
+        self._cache.touch(device_id)
         await self._write(
             lambda db: db.execute(
                 "INSERT INTO snapshot (device_id, path, subscribed) VALUES (?, ?, ?)"
@@ -700,18 +717,28 @@ class SqliteStore:
                 (device_id, path, int(subscribed)),
             )
         )
+        self._cache.update(device_id, path, subscribed=subscribed)
 
     async def clear_subscribed(self, device_id: str) -> None:
+        self._cache.touch(device_id)
         await self._write(lambda db: db.execute("UPDATE snapshot SET subscribed = 0 WHERE device_id = ?", (device_id,)))
+        self._cache.clear_subscribed(device_id)
 
     async def ensure_resources(self, device_id: str, paths: Sequence[str]) -> None:
+        self._cache.touch(device_id)
         await self._write(
             lambda db: db.executemany(
                 "INSERT OR IGNORE INTO snapshot (device_id, path) VALUES (?, ?)", [(device_id, p) for p in paths]
             )
         )
+        self._cache.ensure(device_id, paths)
 
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
+        cached = self._cache.snapshot(device_id)
+        if cached is not None:
+            return cached
+        epoch = self._cache.epoch(device_id)
+
         def work(db: sqlite3.Connection) -> list[SnapshotResource]:
             rows = db.execute(
                 "SELECT path, reported, desired, subscribed FROM snapshot WHERE device_id = ? ORDER BY path",
@@ -741,10 +768,17 @@ class SqliteStore:
                 pass  # served from memory: the values the store could not take are laid over what it holds
             snapshot = await self._read(work)
         unwritten = self._reported.pending_for(device_id)
-        if unwritten:
-            snapshot = [
-                msgspec.structs.replace(r, reported=unwritten[r.path]) if r.path in unwritten else r for r in snapshot
-            ]
+        if unwritten:  # laid over the rows; a value of a path with no row yet is the row its flush will insert
+            rows = {r.path: r for r in snapshot}
+            for path, value in unwritten.items():
+                row = rows.get(path)
+                rows[path] = (
+                    SnapshotResource(path=path, reported=value)
+                    if row is None
+                    else (msgspec.structs.replace(row, reported=value))
+                )
+            snapshot = [rows[path] for path in sorted(rows)]
+        self._cache.fill_snapshot(device_id, snapshot, epoch)
         return snapshot
 
     # ---- cluster coordination (one process, but the same contract as Redis) ---------------------------

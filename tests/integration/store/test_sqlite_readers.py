@@ -10,9 +10,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from devicehub.store.records import Account, ApiKey, Device, DeviceRequest, ReportedValue
+import msgspec
+
+from devicehub.store.read_cache import ReadCache
+from devicehub.store.records import (
+    Account,
+    ApiKey,
+    DesiredValue,
+    Device,
+    DeviceRequest,
+    ReportedValue,
+    SnapshotResource,
+)
 from devicehub.store.sqlite import SqliteStore
 
+TIMES = {"created_at": 1.0, "updated_at": 1.0, "last_seen_at": 1.0}
 WAIT = 10.0  # bound on each wait below; they end on a condition, never on the timeout
 
 
@@ -93,7 +105,7 @@ def test_a_snapshot_read_sees_reported_values_whose_flush_is_stalled(tmp_path: P
         store = SqliteStore(tmp_path)
         await store.open()
         try:
-            await store.ensure_resources("d1", ["/3303/0/5700", "/3303/0/5701"])
+            await store.ensure_resources("d1", ["/3303/0/5700"])  # /3303/0/5701 has no row before its flush
             first = ReportedValue(value=b"21.5", content_type="text/plain", reported_at=5.0)
             await store.set_reported("d1", "/3303/0/5700", first)
             async with stalled_writer(store):
@@ -117,3 +129,65 @@ def test_a_snapshot_read_sees_reported_values_whose_flush_is_stalled(tmp_path: P
             await reopened.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_the_read_cache_follows_every_write_and_matches_the_database(tmp_path: Path) -> None:
+    """Devices and snapshots served from memory after a first read; each write shows at once, and what the cache
+    serves is what a fresh store reads from the file."""
+
+    async def scenario() -> tuple[list[SnapshotResource], Device | None]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            device = Device(id="d1", account_id="a1", endpoint_name="e", **TIMES)
+            await store.put_device(device)
+            await store.ensure_resources("d1", ["/3/0/0", "/3/0/1"])
+            assert await store.get_device("d1") == device and len(await store.get_snapshot("d1")) == 2  # cached
+            renamed = msgspec.structs.replace(device, name="boiler")
+            await store.put_device(renamed)
+            assert await store.get_device("d1") == renamed
+            desired = DesiredValue(value=b"1", desired_at=2.0, status=0, status_updated_at=2.0)
+            await store.set_desired("d1", "/3/0/1", desired)
+            await store.set_subscribed("d1", "/3/0/0", True)
+            await store.ensure_resources("d1", ["/3/0/2"])
+            value = ReportedValue(value=b"x", content_type="text/plain", reported_at=3.0)
+            await store.set_reported("d1", "/3/0/9", value)
+            served = await store.get_snapshot("d1")
+            assert [(r.path, r.subscribed) for r in served] == [
+                ("/3/0/0", True),
+                ("/3/0/1", False),
+                ("/3/0/2", False),
+                ("/3/0/9", False),
+            ]
+            assert served[1].desired == desired and served[3].reported == value
+            await store.clear_subscribed("d1")
+            served = await store.get_snapshot("d1")
+            assert not any(r.subscribed for r in served)
+            await store.put_device(Device(id="d2", account_id="a1", endpoint_name="f", **TIMES))
+            await store.get_snapshot("d2")
+            await store.delete_device("d2")
+            assert await store.get_device("d2") is None and await store.get_snapshot("d2") == []
+        finally:
+            await store.close()
+        fresh = SqliteStore(tmp_path)
+        await fresh.open()
+        try:
+            assert await fresh.get_snapshot("d1") == served
+            return served, await fresh.get_device("d1")
+        finally:
+            await fresh.close()
+
+    served, stored = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert stored is not None and stored.name == "boiler" and len(served) == 4
+
+
+def test_a_load_that_raced_a_write_does_not_fill_the_cache() -> None:
+    cache = ReadCache()
+    stale = Device(id="d1", account_id="a1", endpoint_name="e", **TIMES)
+    epoch = cache.epoch("d1")  # a load begins
+    cache.touch("d1")  # a write of d1 begins (and commits) meanwhile
+    cache.fill_device(stale, epoch)
+    cache.fill_snapshot("d1", [SnapshotResource(path="/3/0/0")], epoch)
+    assert cache.device("d1") is None and cache.snapshot("d1") is None
+    cache.fill_device(stale, cache.epoch("d1"))  # a load with nothing racing it fills
+    assert cache.device("d1") == stale
