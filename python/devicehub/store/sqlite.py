@@ -397,8 +397,15 @@ class SqliteStore:
         if after is not None:
             where += " AND id < ?" if descending else " AND id > ?"
             args.append(after)
-        sql = f"SELECT data FROM devices WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
-        return await self._all(Device, sql, (*args, limit), reader=True)
+        sql = f"SELECT id, data FROM devices WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
+        cached = self._cache.device
+
+        def work(db: sqlite3.Connection) -> list[Device]:
+            # a cached record is what the device's last completed write stored (the cache follows each commit):
+            # decoding is the listing's main cost, so only what the cache lacks is decoded
+            return [cached(str(i)) or _decode(Device, data) for i, data in db.execute(sql, (*args, limit))]
+
+        return await self._query(work)
 
     async def count_devices(
         self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None
