@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 log = logging.getLogger("devicehub.store")
 
 RESUBSCRIBE_S = 1.0
+SUBSCRIBE_WAIT_S = 10.0
 
 
 def channel(prefix: str) -> str:
@@ -39,7 +40,10 @@ class RevocationListener:
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="key-revocations")
-        await self._subscribed.wait()  # from here on no revocation goes unheard
+        try:  # from here on no revocation goes unheard
+            await asyncio.wait_for(self._subscribed.wait(), SUBSCRIBE_WAIT_S)
+        except TimeoutError:  # keys then stay cached for the TTL at most; the listener keeps trying
+            log.warning("key revocation channel not subscribed after %.0f s", SUBSCRIBE_WAIT_S)
 
     async def _run(self) -> None:
         while True:
