@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every benchmark in smoke mode: seconds each, checks it runs and prints its summary line.
+# (bench/rest_bench.py needs wrk from Debian: .ci/run installs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench -p devicehub-core -- --test

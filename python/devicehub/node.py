@@ -28,6 +28,7 @@ from devicehub.lwm2m.transport import Limits
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import open_store
 from devicehub.store.redis import RedisStore
+from devicehub.store.revocations import RevocationListener
 
 log = logging.getLogger("devicehub.node")
 
@@ -59,6 +60,7 @@ class Node:
         self._sweeper: asyncio.Task[None] | None = None
         self.bootstrap: BootstrapServer | None = None
         self.bootstrap_port = 0
+        self._revocations: RevocationListener | None = None
 
     async def start(self) -> None:
         settings = self.settings
@@ -68,6 +70,12 @@ class Node:
             self.store = open_store(settings.data_dir, settings.redis_url)
             await self.store.open()
         self.accounts = AccountService(self.store, self.clock)
+        if isinstance(self.store, RedisStore):  # issue 15: a key revoked on any node stops working here at once
+            accounts = self.accounts
+            self._revocations = RevocationListener(
+                self.store.redis, self.store.prefix, accounts.forget_key, accounts.forget_all_keys
+            )
+            await self._revocations.start()
         default_account: str | None = None
         if settings.dev:
             default_account = await self._dev_account()
@@ -241,6 +249,8 @@ class Node:
         for part in ("lwm2m", "devices", "hub"):
             if hasattr(self, part):
                 await getattr(self, part).stop()
+        if self._revocations is not None:
+            await self._revocations.close()
         if hasattr(self, "store"):
             await self.store.close()
 

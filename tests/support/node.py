@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,17 @@ async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None
     while not predicate():
         if loop.time() > end:
             raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.002)
+
+
+async def eventually_stored(check: Callable[[], Awaitable[bool]], within: float = 5.0) -> None:
+    """`eventually` for a condition on the store: reads run beside the writer (issue 15), so a write the service
+    has not finished yet (it does not wait for it) becomes visible a moment later, never before it commits."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while not await check():
+        if loop.time() > end:
+            raise AssertionError("stored condition not reached in time")
         await asyncio.sleep(0.002)
 
 

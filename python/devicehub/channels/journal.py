@@ -3,8 +3,10 @@
 Guarantee: every queued event is appended to an in-memory pending list at push time, and a flusher task writes
 the pending lists to the store (`append_events`) every `flush_interval_ms` (default 100 ms), together with the
 number of events that left each queue from its head (delivered, dropped by the byte cap, expired) via
-`drop_head_events`. A graceful stop flushes everything, so it loses nothing; after kill -9 the events queued
-during the last flush interval at most are lost, and deliveries of that interval may be repeated (at least once).
+`drop_head_events`. An event that left its queue before the flush that would have written it is never written
+(what a flush writes is what is still queued then). A graceful stop flushes everything, so it loses nothing;
+after kill -9 the events queued during the last flush interval at most are lost, and deliveries of that interval
+may be repeated (at least once).
 
 The journal mirrors each queue in order: appends go to the tail, removals come from the head. The one case where
 a queue loses events that are not at the journal's head (the byte cap or the lifetime dropping events queued
@@ -134,6 +136,13 @@ class Journal:
                 self._stored[key_id] = 0
             pending.appends[:0] = pending.rewrite
             pending.rewrite = None
+        stored = self._stored.get(key_id, 0)
+        if pending.drops > stored and pending.appends:
+            # issue 15: events queued and gone again (delivered, dropped) since the last flush never touch the disk;
+            # the removals beyond what is stored take them off the head of what is still to append
+            gone = min(pending.drops - stored, len(pending.appends))
+            del pending.appends[:gone]
+            pending.drops -= gone
         if pending.appends:
             await self._store.append_events(key_id, pending.appends)
             self._stored[key_id] = self._stored.get(key_id, 0) + len(pending.appends)

@@ -18,6 +18,11 @@ from devicehub.store.base import Store
 from devicehub.store.records import Account, ApiKey
 
 KEY_PREFIX = "ak_"
+# issue 15: keys resolve from memory on the REST hot path. A revocation on this node drops the key at once; in
+# Redis mode the store announces it to every node (store/revocations.py). The TTL bounds what no announcement
+# reaches (a `devicehub keys revoke` run beside an embedded-store node, a node cut off from Redis's pub/sub).
+KEY_CACHE_TTL = 2.0
+KEY_CACHE_MAX = 10_000
 DEV_ACCOUNT_NAME = "development"
 ADMINISTRATORS, DEVELOPERS = "Administrators", "Developers"
 
@@ -53,9 +58,12 @@ def group_id(account_id: str, group: str) -> str:
 class AccountService:
     """Administration of accounts and keys, and key → principal resolution for every API call."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, *, key_cache_ttl: float = KEY_CACHE_TTL) -> None:
         self._store = store
         self._clock = clock
+        self._key_cache_ttl = key_cache_ttl
+        self._keys: dict[str, tuple[Principal, float]] = {}  # key hash → (principal, valid until)
+        self._forgotten = 0  # moves on every revocation: a lookup that raced one does not cache its answer
 
     async def create_account(self, name: str, *, tier: str = "commercial") -> Account:
         if not name or len(name) > 100:
@@ -90,19 +98,43 @@ class AccountService:
         return key, secret
 
     async def revoke_key(self, key_id: str) -> None:
-        if not await self._store.revoke_key(key_id, self._clock.now()):
+        found = await self._store.revoke_key(key_id, self._clock.now())
+        self.forget_key(key_id)
+        if not found:
             raise NotFound(f"no key {key_id!r}")
+
+    def forget_key(self, key_id: str) -> None:
+        """The key was revoked (here or on another node): the next call with it goes to the store."""
+        self._forgotten += 1
+        for key_hash in [h for h, (p, _) in self._keys.items() if p.key_id == key_id]:
+            del self._keys[key_hash]
+
+    def forget_all_keys(self) -> None:
+        """Revocations may have been missed (the announcement channel dropped): resolve every key afresh."""
+        self._forgotten += 1
+        self._keys.clear()
 
     async def authenticate(self, raw_key: str | None) -> Principal:
         if not raw_key:
             raise Unauthorized("missing API key")
-        key = await self._store.find_key_by_hash(hash_key(raw_key))
+        key_hash = hash_key(raw_key)
+        now = self._clock.now()
+        cached = self._keys.get(key_hash)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        forgotten = self._forgotten
+        key = await self._store.find_key_by_hash(key_hash)
         if key is None or key.revoked_at is not None:
             raise Unauthorized("unknown or revoked API key")
         account = await self._store.get_account(key.account_id)
         if account is None:
             raise Unauthorized("the key's account no longer exists")
-        return Principal(key_id=key.id, account_id=account.id, free_tier=account.tier == "free", admin=key.admin)
+        caller = Principal(key_id=key.id, account_id=account.id, free_tier=account.tier == "free", admin=key.admin)
+        if forgotten == self._forgotten:  # no revocation ran while we read: the answer may be cached
+            if len(self._keys) >= KEY_CACHE_MAX:
+                self._keys.clear()
+            self._keys[key_hash] = (caller, now + self._key_cache_ttl)
+        return caller
 
     # ---- key management over HTTP (Pelion IAM subset), administrator keys only ----------------------
     def groups_of(self, key: ApiKey) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import msgspec
 import redis.asyncio as aioredis
 
+from devicehub.store import revocations
 from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.records import (
     Account,
@@ -155,6 +156,7 @@ class RedisStore:
             return False
         if key.revoked_at is None:
             await self.redis.set(self._k("key", key_id), _encode(msgspec.structs.replace(key, revoked_at=at)))
+        await self.redis.publish(revocations.channel(self._p), key_id)  # every node's key cache drops it now
         return True
 
     # ---- enrollment and devices ----------------------------------------------------------------

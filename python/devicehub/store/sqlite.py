@@ -5,15 +5,21 @@ Reported values (the snapshot's hot path: one per device notification) are coale
 flush first, so callers read their own writes and a graceful stop loses nothing. A `kill -9` can lose at most
 the values of the last flush interval — the same bound as the channel journal (README, "Durability").
 
-Every call runs on one dedicated writer thread (style rule 12: the event loop never blocks on disk), each inside
-one transaction, so a failing call leaves nothing half-written. Records are kept as msgpack blobs beside the
-columns that queries filter on; the blobs use the same msgspec Structs as every other backend.
+Every write runs on one dedicated writer thread (style rule 12: the event loop never blocks on disk), each inside
+one transaction, so a failing call leaves nothing half-written. The REST hot paths' reads (keys, accounts,
+devices, snapshots, subscriptions, pending requests) run on a small pool of reader threads with their own
+read-only connections (issue 15): WAL lets them read the last committed state while the writer works, so a read
+never waits behind queued writes; every write is awaited by its caller, so a later read sees it. Devices and
+snapshots once read are served from memory (store/read_cache.py), kept current by this store's own writes.
+Records are kept as msgpack blobs beside the columns that queries filter on; the blobs use the same msgspec
+Structs as every other backend.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +30,7 @@ import msgspec
 from devicehub.errors import StorageUnavailable
 from devicehub.store.device_query import DeviceQuery
 from devicehub.store.health import WriteHealth
+from devicehub.store.read_cache import ReadCache
 from devicehub.store.records import (
     Account,
     ApiKey,
@@ -48,6 +55,7 @@ T = TypeVar("T")
 
 DB_FILE = "devicehub.sqlite3"
 REPORTED_FLUSH_S = 0.05
+READERS = 2  # reader threads (connections); reads are short point lookups, the GIL bounds what more would give
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS accounts (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, data BLOB NOT NULL);
@@ -168,6 +176,10 @@ class SqliteStore:
         self._path = Path(data_dir) / DB_FILE
         self._db: sqlite3.Connection | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        self._readers = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="sqlite-reader")
+        self._reader_local = threading.local()
+        self._reader_dbs: list[sqlite3.Connection] = []
+        self._cache = ReadCache()  # devices and snapshots in memory: this process is the database's one writer
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
         self.write_health = WriteHealth()
 
@@ -179,6 +191,25 @@ class SqliteStore:
 
     async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         result: T = await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work, True)
+        return result
+
+    async def _query(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """A read on a reader thread: sees every committed write, never queues behind the writer."""
+        result: T = await asyncio.get_running_loop().run_in_executor(self._readers, self._reader_query, work)
+        return result
+
+    def _reader_query(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        db: sqlite3.Connection | None = getattr(self._reader_local, "db", None)
+        if db is None:
+            if self._db is None:
+                raise RuntimeError("store is not open")
+            db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA query_only=ON")
+            self._reader_local.db = db
+            self._reader_dbs.append(db)
+        result = work(db)
+        if isinstance(result, sqlite3.Cursor):
+            raise TypeError("a store read must fetch its rows inside the reader thread")
         return result
 
     def _transaction(self, work: Callable[[sqlite3.Connection], Any], keep: bool) -> Any:
@@ -226,6 +257,10 @@ class SqliteStore:
                 self._db.close()
                 self._db = None
 
+        self._readers.shutdown(wait=True)
+        for reader in self._reader_dbs:  # no reader thread runs any more: closing them from here is safe
+            reader.close()
+        self._reader_dbs.clear()
         await asyncio.get_running_loop().run_in_executor(self._thread, disconnect)
         self._thread.shutdown(wait=True)
 
@@ -238,7 +273,7 @@ class SqliteStore:
         )
 
     async def get_account(self, account_id: str) -> Account | None:
-        return await self._one(Account, "SELECT data FROM accounts WHERE id = ?", (account_id,))
+        return await self._one(Account, "SELECT data FROM accounts WHERE id = ?", (account_id,), reader=True)
 
     async def find_account_by_name(self, name: str) -> Account | None:
         return await self._one(Account, "SELECT data FROM accounts WHERE name = ?", (name,))
@@ -255,7 +290,7 @@ class SqliteStore:
         )
 
     async def find_key_by_hash(self, key_hash: str) -> ApiKey | None:
-        return await self._one(ApiKey, "SELECT data FROM api_keys WHERE key_hash = ?", (key_hash,))
+        return await self._one(ApiKey, "SELECT data FROM api_keys WHERE key_hash = ?", (key_hash,), reader=True)
 
     async def list_keys(self, account_id: str) -> list[ApiKey]:
         return await self._all(
@@ -313,6 +348,7 @@ class SqliteStore:
         return await self._read(work)
 
     async def put_device(self, device: Device) -> None:
+        self._cache.touch(device.id)
         await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data,"
@@ -331,9 +367,16 @@ class SqliteStore:
                 ),
             )
         )
+        self._cache.put_device(device)
 
     async def get_device(self, device_id: str) -> Device | None:
-        return await self._one(Device, "SELECT data FROM devices WHERE id = ?", (device_id,))
+        device = self._cache.device(device_id)
+        if device is None:
+            epoch = self._cache.epoch(device_id)
+            device = await self._one(Device, "SELECT data FROM devices WHERE id = ?", (device_id,), reader=True)
+            if device is not None:
+                self._cache.fill_device(device, epoch)
+        return device
 
     async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
         def work(db: sqlite3.Connection) -> list[bytes]:
@@ -375,7 +418,13 @@ class SqliteStore:
             db.executemany("DELETE FROM subscriptions WHERE device_id = ?", ids)
             db.executemany("UPDATE snapshot SET subscribed = 0 WHERE device_id = ? AND subscribed != 0", ids)
 
+        for device in devices:  # the read cache (read_cache.py): loads racing this write must not fill it
+            self._cache.touch(device.id)
         await self._write(work)
+        for device in devices:
+            self._cache.put_device(device)
+            self._cache.ensure(device.id, [r.path for r in device.resources])
+            self._cache.clear_subscribed(device.id)
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         return await self._one(
@@ -396,18 +445,26 @@ class SqliteStore:
         if after is not None:
             where += " AND id < ?" if descending else " AND id > ?"
             args.append(after)
-        sql = f"SELECT data FROM devices WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
-        return await self._all(Device, sql, (*args, limit))
+        sql = f"SELECT id, data FROM devices WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
+        cached = self._cache.device
+
+        def work(db: sqlite3.Connection) -> list[Device]:
+            # a cached record is what the device's last completed write stored (the cache follows each commit):
+            # decoding is the listing's main cost, so only what the cache lacks is decoded
+            return [cached(str(i)) or _decode(Device, data) for i, data in db.execute(sql, (*args, limit))]
+
+        return await self._query(work)
 
     async def count_devices(
         self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None
     ) -> int:
         where, args = _where(account_id, DeviceQuery.of(query, state))
-        return await self._read(
+        return await self._query(
             lambda db: int(db.execute(f"SELECT COUNT(*) FROM devices WHERE {where}", args).fetchone()[0])
         )
 
     async def delete_device(self, device_id: str) -> None:
+        self._cache.touch(device_id)
         await self._reported.flush()
 
         def work(db: sqlite3.Connection) -> None:
@@ -416,6 +473,7 @@ class SqliteStore:
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
 
         await self._write(work)
+        self._cache.forget(device_id)
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
         return await self._read(
@@ -521,7 +579,7 @@ class SqliteStore:
         )
 
     async def list_subscriptions(self, key_id: str, device_id: str) -> list[str]:
-        return await self._read(
+        return await self._query(
             lambda db: [
                 str(r[0])
                 for r in db.execute(
@@ -669,7 +727,7 @@ class SqliteStore:
 
     async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
         return await self._all(
-            DeviceRequest, "SELECT data FROM requests WHERE device_id = ? ORDER BY seq", (device_id,)
+            DeviceRequest, "SELECT data FROM requests WHERE device_id = ? ORDER BY seq", (device_id,), reader=True
         )
 
     async def all_pending_requests(self) -> list[DeviceRequest]:
@@ -677,7 +735,10 @@ class SqliteStore:
 
     async def find_request(self, key_id: str, async_id: str) -> DeviceRequest | None:
         return await self._one(
-            DeviceRequest, "SELECT data FROM requests WHERE key_id = ? AND async_id = ?", (key_id, async_id)
+            DeviceRequest,
+            "SELECT data FROM requests WHERE key_id = ? AND async_id = ?",
+            (key_id, async_id),
+            reader=True,
         )
 
     async def update_request(self, request: DeviceRequest) -> None:
@@ -698,6 +759,7 @@ class SqliteStore:
     # ---- state snapshot --------------------------------------------------------------------------------
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
         self._reported.put(device_id, path, reported)
+        self._cache.update(device_id, path, reported=reported)
 
     async def _write_reported(self, pending: Pending) -> None:
         rows = [(device_id, path, _encode(value)) for (device_id, path), value in pending.items()]
@@ -710,6 +772,7 @@ class SqliteStore:
         )
 
     async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:
+        self._cache.touch(device_id)
         await self._write(
             lambda db: db.execute(
                 "INSERT INTO snapshot (device_id, path, desired) VALUES (?, ?, ?)"
@@ -717,8 +780,10 @@ class SqliteStore:
                 (device_id, path, _encode(desired)),
             )
         )
+        self._cache.update(device_id, path, desired=desired)
 
     async def set_subscribed(self, device_id: str, path: str, subscribed: bool) -> None:
+        self._cache.touch(device_id)
         await self._write(
             lambda db: db.execute(
                 "INSERT INTO snapshot (device_id, path, subscribed) VALUES (?, ?, ?)"
@@ -726,22 +791,27 @@ class SqliteStore:
                 (device_id, path, int(subscribed)),
             )
         )
+        self._cache.update(device_id, path, subscribed=subscribed)
 
     async def clear_subscribed(self, device_id: str) -> None:
+        self._cache.touch(device_id)
         await self._write(lambda db: db.execute("UPDATE snapshot SET subscribed = 0 WHERE device_id = ?", (device_id,)))
+        self._cache.clear_subscribed(device_id)
 
     async def ensure_resources(self, device_id: str, paths: Sequence[str]) -> None:
+        self._cache.touch(device_id)
         await self._write(
             lambda db: db.executemany(
                 "INSERT OR IGNORE INTO snapshot (device_id, path) VALUES (?, ?)", [(device_id, p) for p in paths]
             )
         )
+        self._cache.ensure(device_id, paths)
 
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
-        try:
-            await self._reported.flush()
-        except StorageUnavailable:
-            pass  # served from memory: the values the store could not take are laid over what it holds
+        cached = self._cache.snapshot(device_id)
+        if cached is not None:
+            return cached
+        epoch = self._cache.epoch(device_id)
 
         def work(db: sqlite3.Connection) -> list[SnapshotResource]:
             rows = db.execute(
@@ -758,12 +828,31 @@ class SqliteStore:
                 for path, reported, desired, subscribed in rows
             ]
 
-        snapshot = await self._read(work)
+        # read-your-writes without flushing: the values not committed yet are laid over the rows read; when a
+        # flush completed during the read, its values may have been committed after the read began: read again
+        for _ in range(3):
+            completed = self._reported.completed
+            snapshot = await self._query(work)
+            if self._reported.completed == completed:
+                break
+        else:  # flushes keep completing under this read (a store far behind): take the slow, certain way
+            try:
+                await self._reported.flush()
+            except StorageUnavailable:
+                pass  # served from memory: the values the store could not take are laid over what it holds
+            snapshot = await self._read(work)
         unwritten = self._reported.pending_for(device_id)
-        if unwritten:
-            snapshot = [
-                msgspec.structs.replace(r, reported=unwritten[r.path]) if r.path in unwritten else r for r in snapshot
-            ]
+        if unwritten:  # laid over the rows; a value of a path with no row yet is the row its flush will insert
+            rows = {r.path: r for r in snapshot}
+            for path, value in unwritten.items():
+                row = rows.get(path)
+                rows[path] = (
+                    SnapshotResource(path=path, reported=value)
+                    if row is None
+                    else (msgspec.structs.replace(row, reported=value))
+                )
+            snapshot = [rows[path] for path in sorted(rows)]
+        self._cache.fill_snapshot(device_id, snapshot, epoch)
         return snapshot
 
     # ---- cluster coordination (one process, but the same contract as Redis) ---------------------------
@@ -878,12 +967,15 @@ class SqliteStore:
     async def delete_trusted_ca(self, ca_id: str) -> bool:
         return await self._read(lambda db: db.execute("DELETE FROM trusted_cas WHERE id = ?", (ca_id,)).rowcount > 0)
 
-    async def _one(self, kind: type[T], sql: str, args: tuple[object, ...]) -> T | None:
+    async def _one(self, kind: type[T], sql: str, args: tuple[object, ...], *, reader: bool = False) -> T | None:
         def work(db: sqlite3.Connection) -> T | None:
             row = db.execute(sql, args).fetchone()
             return None if row is None else _decode(kind, row[0])
 
-        return await self._read(work)
+        return await (self._query(work) if reader else self._read(work))
 
-    async def _all(self, kind: type[T], sql: str, args: tuple[object, ...]) -> list[T]:
-        return await self._read(lambda db: [_decode(kind, r[0]) for r in db.execute(sql, args)])
+    async def _all(self, kind: type[T], sql: str, args: tuple[object, ...], *, reader: bool = False) -> list[T]:
+        def work(db: sqlite3.Connection) -> list[T]:
+            return [_decode(kind, r[0]) for r in db.execute(sql, args)]
+
+        return await (self._query(work) if reader else self._read(work))

@@ -1,8 +1,10 @@
 """Reported values written behind: the snapshot's hot path (one value per device notification) coalesced per
 (device, path) and written in one batch every `interval` seconds, by both store backends.
 
-Readers call `flush()` first, so they read their own writes; `close()` writes what is pending, so a graceful
-stop loses nothing; a crash can lose the values of the last interval (README, "Durability").
+Readers either call `flush()` first or lay `pending_for()` (pending and in-flight values) over what the store
+returned, re-reading when a flush completed meanwhile (`completed`), so they read their own writes; `close()`
+writes what is pending, so a graceful stop loses nothing; a crash can lose the values of the last interval
+(README, "Durability").
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class ReportedWriteBehind:
         self._interval = interval
         self._retry_interval = max(interval, 1.0)
         self._pending: Pending = {}
+        self._writing: list[Pending] = []  # taken by a flush, not committed yet (oldest first)
+        self.completed = 0  # flushes finished (committed or failed): a reader that saw it move re-reads
         self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Task[None]] = set()
 
@@ -37,7 +41,10 @@ class ReportedWriteBehind:
 
     def pending_for(self, device_id: str) -> dict[str, ReportedValue]:
         """Values of the device not written yet, by path (what a reader lays over the store's rows)."""
-        return {path: value for (device, path), value in self._pending.items() if device == device_id}
+        values: dict[str, ReportedValue] = {}
+        for batch in (*self._writing, self._pending):  # newest last: a newer value replaces an older one
+            values.update((path, value) for (device, path), value in batch.items() if device == device_id)
+        return values
 
     def _flush_soon(self) -> None:
         self._timer = None
@@ -63,12 +70,16 @@ class ReportedWriteBehind:
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
+        self._writing.append(pending)
         try:
             await self._write(pending)
         except BaseException:
             for key, value in pending.items():  # keep what failed, unless a newer value arrived meanwhile
                 self._pending.setdefault(key, value)
             raise
+        finally:
+            self._writing.remove(pending)
+            self.completed += 1
 
     async def close(self) -> None:
         await self.flush()

@@ -23,6 +23,7 @@ class JournalStore:
         self.events: dict[str, list[StoredEvent]] = {}
         self.drops: dict[str, ChannelDrops] = {}
         self.fail_next = False
+        self.appended = 0  # events ever written
 
     async def add_channel_drops(self, key_id: str, drops: ChannelDrops) -> None:
         self.drops[key_id] = self.drops.get(key_id, ChannelDrops()) + drops
@@ -32,6 +33,7 @@ class JournalStore:
             self.fail_next = False
             raise OSError("disk full")
         self.events.setdefault(key_id, []).extend(events)
+        self.appended += len(events)
 
     async def load_events(self, key_id: str) -> list[StoredEvent]:
         return list(self.events.get(key_id, []))
@@ -143,6 +145,29 @@ def test_overflow_behind_a_batch_that_comes_back_rewrites_the_journal() -> None:
         await journal_of(channel).flush()
         assert store.events["k1"] == undelivered(channel, None)
         assert [e.data for e in store.events["k1"]] == [b"%08d" % n for n in (5, 6, 7)]
+
+    asyncio.run(main())
+
+
+def test_events_delivered_within_the_flush_interval_are_never_written() -> None:
+    """Issue 15: only what is still queued when the flush runs is journaled; the stored journal stays exact."""
+
+    async def main() -> None:
+        store = JournalStore()
+        channel = make_channel(store)
+        for n in range(5):
+            channel.push(KIND_NOTIFICATION, b"%d" % n, 0)
+        await journal_of(channel).flush()  # 0-4 still queued: written
+        assert store.appended == 5
+        for n in range(5, 12):
+            channel.push(KIND_NOTIFICATION, b"%d" % n, 0)
+        batch = channel.take(0)  # 0-11 go out and are delivered before the next flush
+        assert batch is not None and batch.count == 12
+        channel.delivered(batch, 0.0)
+        channel.push(KIND_NOTIFICATION, b"12", 0)
+        await journal_of(channel).flush()
+        assert store.appended == 5 + 1  # 5-11 never reached the store; 12 is still queued, so it did
+        assert store.events["k1"] == [StoredEvent(KIND_NOTIFICATION, b"12", 0)] == undelivered(channel, None)
 
     asyncio.run(main())
 

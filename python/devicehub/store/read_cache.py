@@ -1,0 +1,95 @@
+"""The embedded store's read cache (issue 15): devices and snapshots the REST hot paths read, kept in memory.
+
+The SQLite store is the one process writing its database (a second node needs Redis), so every change passes
+through it: each write updates the cache after it commits; a read that misses loads from a reader connection and
+fills the cache only when no change to that device began meanwhile (a change moves the device's epoch before its
+write and again after it commits, so a load that raced it is dropped instead of installing stale rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypeVar
+
+import msgspec
+
+from devicehub.store.records import Device, SnapshotResource
+
+BUCKETS = 1024  # epochs are kept per bucket of device ids: bounded memory, a collision only costs a missed fill
+MAX_DEVICES = 100_000
+MAX_SNAPSHOTS = 20_000
+
+V = TypeVar("V")
+
+
+class ReadCache:
+    def __init__(self, max_devices: int = MAX_DEVICES, max_snapshots: int = MAX_SNAPSHOTS) -> None:
+        self._max_devices = max_devices
+        self._max_snapshots = max_snapshots
+        self._devices: dict[str, Device] = {}
+        self._snapshots: dict[str, dict[str, SnapshotResource]] = {}
+        self._epochs = [0] * BUCKETS
+
+    def epoch(self, device_id: str) -> int:
+        """Taken before a load; the load may fill the cache only if it has not moved since."""
+        return self._epochs[hash(device_id) % BUCKETS]
+
+    def touch(self, device_id: str) -> None:
+        """A change of the device begins or has committed: loads running now must not fill the cache."""
+        self._epochs[hash(device_id) % BUCKETS] += 1
+
+    # ---- devices ------------------------------------------------------------------------------------
+    def device(self, device_id: str) -> Device | None:
+        return self._devices.get(device_id)
+
+    def fill_device(self, device: Device, epoch: int) -> None:
+        if epoch == self.epoch(device.id):
+            self._put(self._devices, device.id, device, self._max_devices)
+
+    def put_device(self, device: Device) -> None:
+        """After the device's write committed."""
+        self.touch(device.id)
+        self._put(self._devices, device.id, device, self._max_devices)
+
+    def forget(self, device_id: str) -> None:
+        """After the device and its snapshot were deleted."""
+        self.touch(device_id)
+        self._devices.pop(device_id, None)
+        self._snapshots.pop(device_id, None)
+
+    # ---- snapshots ----------------------------------------------------------------------------------
+    def snapshot(self, device_id: str) -> list[SnapshotResource] | None:
+        entry = self._snapshots.get(device_id)
+        return None if entry is None else [entry[path] for path in sorted(entry)]
+
+    def fill_snapshot(self, device_id: str, resources: list[SnapshotResource], epoch: int) -> None:
+        if epoch == self.epoch(device_id):
+            self._put(self._snapshots, device_id, {r.path: r for r in resources}, self._max_snapshots)
+
+    def update(self, device_id: str, path: str, **changes: object) -> None:
+        """One resource's row changed (created when missing, as the store's upsert does)."""
+        self.touch(device_id)
+        entry = self._snapshots.get(device_id)
+        if entry is not None:
+            entry[path] = msgspec.structs.replace(entry.get(path) or SnapshotResource(path=path), **changes)
+
+    def ensure(self, device_id: str, paths: Iterable[str]) -> None:
+        self.touch(device_id)
+        entry = self._snapshots.get(device_id)
+        if entry is not None:
+            for path in paths:
+                entry.setdefault(path, SnapshotResource(path=path))
+
+    def clear_subscribed(self, device_id: str) -> None:
+        self.touch(device_id)
+        entry = self._snapshots.get(device_id)
+        if entry is not None:
+            for path, resource in entry.items():
+                if resource.subscribed:
+                    entry[path] = msgspec.structs.replace(resource, subscribed=False)
+
+    @staticmethod
+    def _put(table: dict[str, V], key: str, value: V, limit: int) -> None:
+        if key not in table and len(table) >= limit:
+            table.pop(next(iter(table)))  # the oldest entry goes: insertion order
+        table[key] = value

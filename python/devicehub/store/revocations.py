@@ -1,0 +1,68 @@
+"""Redis mode: API-key revocations announced to every node over pub/sub, so each node's key cache drops the key.
+
+`RedisStore.revoke_key` publishes the key id on `channel(prefix)` once the revocation is stored; each node runs
+one `RevocationListener` that hands the id to its key cache. A dropped subscription may have missed
+announcements: the listener then asks for the whole cache to be dropped and subscribes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+log = logging.getLogger("devicehub.store")
+
+RESUBSCRIBE_S = 1.0
+SUBSCRIBE_WAIT_S = 10.0
+
+
+def channel(prefix: str) -> str:
+    return f"{prefix}keys-revoked"
+
+
+class RevocationListener:
+    """Calls `on_revoked(key_id)` for every key revoked on any node; `on_gap()` when announcements may be lost."""
+
+    def __init__(
+        self, redis: aioredis.Redis, prefix: str, on_revoked: Callable[[str], None], on_gap: Callable[[], None]
+    ) -> None:
+        self._redis = redis
+        self._channel = channel(prefix)
+        self._on_revoked = on_revoked
+        self._on_gap = on_gap
+        self._task: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="key-revocations")
+        try:  # from here on no revocation goes unheard
+            await asyncio.wait_for(self._subscribed.wait(), SUBSCRIBE_WAIT_S)
+        except TimeoutError:  # keys then stay cached for the TTL at most; the listener keeps trying
+            log.warning("key revocation channel not subscribed after %.0f s", SUBSCRIBE_WAIT_S)
+
+    async def _run(self) -> None:
+        while True:
+            pubsub: Any = self._redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self._channel)
+                self._on_gap()  # whatever was cached before this subscription may have been revoked since
+                self._subscribed.set()
+                async for message in pubsub.listen():
+                    data = message.get("data")
+                    self._on_revoked(data.decode() if isinstance(data, bytes) else str(data))
+            except (RedisError, OSError) as error:
+                log.warning("key revocation channel lost (%s); subscribing again", error)
+                self._on_gap()
+            finally:
+                await pubsub.aclose()
+            await asyncio.sleep(RESUBSCRIBE_S)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
