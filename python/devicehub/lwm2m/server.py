@@ -425,11 +425,13 @@ class LwM2MServer:
             # slipped in meanwhile; its value is reported only if no notification overtook it (that one is newer)
             overtaken = observation.last_seq is not None
             observation.last_seq, observation.last_at = response.observe, self._clock.now()
-            if self._store is not None:
-                await self._store.put_observation(_observation_record(device, token, observation))
+            # delivered before any await: a notification handled during one would reach channels before this
+            # older value
             if response.payload and not overtaken:
                 self.stats.notifications += 1
                 self._deliver(device_id, path, response.content_format, response.payload, response.observe)
+            if self._store is not None:
+                await self._store.put_observation(_observation_record(device, token, observation))
         return _response(response)
 
     def observed(self, device_id: str, path: str) -> bool:
