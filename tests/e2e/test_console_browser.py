@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -61,7 +62,9 @@ def fleet(service: ServiceProcess) -> Iterator[subprocess.Popen[bytes]]:
 def test_console_logs_in_finds_a_device_reads_and_watches_a_notification(
     service: ServiceProcess, fleet: subprocess.Popen[bytes], browser: WebDriver, tmp_path: Path
 ) -> None:
-    wait = WebDriverWait(browser, 20)
+    # the console re-renders its tables as events arrive: an element found a moment ago may be replaced, so
+    # every look goes through a wait that tries again on a stale element
+    wait = WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,))
     browser.get(f"{service.base_url}/#key={service.api_key}")
 
     # the key left the URL at once and lives in this tab's session storage
@@ -78,22 +81,24 @@ def test_console_logs_in_finds_a_device_reads_and_watches_a_notification(
     wait.until(
         lambda b: [e.text for e in b.find_elements(By.CSS_SELECTOR, "#device-table td.endpoint-name")] == ["web-1"]
     )
-    browser.find_element(By.CSS_SELECTOR, "#device-table tr.clickable").click()
+    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#device-table tr.clickable").click() or True)
 
     temperature = "#resource-table tr[data-path='/3303/0/5700']"
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, temperature))
-    assert browser.find_element(By.ID, "device-title").text == "web-1"
+    wait.until(lambda b: b.find_element(By.ID, "device-title").text == "web-1")
 
     # read: a device request through the API; its async-response arrives on the WebSocket channel
-    browser.find_element(By.CSS_SELECTOR, f"{temperature} button[data-action='read']").click()
-    answered = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#request-log li.answered"))
-    assert "read /3303/0/5700: sent" in answered[0].text and "→ 200" in answered[0].text
-    read_value = browser.find_element(By.CSS_SELECTOR, f"{temperature} td.reported").text
+    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} button[data-action='read']").click() or True)
+    answered = wait.until(lambda b: [e.text for e in b.find_elements(By.CSS_SELECTOR, "#request-log li.answered")])
+    assert "read /3303/0/5700: sent" in answered[0] and "→ 200" in answered[0]
+    read_value = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} td.reported").text)
     assert float(read_value) > -50
-    read_at = browser.find_element(By.CSS_SELECTOR, f"{temperature} td.reported-at").text
+    read_at = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} td.reported-at").text)
 
     # observe: a subscription; the next notification updates the row
-    browser.find_element(By.CSS_SELECTOR, f"{temperature} button[data-action='observe']").click()
+    wait.until(
+        lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} button[data-action='observe']").click() or True
+    )
     wait.until(
         lambda b: any("observe /3303/0/5700: 20" in e.text for e in b.find_elements(By.CSS_SELECTOR, "#request-log li"))
     )
@@ -106,13 +111,14 @@ def test_console_logs_in_finds_a_device_reads_and_watches_a_notification(
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == tuple(browser.execute_script("return [window.innerWidth, window.innerHeight]"))
     for element in ("device-title", "resource-table", "request-log", "live-state", "nav-devices", "nav-channel"):
-        assert browser.find_element(By.ID, element).is_displayed()
+        assert wait.until(lambda b, element=element: b.find_element(By.ID, element).is_displayed())
 
     # the channel page shows the key's WebSocket channel with its queue
     browser.find_element(By.ID, "nav-channel").click()
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#channel-table tr[data-field='queue_size']"))
-    status = browser.find_element(By.CSS_SELECTOR, "#channel-table tr[data-field='status']").text
-    assert status.endswith("connected")
+    wait.until(
+        lambda b: b.find_element(By.CSS_SELECTOR, "#channel-table tr[data-field='status']").text.endswith("connected")
+    )
 
 
 def test_docs_renders_every_operation_of_the_openapi_document(service: ServiceProcess, browser: WebDriver) -> None:
@@ -121,7 +127,7 @@ def test_docs_renders_every_operation_of_the_openapi_document(service: ServicePr
     methods = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
     expected = [(m.upper(), path) for path, item in spec["paths"].items() for m in item if m in methods]
     browser.get(f"{service.base_url}/docs")
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,))
     wait.until(lambda b: b.find_element(By.ID, "operations").get_attribute("data-operations") == str(len(expected)))
     headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "section.operation h3")]
     assert headings == [f"{m} {p}" for m, p in expected]
