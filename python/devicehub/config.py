@@ -36,6 +36,9 @@ class ServeSettings:
         default="",
         metadata={"url": ("redis", "rediss", "unix"), "help": "redis://… to keep all state in Redis (several nodes)"},
     )
+    redis_timeout: float = field(
+        default=5.0, metadata={"help": "seconds a Redis command may take; beyond, the request answers 503"}
+    )
     dev: bool = field(
         default=False,
         metadata={"help": "development mode: create/reuse a dev account and key, accept any device into it"},

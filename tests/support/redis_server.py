@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -65,3 +66,47 @@ def redis_server() -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+class RedisProcess:
+    """A redis-server on one fixed port that a test may stop and start again (its append-only file keeps the data
+    across a restart) or freeze (SIGSTOP) and thaw (SIGCONT): the faults a node must survive."""
+
+    def __init__(self, workdir: str) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (scripts/test.sh installs the Debian package)")
+        self.port = free_tcp_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                      "--appendfsync", "always", "--dir", workdir, "--protected-mode", "yes"]  # fmt: skip
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RedisProcess:
+        self.process = subprocess.Popen(self._args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not _answers_ping(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)  # polling a starting server's port, bounded by STARTUP_TIMEOUT
+        return self
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGCONT)  # a frozen server must run to exit
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def freeze(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)

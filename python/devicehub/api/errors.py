@@ -9,8 +9,16 @@ from collections.abc import Awaitable, Callable
 import msgspec
 from aiohttp import web
 
-from devicehub.errors import DevicehubError, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited
+from devicehub.errors import (
+    DevicehubError,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    StorageUnavailable,
+)
 from devicehub.logs import request_id as current_request_id  # the id on this request's log lines
+from devicehub.store import unreachable
 
 log = logging.getLogger("devicehub.api")
 
@@ -88,6 +96,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if isinstance(exc, web.HTTPMethodNotAllowed):
             response.headers["Allow"] = ",".join(sorted(exc.allowed_methods))
         return response
-    except Exception:
+    except Exception as error:
+        if unreachable(error):  # Redis down or not answering: the store is unavailable, not the request wrong
+            log.warning("store unreachable on %s %s: %s", request.method, request.path, error)
+            return render(request, StorageUnavailable("the store does not answer; retry later"))
         log.exception("unhandled error on %s %s", request.method, request.path)
         return render(request, DevicehubError("unexpected error; see the service log"))

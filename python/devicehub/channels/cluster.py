@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from devicehub.store.records import StoredEvent
 
@@ -25,6 +27,7 @@ log = logging.getLogger("devicehub.cluster")
 LEASE_TTL = 5.0  # seconds a dead node keeps its channels before another node can take them
 INBOX_MAX = 1_000_000  # events an unowned key can gather before the oldest go (the queue's byte cap comes after)
 DRAIN_BATCH = 1000
+LISTEN_POLL_S = 1.0  # the control listener reads with this time-out (below any Redis socket time-out)
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_event = msgspec.msgpack.Decoder(StoredEvent).decode
@@ -84,7 +87,24 @@ class ClusterLink:
         self._listener = asyncio.create_task(self._listen(handler), name="cluster-control")
 
     async def _listen(self, handler: ControlHandler) -> None:
-        async for message in self._pubsub.listen():
+        # polled with a time-out, and kept through Redis failures: a read error is logged once and the next
+        # read reconnects and subscribes again (a message published while Redis was away is lost; the leases
+        # settle ownership without it)
+        failing = False
+        while True:
+            try:
+                message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=LISTEN_POLL_S)
+            except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+                if not failing:
+                    log.warning("control channel lost (%s); reconnecting", error)
+                failing = True
+                await asyncio.sleep(LISTEN_POLL_S / 2)
+                continue
+            if failing:
+                log.info("control channel back")
+                failing = False
+            if message is None:
+                continue
             data = message.get("data")
             text = data.decode() if isinstance(data, bytes) else str(data)
             verb, _, rest = text.partition(" ")

@@ -27,6 +27,7 @@ from devicehub.config import ServeSettings
 from devicehub.domain.accounts import Principal
 from devicehub.domain.events import Event
 from devicehub.errors import BadRequest, Conflict, Gone, Unavailable
+from devicehub.store import unreachable
 from devicehub.store.base import Store
 from devicehub.store.records import ChannelConfig, StoredEvent
 
@@ -87,6 +88,7 @@ class ChannelHub:
         self._configs: dict[str, tuple[ChannelConfig, ChannelOptions]] = {}
         self._cluster_accounts: dict[str, set[str]] = {}
         self._cluster_tasks: list[asyncio.Task[None]] = []
+        self._failing: set[str] = set()  # Redis tasks failing now (logged once per outage)
         self._adopting: dict[str, asyncio.Lock] = {}
         self._outbox: dict[str, list[StoredEvent]] = {}
         self._forwarder: asyncio.Task[None] | None = None
@@ -191,11 +193,13 @@ class ChannelHub:
             batches, self._outbox = self._outbox, {}
             try:
                 await self._cluster.forward(batches)
-            except Exception:
-                log.exception("forwarding %d events to Redis failed; retrying", sum(map(len, batches.values())))
+            except Exception as error:
+                self._outage("forwarding events to Redis", error)
                 for key_id, events in batches.items():  # put them back ahead of newer ones
                     self._outbox[key_id] = events + self._outbox.get(key_id, [])
                 await asyncio.sleep(0.1)
+            else:
+                self._recovered("forwarding events to Redis")
 
     def _push(self, channels: Iterable[Channel], event: Event) -> None:
         now_ms = int(self._clock.now() * 1000)
@@ -592,8 +596,10 @@ class ChannelHub:
             await asyncio.sleep(0.02)
             try:
                 await self._drain_once()
-            except Exception:
-                log.exception("draining channel inboxes failed")
+            except Exception as error:
+                self._outage("draining channel inboxes", error)
+            else:
+                self._recovered("draining channel inboxes")
 
     async def _drain_once(self) -> None:
         """Inbox → local queue → journal in Redis, and only then trim the inbox: a crash loses nothing."""
@@ -635,8 +641,26 @@ class ChannelHub:
                         channel = await self._own(key_id, take_over=False)
                         if channel is not None and channel.kind == CALLBACK:
                             self._start_deliverer(channel)
-            except Exception:
-                log.exception("lease upkeep failed")
+            except Exception as error:
+                self._outage("lease upkeep", error)
+            else:
+                self._recovered("lease upkeep")
+
+    def _outage(self, task: str, error: Exception) -> None:
+        """A Redis task failed: said once per outage (it retries every few milliseconds), with a traceback only
+        when the failure is not Redis being unreachable."""
+        if task in self._failing:
+            return
+        self._failing.add(task)
+        if unreachable(error):
+            log.warning("%s failed: Redis unreachable (%s); retrying", task, error)
+        else:
+            log.exception("%s failed; retrying", task)
+
+    def _recovered(self, task: str) -> None:
+        if task in self._failing:
+            self._failing.discard(task)
+            log.info("%s works again", task)
 
     # ---- state -------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, int | float]:

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from devicehub.store import revocations
 from devicehub.store.device_query import Condition, DeviceQuery
@@ -64,8 +66,9 @@ def _text(value: Any) -> str:
 class RedisStore:
     """The `Store` protocol on one Redis database."""
 
-    def __init__(self, url: str, *, prefix: str = "devicehub:") -> None:
+    def __init__(self, url: str, *, prefix: str = "devicehub:", timeout: float = 5.0) -> None:
         self._url = url
+        self._timeout = timeout
         self._p = prefix
         self._redis: aioredis.Redis | None = None
         self._acquire: Any = None
@@ -90,7 +93,15 @@ class RedisStore:
         return self._p + ":".join(parts)
 
     async def open(self) -> None:
-        self._redis = aioredis.from_url(self._url, decode_responses=False)
+        # a stopped or frozen Redis fails a command within the time-out (503) instead of holding it forever;
+        # one quick retry on a fresh connection carries a command over a Redis restart
+        self._redis = aioredis.from_url(
+            self._url,
+            decode_responses=False,
+            socket_timeout=self._timeout or None,
+            socket_connect_timeout=self._timeout or None,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
+        )
         await self._redis.ping()
         self._acquire = self._redis.register_script((_LUA / "acquire_lease.lua").read_text())
         self._release = self._redis.register_script((_LUA / "release_lease.lua").read_text())
