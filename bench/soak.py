@@ -43,7 +43,10 @@ class Pump(asyncio.DatagramProtocol):
 
     def __init__(self, n: int, token: bytes, server: tuple[str, int]) -> None:
         self.n, self.token, self.server = n, token, server
-        self.seq = self.mid = self.acked = 0
+        self.seq = self.mid = 0
+        self.outstanding: dict[int, int] = {}  # message id -> seq of the notifications not yet acknowledged
+        self.acked: list[int] = []  # the seqs the service acknowledged (matched by message id)
+        self.resets = self.stray = 0  # RSTs, and ACKs that match no notification of ours
         self.transport: Any = None
 
     def connection_made(self, transport: Any) -> None:
@@ -54,13 +57,22 @@ class Pump(asyncio.DatagramProtocol):
         self.mid = (self.mid + 1) & 0xFFFF
         options = [(codes.OBSERVE, coap_encode_uint(self.seq & 0xFFFFFF)), (codes.CONTENT_FORMAT, b"")]
         payload = f"{self.n}:{self.seq}".encode()
+        self.outstanding[self.mid] = self.seq
         self.transport.sendto(
             coap_encode(codes.CON, codes.CONTENT, self.mid, self.token, options, payload), self.server
         )
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        if len(data) >= 4 and data[0] >> 4 & 3 == codes.ACK:
-            self.acked += 1
+        if len(data) < 4:
+            return
+        kind, mid = data[0] >> 4 & 3, int.from_bytes(data[2:4], "big")
+        seq = self.outstanding.pop(mid, None) if kind in (codes.ACK, codes.RST) else None
+        if seq is None:
+            self.stray += kind == codes.ACK
+        elif kind == codes.ACK:
+            self.acked.append(seq)
+        else:
+            self.resets += 1
 
 
 async def _load(server: tuple[str, int], devices: int, period: float, seconds: float, report: Any) -> None:
@@ -89,7 +101,8 @@ async def _load(server: tuple[str, int], devices: int, period: float, seconds: f
             turn += 1
         await asyncio.sleep(0.01)
     await asyncio.sleep(5)  # the last ACKs
-    report.put(("done", sum(p.seq for p in pumps), sum(p.acked for p in pumps)))
+    acked = [f"{p.n}:{seq}" for p in pumps for seq in p.acked]
+    report.put(("done", sum(p.seq for p in pumps), acked, sum(p.resets for p in pumps), sum(p.stray for p in pumps)))
 
 
 def load_process(server: tuple[str, int], devices: int, period: float, seconds: float, report: Any) -> None:
@@ -165,9 +178,10 @@ async def _soak(service: ServiceProcess, args: argparse.Namespace) -> dict[str, 
             if time.monotonic() - start >= seconds:
                 break
             await asyncio.sleep(args.sample)
-        _, sent, acked = await loop.run_in_executor(None, report.get)
+        _, sent, acked_list, resets, stray = await loop.run_in_executor(None, report.get)
         load.join()
-        while len(received) < acked:  # drain: until every acknowledged event came, or 30 s without one
+        acked = set(acked_list)
+        while not acked <= received:  # drain: until every acknowledged event came, or 30 s without one
             progress.clear()
             try:
                 await asyncio.wait_for(progress.wait(), 30)
@@ -176,7 +190,9 @@ async def _soak(service: ServiceProcess, args: argparse.Namespace) -> dict[str, 
         metrics = await _metrics(http)
         await ws.close()
         reader.cancel()
-    lost = max(0, acked - len(received))
+    # exact accounting: each payload is unique, so an acknowledged event is lost when it never came
+    missing = sorted(acked - received, key=lambda v: tuple(map(int, v.split(":"))))
+    unacked_delivered = len(received - acked)
     warm = [s["rss_mib"] for s in samples if s["t"] >= min(60.0, seconds / 3)] or [samples[-1]["rss_mib"]]
     return {
         "devices": registered,
@@ -184,10 +200,19 @@ async def _soak(service: ServiceProcess, args: argparse.Namespace) -> dict[str, 
         "period_s": args.period,
         "registration_ramp_s": round(ramp, 1),
         "events_sent": sent,
-        "events_acked": acked,
+        "events_acked": len(acked),
         "events_delivered": len(received),
         "duplicates": duplicates,
-        "lost": lost,
+        "lost": len(missing),
+        "lost_examples": missing[:20],
+        "delivered_not_acked": unacked_delivered,  # an ACK the load process did not see (its socket buffer)
+        "resets": resets,
+        "stray_acks": stray,
+        "stale_notifications": metrics.get("devicehub_notifications_stale_total", 0),
+        "coap_duplicates": metrics.get("devicehub_coap_duplicates_total", 0),
+        "coap_rate_limited": metrics.get("devicehub_coap_rate_limited_total", 0),
+        "notifications_accepted": metrics.get("devicehub_notifications_total", 0),
+        "events_enqueued": metrics.get('devicehub_events_enqueued_total{kind="notification"}', 0),
         "events_per_s": round(len(received) / seconds, 1),
         "rss_mib_start": samples[0]["rss_mib"],
         "rss_mib_after_warmup": warm[0],

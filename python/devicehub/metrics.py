@@ -171,6 +171,11 @@ class _NodeCollector(Collector):
         registered.add_metric([], v(lw, "lwm2m_registered_devices"))
         yield registered
         yield _counter("devicehub_notifications", "LwM2M notifications received", v(lw, "lwm2m_notifications"))
+        yield _counter(
+            "devicehub_notifications_stale",
+            "LwM2M notifications acknowledged but dropped as older than the last (RFC 7641 §3.4)",
+            v(lw, "lwm2m_stale_notifications"),
+        )
 
         datagrams = CounterMetricFamily(
             "devicehub_coap_datagrams", "CoAP datagrams, by direction", labels=["direction"]
