@@ -41,9 +41,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 class Pump(asyncio.DatagramProtocol):
     """One device's auto-observe notifications, each with a unique payload; counts what the service ACKed."""
 
-    def __init__(self, n: int, token: bytes, server: tuple[str, int]) -> None:
+    def __init__(self, n: int, token: bytes, server: tuple[str, int], mid: int) -> None:
         self.n, self.token, self.server = n, token, server
-        self.seq = self.mid = 0
+        # RFC 7252 §4.4: a message id is not reused within EXCHANGE_LIFETIME from one source, so the pump goes on
+        # from the simulator's next id; starting again at 1 made a notification a duplicate of the Register when
+        # the ids met, answered from the service's de-dup cache and never delivered (the soak's "lost" events)
+        self.seq, self.mid = 0, mid  # the last id the simulator used
         self.outstanding: dict[int, int] = {}  # message id -> seq of the notifications not yet acknowledged
         self.acked: list[int] = []  # the seqs the service acknowledged (matched by message id)
         self.resets = self.stray = 0  # RSTs, and ACKs that match no notification of ours
@@ -85,7 +88,8 @@ async def _load(server: tuple[str, int], devices: int, period: float, seconds: f
         await sim.register()
         sock = sim.endpoint._transport.get_extra_info("socket").dup()  # keep the registered source address
         sim.endpoint._transport.close()
-        _, pump = await loop.create_datagram_endpoint(lambda: Pump(n, sim._auto_token, server), sock=sock)
+        mid = sim.endpoint._next_mid
+        _, pump = await loop.create_datagram_endpoint(lambda: Pump(n, sim._auto_token, server, mid), sock=sock)
         return pump
 
     for first in range(0, devices, 250):  # registration ramp
@@ -145,6 +149,8 @@ async def _soak(service: ServiceProcess, args: argparse.Namespace) -> dict[str, 
             async for frame in ws:
                 for note in json.loads(frame.data).get("notifications", []):
                     value = base64.b64decode(note["payload"]).decode()
+                    if ":" not in value:
+                        continue  # a value from the registration or the first observe, not one of the load's
                     if value in received:
                         duplicates += 1
                     received.add(value)
