@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from devicehub._core import coap_encode_uint
@@ -19,26 +17,12 @@ from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceReset
 from devicehub.lwm2m.transport import ACK_RANDOM_FACTOR, ACK_TIMEOUT, MAX_RETRANSMIT
-from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
-from support.apps import EventReader
+from support.apps import websocket_app as app
 from support.node import device, run, running_node
 
 RETRY = 1  # the application's retry count: one more attempt after the first
-
-
-@contextlib.asynccontextmanager
-async def app(node: Node) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
-    headers = {"Authorization": f"Bearer {node.dev_api_key}"}
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
-        async with http.put("/v2/notification/websocket") as r:
-            assert r.status in (200, 201)
-        ws = await http.ws_connect("/v2/notification/websocket-connect")
-        try:
-            yield http, EventReader(ws)
-        finally:
-            await ws.close()
 
 
 class Silent(asyncio.DatagramProtocol):
