@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 log = logging.getLogger("devicehub.store")
 
 RESUBSCRIBE_S = 1.0
+POLL_S = 1.0  # below the Redis socket time-out
 SUBSCRIBE_WAIT_S = 10.0
 
 
@@ -37,6 +38,7 @@ class RevocationListener:
         self._on_gap = on_gap
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
+        self.subscriptions = 0  # how often it subscribed: more than once means announcements may have been missed
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="key-revocations")
@@ -50,9 +52,15 @@ class RevocationListener:
             pubsub: Any = self._redis.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self._channel)
+                self.subscriptions += 1
                 self._on_gap()  # whatever was cached before this subscription may have been revoked since
                 self._subscribed.set()
-                async for message in pubsub.listen():
+                while True:
+                    # polled with a time-out: an idle blocking read would hit the connection's socket time-out
+                    # (--redis-timeout) and drop the subscription every few seconds, leaving gaps
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=POLL_S)
+                    if message is None:
+                        continue
                     data = message.get("data")
                     self._on_revoked(data.decode() if isinstance(data, bytes) else str(data))
             except (RedisError, OSError) as error:
