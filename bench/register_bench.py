@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.service import ServiceProcess  # noqa: E402
+from support.waiting import wait_until  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "register.json"
 
@@ -65,10 +66,11 @@ def one_run(devices: int, register_rate: float, timeout: float) -> float:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            while registered(service.base_url, service.api_key) < devices:
-                if time.perf_counter() - start > timeout:
-                    raise SystemExit(f"not all {devices} devices registered within {timeout} s")
-                time.sleep(0.05)
+            wait_until(
+                lambda: registered(service.base_url, service.api_key) >= devices,
+                within=timeout,
+                what=f"all {devices} devices registered",
+            )
             return time.perf_counter() - start
         finally:
             if sim is not None:

@@ -22,8 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.ports import free_tcp_port  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402
+from support.waiting import wait_until  # noqa: E402
 
 CALLS = ("echo", "subscribe", "device-request", "device-list")
 
@@ -124,29 +123,12 @@ def _serve_baseline(port: int, key: str) -> None:
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
-def _wait_port(port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)  # polling a bench's own setup, not a test's synchronisation
-
-
-def _devices(base_url: str, key: str, want: int, timeout: float) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        request = urllib.request.Request(
-            f"{base_url}/v3/devices?limit=1000&filter=state%3Dregistered", headers={"Authorization": f"Bearer {key}"}
-        )
-        with urllib.request.urlopen(request) as response:
-            ids = [d["id"] for d in json.load(response)["data"]]
-        if len(ids) >= want or time.monotonic() > deadline:
-            return ids
-        time.sleep(0.2)  # polling a bench's own setup, not a test's synchronisation
+def _port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def _median(runs: list[dict[str, float]], name: str) -> float:
@@ -204,8 +186,8 @@ def main() -> int:
             stderr=subprocess.DEVNULL,
         )
         try:
-            _wait_port(baseline_port, 30)
-            devices = _devices(service.base_url, service.api_key, args.devices, 60)
+            wait_until(lambda: _port_open(baseline_port), within=30, what="the baseline app listening")
+            devices = service.registered_devices(args.devices, within=60)
             for call in calls:
                 script = Path(tmp) / f"{call}.lua"
                 script.write_text(_lua(call, devices, service.api_key))

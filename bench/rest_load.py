@@ -14,27 +14,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.service import ServiceProcess  # noqa: E402
-
-
-def _devices(base_url: str, key: str, want: int, timeout: float) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        request = urllib.request.Request(
-            f"{base_url}/v3/devices?limit=1000&filter=state%3Dregistered", headers={"Authorization": f"Bearer {key}"}
-        )
-        with urllib.request.urlopen(request) as response:
-            ids = [d["id"] for d in json.load(response)["data"]]
-        if len(ids) >= want or time.monotonic() > deadline:
-            return ids
-        time.sleep(0.2)  # polling a bench's own setup, not a test's synchronisation
 
 
 def main() -> int:
@@ -68,7 +53,7 @@ def main() -> int:
             stderr=subprocess.DEVNULL,
         )
         try:
-            devices = _devices(service.base_url, service.api_key, args.devices, 30)
+            devices = service.registered_devices(args.devices, within=30)
             env = {**os.environ, "DEVICEHUB_API_KEY": service.api_key, "DEVICEHUB_DEVICES": ",".join(devices)}
             prefix = Path(tmp) / "locust"
             subprocess.run(

@@ -18,6 +18,7 @@ import pytest
 from support.edge import float_objects
 from support.ports import free_tcp_port
 from support.service import ServiceProcess
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -59,17 +60,11 @@ def test_edge_process_reports_connected_then_error_when_the_service_stops(tmp_pa
         for line in edge.stdout:  # log lines, then the line saying the status API is up
             if line.startswith("devicehub edge: status"):
                 break
-        deadline = time.monotonic() + 15
-        while _status(port)[0]["status"] != "connected":  # polling the API under test, bounded
-            assert time.monotonic() < deadline, _status(port)
-            time.sleep(0.05)
+        wait_until(lambda: _status(port)[0]["status"] == "connected", within=15, what="edge connected")
         assert len(str(_status(port)[0]["internal-id"])) == 32
         service.stop()
         # keepalive 1 s + at most 10.5 × 0.2 s of probes: the status turns to error
-        deadline = time.monotonic() + 1 + 10.5 * 0.2 + 5
-        while _status(port)[0]["status"] != "error":
-            assert time.monotonic() < deadline, _status(port)
-            time.sleep(0.05)
+        wait_until(lambda: _status(port)[0]["status"] == "error", within=1 + 10.5 * 0.2 + 5, what="edge in error")
         assert _status(port)[0]["error_code"] == 504
     finally:
         edge.terminate()

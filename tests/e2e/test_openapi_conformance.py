@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,18 +26,7 @@ SEED = os.environ.get("DEVICEHUB_SCHEMATHESIS_SEED", "20261123")  # fixed in CI:
 
 
 def _device_id(service: ServiceProcess) -> str:
-    request = urllib.request.Request(
-        f"{service.base_url}/v3/devices?filter=state%3Dregistered",
-        headers={"Authorization": f"Bearer {service.api_key}"},
-    )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:  # bounded wait on a condition: the simulator registered
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            devices = json.load(answer)["data"]
-        if devices:
-            return str(devices[0]["id"])
-        time.sleep(0.05)
-    raise AssertionError("the simulated device did not register")
+    return service.registered_devices(1, within=15)[0]
 
 
 def _key_works(service: ServiceProcess) -> bool:

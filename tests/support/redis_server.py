@@ -7,11 +7,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from support.ports import free_tcp_port
+from support.waiting import wait_until
 
 STARTUP_TIMEOUT = 10.0
 
@@ -53,11 +53,7 @@ def redis_server() -> Iterator[str]:
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + STARTUP_TIMEOUT
-            while not _answers_ping(port):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start on port {port}")
-                time.sleep(0.02)  # polling a starting server's port, bounded by STARTUP_TIMEOUT
+            _wait_started(process, port)
             yield f"redis://127.0.0.1:{port}/0"
         finally:
             process.terminate()
@@ -66,6 +62,15 @@ def redis_server() -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _wait_started(process: subprocess.Popen[bytes], port: int) -> None:
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"redis-server on port {port} exited at start")
+        return _answers_ping(port)
+
+    wait_until(ready, within=STARTUP_TIMEOUT, what=f"redis-server answering on port {port}", every=0.02)
 
 
 class RedisProcess:
@@ -84,11 +89,7 @@ class RedisProcess:
 
     def start(self) -> RedisProcess:
         self.process = subprocess.Popen(self._args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not _answers_ping(self.port):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)  # polling a starting server's port, bounded by STARTUP_TIMEOUT
+        _wait_started(self.process, self.port)
         return self
 
     def stop(self) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from support.ports import free_tcp_port, free_udp_port
+from support.waiting import wait_until
 
 
 @dataclass
@@ -87,3 +90,17 @@ class ServiceProcess:
             self.process.stdout.close()
         self.process = None
         return code
+
+    def registered_devices(self, want: int, within: float) -> list[str]:
+        """Ids of the registered devices once there are `want` of them (simulators run in other processes)."""
+
+        def enough() -> list[str]:
+            request = urllib.request.Request(
+                f"{self.base_url}/v3/devices?limit=1000&filter=state%3Dregistered",
+                headers={"Authorization": f"Bearer {self.api_key}"},
+            )
+            with urllib.request.urlopen(request, timeout=5) as response:
+                ids = [str(d["id"]) for d in json.load(response)["data"]]
+            return ids if len(ids) >= want else []
+
+        return wait_until(enough, within=within, what=f"{want} devices registered")

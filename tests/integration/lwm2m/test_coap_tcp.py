@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from devicehub._core import coap_decode
 from devicehub.clock import SystemClock
@@ -24,6 +22,7 @@ from devicehub.sim.device import OMA, SimDevice
 from support.apps import EventReader
 from support.node import eventually, run, running_node
 from support.ports import free_tcp_port
+from support.third_party import coap_client_binary
 
 
 @contextlib.asynccontextmanager
@@ -141,7 +140,6 @@ def test_plain_tcp_is_refused_without_allow_nosec(tmp_path: Path) -> None:
     run(main())
 
 
-@pytest.mark.skipif(shutil.which("coap-client-openssl") is None, reason="libcoap3-bin is not installed")
 def test_libcoap_client_registers_over_coap_tcp(tmp_path: Path) -> None:
     """A third-party RFC 8323 client: libcoap's coap-client POSTs a Register over coap+tcp:// and gets 2.01."""
 
@@ -149,7 +147,7 @@ def test_libcoap_client_registers_over_coap_tcp(tmp_path: Path) -> None:
         async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
             uri = f"coap+tcp://127.0.0.1:{node.coap_tcp_port}/rd?ep=libcoap-tcp-1&lt=60"
             process = await asyncio.create_subprocess_exec(
-                "coap-client-openssl", "-m", "post", "-t", "40", "-e", "</3/0>,</3303/0>", "-v", "7", uri,
+                coap_client_binary(), "-m", "post", "-t", "40", "-e", "</3/0>,</3303/0>", "-v", "7", uri,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             )  # fmt: skip
             output, _ = await asyncio.wait_for(process.communicate(), 15)

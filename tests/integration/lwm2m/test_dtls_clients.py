@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,7 @@ from devicehub.node import Node
 from support.device_pki import TestCa
 from support.node import eventually, run, running_node
 from support.ports import free_udp_port
-
-COAP_CLIENT = shutil.which("coap-client-openssl")
-pytestmark = pytest.mark.skipif(COAP_CLIENT is None, reason="libcoap3-bin (coap-client-openssl) is not installed")
+from support.third_party import coap_client_binary
 
 NAME = "dtls-device-00001"  # Pelion: a PSK endpoint name has 16-64 characters
 KEY = "sixteen-byte-key-of-dtls-device1"  # coap-client -k takes the key as text
@@ -24,10 +21,9 @@ KEY = "sixteen-byte-key-of-dtls-device1"  # coap-client -k takes the key as text
 
 async def start_client(*args: str, wait: float = 0.0) -> asyncio.subprocess.Process:
     """coap-client-openssl with `args`; with `wait` it keeps its session open that long (-B) after the answer."""
-    assert COAP_CLIENT is not None
     extra = ["-B", str(wait)] if wait else []
     return await asyncio.create_subprocess_exec(
-        COAP_CLIENT, *extra, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        coap_client_binary(), *extra, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
 
 
