@@ -83,3 +83,21 @@ async def device(node: Node, name: str, **options: Any) -> AsyncIterator[SimDevi
         yield sim
     finally:
         await sim.stop()
+
+
+async def reported(node: Node, device_id: str, path: str) -> bytes | None:
+    """The value the node's snapshot holds for `path`, None before any."""
+    for resource in await node.store.get_snapshot(device_id):
+        if resource.path == path and resource.reported is not None:
+            return resource.reported.value
+    return None
+
+
+async def wait_reported(node: Node, device_id: str, path: str, value: bytes, within: float = 5.0) -> None:
+    """Until the snapshot holds `value` for `path` (bounded)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while (last := await reported(node, device_id, path)) != value:
+        if loop.time() > end:
+            raise AssertionError(f"{path} never reported {value!r} (last: {last!r})")
+        await asyncio.sleep(0.01)

@@ -22,29 +22,13 @@ from devicehub.node import Node
 from devicehub.sim.device import OmaBehaviour
 from devicehub.sim.objects import BATTERY, OPAQUE, TEMPERATURE, Resource, standard_model
 from support.apps import websocket_app as app
-from support.node import device, eventually, run, running_node
+from support.node import device, eventually, run, running_node, wait_reported
 
 # Wakaama's first datagram (lwm2m-device-side.md §1): CON POST /rd, MID 0x6d9a, token 9a6d2c69, CF 40,
 # lwm2m=1.1, ep=X, b=U, lt=60; the link-format body is the example client's object list
 WAKAAMA_REGISTER = bytes.fromhex("44026d9a9a6d2c69b272641128396c776d326d3d312e310465703d5803623d55056c743d3630ff")
 WAKAAMA_LINKS = b'</>;rt="oma.lwm2m";ct=11543,</1/0>,</3/0>,</3303/0>'
 OSCORE = 9  # a critical option (odd number) devicehub does not implement
-
-
-async def reported(node: Node, device_id: str, path: str) -> bytes | None:
-    for resource in await node.store.get_snapshot(device_id):
-        if resource.path == path and resource.reported is not None:
-            return resource.reported.value
-    return None
-
-
-async def wait_reported(node: Node, device_id: str, path: str, value: bytes) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + 5
-    while await reported(node, device_id, path) != value:
-        if loop.time() > end:
-            raise AssertionError(f"{path} never reported {value!r} (last: {await reported(node, device_id, path)!r})")
-        await asyncio.sleep(0.01)
 
 
 async def device_request(http: aiohttp.ClientSession, device_id: str, async_id: str, body: dict[str, Any]) -> None:

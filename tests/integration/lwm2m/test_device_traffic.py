@@ -10,25 +10,8 @@ import aiohttp
 from devicehub._core import TLV_RESOURCE, TlvNode, coap_encode_uint, tlv_encode, tlv_float
 from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
-from devicehub.node import Node
 from devicehub.sim.objects import BATTERY, TEMPERATURE
-from support.node import device, eventually, run, running_node
-
-
-async def reported(node: Node, device_id: str, path: str) -> bytes | None:
-    for resource in await node.store.get_snapshot(device_id):
-        if resource.path == path and resource.reported is not None:
-            return resource.reported.value
-    return None
-
-
-async def wait_reported(node: Node, device_id: str, path: str, value: bytes) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + 5
-    while await reported(node, device_id, path) != value:
-        if loop.time() > end:
-            raise AssertionError(f"{path} never reported {value!r}")
-        await asyncio.sleep(0.01)
+from support.node import device, eventually, reported, run, running_node, wait_reported
 
 
 def test_read_write_execute_and_write_attributes_reach_the_device(tmp_path: Path) -> None:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from devicehub.store.base import Store
 from devicehub.store.redis import RedisStore
 from devicehub.store.sqlite import SqliteStore
 from support.redis_server import redis_server
+from support.stores import StoreFactory
 
-StoreFactory = Callable[[], Store]
 _prefixes = itertools.count()
 
 

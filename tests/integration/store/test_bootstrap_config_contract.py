@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-
 import msgspec
 
 from devicehub.store.base import Store
 from devicehub.store.records import BootstrapConfig
+from support.stores import StoreFactory, run
 
-StoreFactory = Callable[[], Store]  # the `make_store` fixture (conftest.py)
 A = "a" * 32
 B = "b" * 32
-
-
-def run(make_store: StoreFactory, scenario: Callable[[Store], Awaitable[None]]) -> None:
-    """One store opened, used and closed (a second call reopens what the first one wrote)."""
-
-    async def main() -> None:
-        store = make_store()
-        await store.open()
-        try:
-            await scenario(store)
-        finally:
-            await store.close()
-
-    asyncio.run(asyncio.wait_for(main(), 20))
 
 
 def config(name: str, account: str = A, uri: str = "coap://10.0.0.1:5683", **fields: object) -> BootstrapConfig:

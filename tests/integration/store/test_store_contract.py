@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import msgspec
@@ -27,23 +27,10 @@ from devicehub.store.records import (
 )
 from devicehub.store.redis import RedisStore
 from devicehub.store.sqlite import SqliteStore
-
-StoreFactory = Callable[[], Store]  # the `make_store` fixture (conftest.py)
+from support.stores import StoreFactory, run
 
 A = "a" * 32
 B = "b" * 32
-
-
-def run(make_store: StoreFactory, scenario: Callable[[Store], Awaitable[None]]) -> None:
-    async def main() -> None:
-        store = make_store()
-        await store.open()
-        try:
-            await scenario(store)
-        finally:
-            await store.close()
-
-    asyncio.run(asyncio.wait_for(main(), 20))
 
 
 def reopen(make_store: StoreFactory, check: Callable[[Store], Coroutine[Any, Any, None]]) -> None:
