@@ -91,8 +91,9 @@ class Batch:
         """Number of events in the batch."""
     def events(self) -> list[tuple[int, bytes, int]]:
         """The events as (kind, encoded event, queued-at epoch ms), oldest first."""
-    def queued_at(self) -> list[int]:
-        """When each event was queued (epoch ms), oldest first, without copying the events."""
+    def count_waits(self, now_ms: int, bounds_ms: list[int], counts: list[int]) -> tuple[list[int], int]:
+        """Add each event's wait until `now_ms` to `counts` (a slot per upper bound in `bounds_ms`, inclusive,
+        then one for longer waits); returns the counts and the waits' sum in ms."""
 
 @final
 class ChannelQueue:

@@ -6,13 +6,14 @@ scrape time by `_NodeCollector`; what needs a hook (HTTP requests, callback PUT 
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from devicehub.domain.events import (
@@ -25,6 +26,7 @@ from devicehub.domain.events import (
 )
 
 if TYPE_CHECKING:
+    from devicehub._core import Batch
     from devicehub.api.context import Services
 
 EVENT_KINDS = {
@@ -37,6 +39,25 @@ EVENT_KINDS = {
 }
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TOP_QUEUES = 10  # per-channel queue gauges for the largest queues only: the label set stays bounded
+DELIVERY_BOUNDS_MS = [
+    1,
+    2,
+    5,
+    10,
+    25,
+    50,
+    100,
+    250,
+    500,
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    30_000,
+    60_000,
+    300_000,
+    3_600_000,
+]
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -76,13 +97,9 @@ class NodeMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.delivery_latency = Histogram(
-            "devicehub_event_delivery_latency_seconds",
-            "Device to application inside the service: from an event's arrival (queued) to the application's "
-            "transport taking it (WebSocket frame written, callback answered 2xx, long poll answered)",
-            buckets=(*LATENCY_BUCKETS, 30.0, 60.0, 300.0, 3600.0),
-            registry=self.registry,
-        )
+        # counted per delivered batch in the Rust core (Batch.count_waits), exported by _NodeCollector
+        self.delivery_waits = [0] * (len(DELIVERY_BOUNDS_MS) + 1)
+        self.delivery_wait_sum_ms = 0
         self.pending_requests = 0  # refreshed before each scrape (a store read, so async)
         ProcessCollector(namespace="devicehub", registry=self.registry)  # memory, CPU seconds, open files
         self.registry.register(_NodeCollector(self))
@@ -95,10 +112,10 @@ class NodeMetrics:
             cause = "timeout" if timed_out else "unreachable" if status is None else f"{status // 100}xx"
             self.callback_failures.labels(cause).inc()
 
-    def events_delivered(self, queued_at_ms: list[int], now: float) -> None:
+    def events_delivered(self, batch: Batch, now: float) -> None:
         """Hook of the channel hub: one call per delivered batch."""
-        for queued in queued_at_ms:
-            self.delivery_latency.observe(max(now - queued / 1000, 0.0))
+        self.delivery_waits, waited_ms = batch.count_waits(int(now * 1000), DELIVERY_BOUNDS_MS, self.delivery_waits)
+        self.delivery_wait_sum_ms += waited_ms
 
     async def scrape(self) -> bytes:
         self.pending_requests = len(await self.services.store.all_pending_requests())
@@ -143,10 +160,24 @@ class _NodeCollector(Collector):
     def __init__(self, metrics: NodeMetrics) -> None:
         self._metrics = metrics
 
+    def _delivery_latency(self) -> HistogramMetricFamily:
+        m = self._metrics
+        cumulative = list(itertools.accumulate(m.delivery_waits))
+        buckets = [(repr(bound / 1000), count) for bound, count in zip(DELIVERY_BOUNDS_MS, cumulative, strict=False)]
+        buckets.append(("+Inf", cumulative[-1]))
+        return HistogramMetricFamily(
+            "devicehub_event_delivery_latency_seconds",
+            "Device to application inside the service: from an event's arrival (queued) to the application's "
+            "transport taking it (WebSocket frame written, callback answered 2xx, long poll answered)",
+            buckets=buckets,
+            sum_value=m.delivery_wait_sum_ms / 1000,
+        )
+
     def collect(self) -> Iterator[Metric]:
         services = self._metrics.services
         lw = services.extra_metrics() if services.extra_metrics is not None else {}
         hub = services.hub.metrics()
+        yield self._delivery_latency()
 
         def v(values: dict[str, Any], name: str) -> float:
             return float(values.get(name, 0))

@@ -34,8 +34,8 @@ class Counters:
     dropped_failed: int = 0  # free tier: a batch whose one attempt failed (spec §8)
     delivery_failures: int = 0
     channels_removed: int = 0
-    # observer of each delivered batch: when its events were queued (epoch ms) and when they went (seconds)
-    on_delivered: Callable[[list[int], float], None] | None = None
+    # observer of each delivered batch and when it went (seconds): one call per batch, not per event
+    on_delivered: Callable[[Batch, float], None] | None = None
     queued_by_kind: dict[int, int] = field(default_factory=dict)  # event kind → events queued (/metrics)
 
 
@@ -141,7 +141,7 @@ class Channel:
         self._settle(batch)
         self._counters.events_delivered += batch.count
         if self._counters.on_delivered is not None:
-            self._counters.on_delivered(batch.queued_at(), now)
+            self._counters.on_delivered(batch, now)
         self.last_delivery_at = now
         self.consecutive_failures = 0
         self.failing_since = None

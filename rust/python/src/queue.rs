@@ -51,9 +51,21 @@ impl PyBatch {
     fn events<'py>(&self, py: Python<'py>) -> Vec<(u8, Bound<'py, PyBytes>, u64)> {
         as_tuples(py, &self.batch.events)
     }
-    /// When each event was queued, without copying the events (for delivery latency).
-    fn queued_at(&self) -> Vec<u64> {
-        self.batch.events.iter().map(|e| e.queued_at_ms).collect()
+    /// Count the events' waits until `now_ms` into `counts` (per upper bound of `bounds_ms`, then longer);
+    /// returns the updated counts and the waits' sum in ms.
+    fn count_waits(
+        &self,
+        now_ms: u64,
+        bounds_ms: Vec<u64>,
+        mut counts: Vec<u64>,
+    ) -> PyResult<(Vec<u64>, u64)> {
+        if counts.len() != bounds_ms.len() + 1 {
+            return Err(QueueError::new_err(
+                "counts needs one slot per bound and one more",
+            ));
+        }
+        let sum = self.batch.count_waits(now_ms, &bounds_ms, &mut counts);
+        Ok((counts, sum))
     }
 }
 
