@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import msgspec
 
-from devicehub.store.records import Device, SnapshotResource
+from devicehub.store.records import Device, ReportedValue, SnapshotResource
 
 BUCKETS = 1024  # epochs are kept per bucket of device ids: bounded memory, a collision only costs a missed fill
 MAX_DEVICES = 100_000
@@ -72,6 +72,13 @@ class ReadCache:
         entry = self._snapshots.get(device_id)
         if entry is not None:
             entry[path] = msgspec.structs.replace(entry.get(path) or SnapshotResource(path=path), **changes)
+
+    def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
+        """A reported value went into the store's write-behind, not to the database. No epoch move: a load
+        running now lays the write-behind's values over its rows (SqliteStore.get_snapshot), so it stays right."""
+        entry = self._snapshots.get(device_id)
+        if entry is not None:
+            entry[path] = msgspec.structs.replace(entry.get(path) or SnapshotResource(path=path), reported=reported)
 
     def ensure(self, device_id: str, paths: Iterable[str]) -> None:
         self.touch(device_id)

@@ -635,9 +635,9 @@ class RedisStore:
 
     async def _write_reported(self, pending: Pending) -> None:
         async with self.redis.pipeline(transaction=True) as tx:
-            for (device_id, path), value in pending.items():
-                tx.zadd(self._k("snap_paths", device_id), {path: 0})
-                tx.hset(self._k("snap_rep", device_id), path, _encode(value))
+            for device_id, values in pending.items():
+                tx.zadd(self._k("snap_paths", device_id), dict.fromkeys(values, 0))
+                tx.hset(self._k("snap_rep", device_id), mapping={p: _encode(v) for p, v in values.items()})
             await tx.execute()
 
     async def set_desired(self, device_id: str, path: str, desired: DesiredValue) -> None:

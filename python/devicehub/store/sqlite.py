@@ -759,10 +759,12 @@ class SqliteStore:
     # ---- state snapshot --------------------------------------------------------------------------------
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
         self._reported.put(device_id, path, reported)
-        self._cache.update(device_id, path, reported=reported)
+        self._cache.set_reported(device_id, path, reported)
 
     async def _write_reported(self, pending: Pending) -> None:
-        rows = [(device_id, path, _encode(value)) for (device_id, path), value in pending.items()]
+        rows = [
+            (device_id, path, _encode(value)) for device_id, values in pending.items() for path, value in values.items()
+        ]
         await self._write(
             lambda db: db.executemany(
                 "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"

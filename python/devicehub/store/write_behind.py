@@ -18,7 +18,7 @@ from devicehub.store.records import ReportedValue
 
 log = logging.getLogger("devicehub.store")
 
-Pending = dict[tuple[str, str], ReportedValue]
+Pending = dict[str, dict[str, ReportedValue]]  # device id → path → latest value
 
 DEFAULT_INTERVAL_S = 0.05
 
@@ -35,7 +35,10 @@ class ReportedWriteBehind:
         self._flushes: set[asyncio.Task[None]] = set()
 
     def put(self, device_id: str, path: str, value: ReportedValue) -> None:
-        self._pending[(device_id, path)] = value
+        values = self._pending.get(device_id)
+        if values is None:
+            values = self._pending[device_id] = {}
+        values[path] = value
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self._interval, self._flush_soon)
 
@@ -43,7 +46,7 @@ class ReportedWriteBehind:
         """Values of the device not written yet, by path (what a reader lays over the store's rows)."""
         values: dict[str, ReportedValue] = {}
         for batch in (*self._writing, self._pending):  # newest last: a newer value replaces an older one
-            values.update((path, value) for (device, path), value in batch.items() if device == device_id)
+            values.update(batch.get(device_id, ()))
         return values
 
     def _flush_soon(self) -> None:
@@ -74,8 +77,10 @@ class ReportedWriteBehind:
         try:
             await self._write(pending)
         except BaseException:
-            for key, value in pending.items():  # keep what failed, unless a newer value arrived meanwhile
-                self._pending.setdefault(key, value)
+            for device_id, values in pending.items():  # keep what failed, unless a newer value arrived meanwhile
+                kept = self._pending.setdefault(device_id, {})
+                for path, value in values.items():
+                    kept.setdefault(path, value)
             raise
         finally:
             self._writing.remove(pending)

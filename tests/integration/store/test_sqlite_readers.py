@@ -199,3 +199,39 @@ def test_a_load_that_raced_a_write_does_not_fill_the_cache() -> None:
     assert cache.device("d1") is None and cache.snapshot("d1") is None
     cache.fill_device(stale, cache.epoch("d1"))  # a load with nothing racing it fills
     assert cache.device("d1") == stale
+
+
+def test_a_device_reporting_values_keeps_its_snapshot_in_the_read_cache(tmp_path: Path) -> None:
+    """A reported value goes to the write-behind, not the database: it must not evict the device's cached snapshot
+    (every notification did, so the echo of any active device was read from SQLite again)."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.put_device(Device(id="d1", account_id="a1", endpoint_name="e", **TIMES))
+            await store.ensure_resources("d1", ["/3303/0/5700"])
+            # the first load runs while the device reports: its value arrives during the reader's query
+            load = asyncio.ensure_future(store.get_snapshot("d1"))
+            await asyncio.sleep(0)  # one scheduling step: the load is now waiting for its reader thread
+            first = ReportedValue(value=b"21.5", content_type="text/plain", reported_at=1.0)
+            await store.set_reported("d1", "/3303/0/5700", first)
+            assert (await load)[0].reported == first  # laid over the rows it read
+            assert store._cache.snapshot("d1") is not None, "a reported value kept the load out of the cache"
+            for n in range(20):
+                value = ReportedValue(value=str(n).encode(), content_type="text/plain", reported_at=float(n))
+                await store.set_reported("d1", "/3303/0/5700", value)
+            cached = store._cache.snapshot("d1")
+            assert cached is not None, "the notifications evicted the cached snapshot"
+            assert cached[0].reported == value
+            assert await store.get_snapshot("d1") == cached
+        finally:
+            await store.close()
+        fresh = SqliteStore(tmp_path)
+        await fresh.open()
+        try:
+            assert (await fresh.get_snapshot("d1"))[0].reported == value  # and the write-behind wrote it
+        finally:
+            await fresh.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
