@@ -159,7 +159,7 @@ class RequestQueue:
         now = self._clock.now()
         path = request.uri.partition("?")[0]
         request_id = f"{request.key_id}/{request.async_id}"
-        current = await self._desired(request.device_id, path)
+        current = await self._store.get_desired(request.device_id, path)
         mime = request.content_type or (mime_for(TEXT) if request.payload else "")
         mine = current is None or current.request_id in (request_id, "")
         if status == PENDING or mine:
@@ -188,12 +188,6 @@ class RequestQueue:
         else:
             return
         await self._store.set_desired(request.device_id, path, desired)
-
-    async def _desired(self, device_id: str, path: str) -> DesiredValue | None:
-        for entry in await self._store.get_snapshot(device_id):
-            if entry.path == path:
-                return entry.desired
-        return None
 
     async def _expire_loop(self) -> None:
         while True:

@@ -172,6 +172,9 @@ class Store(Protocol):
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
         """Ordered by path."""
 
+    async def get_desired(self, device_id: str, path: str) -> DesiredValue | None:
+        """One resource's desired value (what a write request updates), without reading the whole snapshot."""
+
     # cluster coordination ------------------------------------------------------------------------
     async def acquire_lease(self, name: str, owner: str, ttl_seconds: float, now: float) -> bool:
         """Take or renew a named lease; False while another owner holds an unexpired one."""

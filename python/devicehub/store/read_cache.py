@@ -62,6 +62,11 @@ class ReadCache:
         entry = self._snapshots.get(device_id)
         return None if entry is None else [entry[path] for path in sorted(entry)]
 
+    def resource(self, device_id: str, path: str) -> SnapshotResource | None:
+        """A cached snapshot's entry for `path`; None when the device's snapshot is not cached or has no such path."""
+        entry = self._snapshots.get(device_id)
+        return None if entry is None else entry.get(path)
+
     def fill_snapshot(self, device_id: str, resources: list[SnapshotResource], epoch: int) -> None:
         if epoch == self.epoch(device_id):
             self._put(self._snapshots, device_id, {r.path: r for r in resources}, self._max_snapshots)

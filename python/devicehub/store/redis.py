@@ -653,6 +653,10 @@ class RedisStore:
         if paths:
             await self.redis.zadd(self._k("snap_paths", device_id), dict.fromkeys(paths, 0), nx=True)
 
+    async def get_desired(self, device_id: str, path: str) -> DesiredValue | None:
+        data = await self.redis.hget(self._k("snap_des", device_id), path)
+        return None if data is None else _decode(DesiredValue, data)
+
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
         await self._reported.flush()
         async with self.redis.pipeline(transaction=True) as tx:

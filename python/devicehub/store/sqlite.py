@@ -809,6 +809,18 @@ class SqliteStore:
         )
         self._cache.ensure(device_id, paths)
 
+    async def get_desired(self, device_id: str, path: str) -> DesiredValue | None:
+        cached = self._cache.resource(device_id, path)
+        if cached is not None:
+            return cached.desired
+        # desired values are written through (set_desired awaits its commit): a reader connection sees them
+        return await self._one(
+            DesiredValue,
+            "SELECT desired FROM snapshot WHERE device_id = ? AND path = ? AND desired IS NOT NULL",
+            (device_id, path),
+            reader=True,
+        )
+
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
         cached = self._cache.snapshot(device_id)
         if cached is not None:

@@ -322,8 +322,14 @@ def test_desired_value_keeps_content_type_request_and_last_success(make_store: S
             request_id="k1/w2",
             last_success=LastSuccess(value=b"0", content_type="text/plain", desired_at=5.0),
         )
+        assert await store.get_desired("d1", "/3311/0/5850") is None
         await store.set_desired("d1", "/3311/0/5850", desired)
         assert await store.get_snapshot("d1") == [SnapshotResource(path="/3311/0/5850", desired=desired)]
+        # one resource's desired value on its own (a write request reads only that)
+        assert await store.get_desired("d1", "/3311/0/5850") == desired
+        await store.ensure_resources("d1", ["/3311/0/5851"])
+        assert await store.get_desired("d1", "/3311/0/5851") is None
+        assert await store.get_desired("d2", "/3311/0/5850") is None
 
     run(make_store, scenario)
 
