@@ -242,7 +242,7 @@ class _NodeCollector(Collector):
             "devicehub_events_enqueued", "Events put on channel queues, by kind", labels=["kind"]
         )
         # the hub keeps its counters private; reading them here keeps the hub free of exporter code
-        by_kind = getattr(getattr(services.hub, "_counters", None), "queued_by_kind", {})
+        by_kind = services.hub.counters.queued_by_kind
         for code, name in EVENT_KINDS.items():
             enqueued.add_metric([name], by_kind.get(code, 0))
         yield enqueued
@@ -274,9 +274,7 @@ class _NodeCollector(Collector):
         size = GaugeMetricFamily(
             "devicehub_channel_queue_bytes", f"Bytes queued, for the {TOP_QUEUES} largest queues", labels=["key_id"]
         )
-        # the hub keeps its channels private; reading them here keeps the hub free of exporter code
-        live = list(getattr(services.hub, "_channels", {}).values())
-        for channel in sorted(live, key=lambda c: c.queue.bytes_used, reverse=True)[:TOP_QUEUES]:
+        for channel in services.hub.largest_queues(TOP_QUEUES):
             depth.add_metric([channel.key_id], channel.size)
             size.add_metric([channel.key_id], channel.queue.bytes_used)
         yield depth

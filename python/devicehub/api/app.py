@@ -31,11 +31,10 @@ def add_routes(app: web.Application, routes: tuple[Route, ...] = ROUTES) -> None
 def create_app(services: Services) -> web.Application:
     quiet_bad_requests()
     node_metrics = NodeMetrics(services)
-    # the callback client feeds callback latency; it lives in the hub, which keeps it private
-    client = getattr(services.hub, "_client", None)
-    if client is not None:
-        client.on_answer = node_metrics.callback_answered
     if services.hub is not None:
+        client = services.hub.callback_client
+        if client is not None:  # the callback client feeds callback latency
+            client.on_answer = node_metrics.callback_answered
         services.hub.counters.on_delivered = node_metrics.events_delivered
     settings = services.settings
     app = web.Application(

@@ -27,7 +27,6 @@ PULL = "pull"
 class Counters:
     """Hub-wide event and channel counters since start (exported by `ChannelHub.metrics`)."""
 
-    events_queued: int = 0
     events_delivered: int = 0
     dropped_overflow: int = 0
     dropped_expired: int = 0
@@ -115,7 +114,6 @@ class Channel:
     def push(self, kind: int, data: bytes, now_ms: int) -> None:
         self.queue.push(kind, data, now_ms)
         self._journal.append(self.key_id, StoredEvent(kind, data, now_ms))
-        self._counters.events_queued += 1
         self._counters.queued_by_kind[kind] = self._counters.queued_by_kind.get(kind, 0) + 1
         self.last_data_at = now_ms / 1000
         self._account()

@@ -217,6 +217,15 @@ class ChannelHub:
 
     # ---- channel administration ------------------------------------------------------------------
     @property
+    def callback_client(self) -> CallbackClient | None:
+        """The HTTP client of every callback channel (after start), for hooks such as callback latency."""
+        return self._client
+
+    def largest_queues(self, count: int) -> list[Channel]:
+        """This node's `count` channels holding the most queued bytes, largest first."""
+        return sorted(self._channels.values(), key=lambda c: c.queue.bytes_used, reverse=True)[:count]
+
+    @property
     def counters(self) -> Counters:
         """Hub-wide counters, and the hook that observes deliveries (metrics)."""
         return self._counters
@@ -676,7 +685,7 @@ class ChannelHub:
             "queued_events": sum(c.size for c in channels),
             "queued_bytes": sum(c.queue.bytes_used for c in channels),
             "journal_pending_events": self._journal.pending_events,
-            "events_queued_total": self._counters.events_queued,
+            "events_queued_total": sum(self._counters.queued_by_kind.values()),
             "events_delivered_total": self._counters.events_delivered,
             "dropped_overflow_total": self._counters.dropped_overflow,
             "dropped_expired_total": self._counters.dropped_expired,

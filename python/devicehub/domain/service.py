@@ -232,6 +232,8 @@ class DeviceService:
     async def _gone(self, registration: Registration, *, expired: bool) -> None:
         device = await self._store.get_device(registration.device_id)
         self._devices.pop(registration.device_id, None)
+        # no notification comes while it is away; a Register or Update rebuilds its routes
+        self.router.forget(registration.device_id)
         if device is None:
             return
         now = self._clock.now()

@@ -111,12 +111,18 @@ class SubscriptionRouter:
         self._presub.pop(device_id, None)
         self._drop_cache(device_id)
 
+    def tracked(self) -> int:
+        """Devices with routing state in memory (routes, presubscription routes, index or cache)."""
+        return len({*self._routes, *self._presub, *self._index, *self._route_cache})
+
     def _drop_cache(self, device_id: str) -> None:
         self._index.pop(device_id, None)
         self._route_cache.pop(device_id, None)
 
     def keys_for(self, device_id: str, path: str) -> tuple[str, ...]:
-        cache = self._route_cache.setdefault(device_id, {})
+        cache = self._route_cache.get(device_id)
+        if cache is None:
+            cache = self._route_cache[device_id] = {}
         cached = cache.get(path)
         if cached is not None:
             return cached

@@ -71,10 +71,12 @@ def test_deregister_marks_the_device_deregistered(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path) as node, device(node, "dereg-1") as sim:
             device_id = sim.device_id or ""
+            assert node.devices.router.tracked() == 1  # its routes (presubscriptions, here none) are in memory
             await sim.deregister()
             assert node.lwm2m.registration(device_id) is None
             stored = await node.store.get_device(device_id)
             assert stored is not None and stored.state == "deregistered"
+            assert node.devices.router.tracked() == 0  # and gone with it: memory does not grow with departures
 
     run(scenario())
 
