@@ -113,11 +113,7 @@ class DeviceService:
         return Admission(account_id=account_id, device_id=device_id)
 
     async def registered(self, registration: Registration) -> None:
-        device = await self._save(registration)
-        await self._store_link_values(device, registration.links)
-        await self.router.full_registration(device)
-        await self._sink.publish_account(device.account_id, _registration_event(device))
-        self.requests.kick(device.id)
+        await self.registered_many([registration])
 
     async def registered_many(self, registrations: Sequence[Registration]) -> None:
         """A batch of full registrations (issue 16 #1): one read and one write of the store for all of them; then
@@ -139,7 +135,7 @@ class DeviceService:
                 await self._store_link_values(device, registration.links)
                 if device.account_id not in rules:
                     rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
-                await self.router.full_registration(device, stored=True, rules=rules[device.account_id])
+                await self.router.full_registration(device, rules=rules[device.account_id])
                 await self._sink.publish_account(device.account_id, _registration_event(device))
                 self.requests.kick(device.id)
             except Exception:

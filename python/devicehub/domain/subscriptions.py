@@ -159,13 +159,11 @@ class SubscriptionRouter:
             self._spawn(self._cancel(device_id, pattern))
 
     async def full_registration(
-        self, device: Device, *, stored: bool = False, rules: list[tuple[str, list[PresubscriptionRule]]] | None = None
+        self, device: Device, *, rules: list[tuple[str, list[PresubscriptionRule]]] | None = None
     ) -> None:
-        """spec §2.1 / §3.2 step 5: a full registration drops every resource-specific subscription (`stored`: the
-        store's part is done, by `put_registered_devices`; `rules`: the account's presubscriptions, read already)."""
-        if not stored:
-            await self._store.remove_device_subscriptions(device.id)
-            await self._store.clear_subscribed(device.id)
+        """spec §2.1 / §3.2 step 5: a full registration drops every resource-specific subscription (the store's
+        part is done with the device record: `put_registered_devices`; `rules`: the account's presubscriptions, when
+        the caller has read them already)."""
         self._routes[device.id] = []
         await self.apply_presubscriptions(device, [r.path for r in device.resources], rules=rules)
 
