@@ -9,7 +9,7 @@ import msgspec
 from aiohttp import web
 
 from devicehub.api.body import decode, read_body
-from devicehub.api.context import SERVICES, bearer_token, principal, services
+from devicehub.api.context import SERVICES, authenticate, bearer_token, principal, services
 from devicehub.channels.callback import parse_registration
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
 from devicehub.channels.options import ChannelOptions
@@ -143,7 +143,7 @@ async def websocket_connect(request: web.Request) -> web.StreamResponse:
     raw_key = key_from_protocols(request.headers.get("Sec-WebSocket-Protocol", "")) or bearer_token(request)
     await ws.prepare(request)
     try:
-        caller = await services(request).accounts.authenticate(raw_key)
+        caller = await authenticate(request, raw_key)
     except Unauthorized:
         await ws.close(code=POLICY_VIOLATION, message=b"invalid or missing API key")  # spec §5 rule 3, §7
         return ws
