@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 import msgspec
 from aiohttp import web
 
@@ -135,13 +133,13 @@ async def list_psks(request: web.Request) -> web.Response:
 
 async def get_psk(request: web.Request) -> web.Response:
     caller = await principal(request)
-    name = unquote(request.match_info["endpoint_name"])
+    name = request.match_info["endpoint_name"]  # the router decoded it
     return _reply(200, _psk(await _credentials(request).get_psk(caller.account_id, name)))
 
 
 async def delete_psk(request: web.Request) -> web.Response:
     caller = await principal(request)
-    await _credentials(request).delete_psk(caller.account_id, unquote(request.match_info["endpoint_name"]))
+    await _credentials(request).delete_psk(caller.account_id, request.match_info["endpoint_name"])
     return web.Response(status=204)
 
 
