@@ -71,11 +71,12 @@ class Route:
     aliases: tuple[str, ...] = field(default=())  # further paths served by the same handler, not documented
 
     def router_path(self, path: str | None = None) -> str:
-        """The aiohttp form: parameters that span segments get the `.+` pattern."""
+        """The aiohttp form: parameters that span segments may hold `/` but not end with one, so a trailing slash
+        is left to the one mechanism every route shares (trailing_slash.py)."""
         result = path or self.path
         for param in self.path_params:
             if param.spans_segments:
-                result = result.replace("{" + param.name + "}", "{" + param.name + ":.+}")
+                result = result.replace("{" + param.name + "}", "{" + param.name + ":.*[^/]}")
         return result
 
 

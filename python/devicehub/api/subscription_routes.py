@@ -15,8 +15,8 @@ from devicehub.store.records import PresubscriptionRule
 
 def _path(request: web.Request) -> str:
     # wire-format.md: the path comes without its leading slash; accept a leading slash and %2F too
-    # a trailing slash (`…/5700/`) is the same path: every route answers with and without one
-    return unquote(request.match_info["path"]).rstrip("/") or "/"
+    # (a trailing slash is taken off before routing: trailing_slash.py, Route.router_path)
+    return unquote(request.match_info["path"])
 
 
 async def subscribe(request: web.Request) -> web.Response:
