@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 from aiohttp import web
 
 from devicehub.api.body import decode, read_body
@@ -14,9 +12,9 @@ from devicehub.store.records import PresubscriptionRule
 
 
 def _path(request: web.Request) -> str:
-    # wire-format.md: the path comes without its leading slash; accept a leading slash and %2F too
-    # (a trailing slash is taken off before routing: trailing_slash.py, Route.router_path)
-    return unquote(request.match_info["path"])
+    # wire-format.md: the path comes without its leading slash; a leading slash and %2F are accepted too (the
+    # router decoded %2F already); a trailing slash is taken off before routing (trailing_slash.py)
+    return request.match_info["path"]
 
 
 async def subscribe(request: web.Request) -> web.Response:
