@@ -10,7 +10,7 @@ import msgspec
 from aiohttp import web
 
 from devicehub import __version__
-from devicehub.api.errors import V3Error, json_errors
+from devicehub.api.errors import V3Error
 
 if TYPE_CHECKING:
     from devicehub.api.routes import Route
@@ -49,7 +49,7 @@ def build_spec(routes: Sequence[Route]) -> dict[str, Any]:
         # answers every operation may give, wherever it is: the rate limit, and the store refusing changes
         error_content = (
             {"application/json": {"schema": lookup[V3Error]}}
-            if json_errors(route.path)
+            if route.json_errors
             else {"text/plain": {"schema": {"type": "string"}}}
         )
         responses.setdefault(

@@ -70,6 +70,11 @@ class Route:
     auth: bool = True
     aliases: tuple[str, ...] = field(default=())  # further paths served by the same handler, not documented
 
+    @property
+    def json_errors(self) -> bool:
+        """Whether this operation's errors are V3Error JSON objects (else v2 text tokens), as its replies declare."""
+        return any(reply.model is V3Error for reply in self.replies)
+
     def router_path(self, path: str | None = None) -> str:
         """The aiohttp form: parameters that span segments may hold `/` but not end with one, so a trailing slash
         is left to the one mechanism every route shares (trailing_slash.py)."""
