@@ -24,6 +24,7 @@ from devicehub.api import (
     request_routes,
     subscription_routes,
 )
+from devicehub.api.body import MAX_LIMIT
 from devicehub.api.directory_filter import filter_parameter_names
 from devicehub.api.errors import V3Error
 from devicehub.domain.service import ASYNC_ID as ASYNC_ID_RE
@@ -121,7 +122,7 @@ _FILTER_VALUE = {"type": "string", "maxLength": 256, "pattern": "^[ -~]*$"}
 LIST_QUERY = (
     Param(
         "limit",
-        {"type": "integer", "minimum": 2, "maximum": device_routes.MAX_LIMIT},
+        {"type": "integer", "minimum": 2, "maximum": MAX_LIMIT},
         "page size (default 50)",
     ),
     Param("after", {"type": "string", "maxLength": 64}, "device id cursor: the page starts after it"),
@@ -609,7 +610,7 @@ ROUTES: tuple[Route, ...] = (
         "credentials",
         (Reply(200, "a page", credential_routes.PskList), v3(400, "a bad parameter"), V3_401),
         query=(
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size (default 50)"),
+            Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, "page size (default 50)"),
             Param("after", {"type": "string", "maxLength": 64}, "endpoint name cursor: the page starts after it"),
         ),
     ),
