@@ -32,16 +32,6 @@ class Services:
     credentials: CredentialService | None = None  # issue 13 #3
     security: Callable[[], dict[str, object]] | None = None  # issue 13 #4: the device security policy, for /readyz
 
-    def metrics(self) -> dict[str, float]:
-        """Every counter this node exports on /metrics."""
-        values: dict[str, float] = {}
-        for name, value in self.hub.metrics().items():
-            if isinstance(value, int | float):
-                values[f"channels_{name}"] = value
-        if self.extra_metrics is not None:
-            values.update(self.extra_metrics())
-        return values
-
 
 SERVICES = web.AppKey("services", Services)
 

@@ -1,4 +1,5 @@
-"""`GET /openapi.json`, generated from the route table (routes.py) and its msgspec wire models, and `/docs`."""
+"""`GET /openapi.json`, generated from the route table (routes.py) and its msgspec wire models (`/docs`, its
+renderer, ships with the console: console/__init__.py)."""
 
 from __future__ import annotations
 
@@ -92,9 +93,3 @@ def build_spec(routes: Sequence[Route]) -> dict[str, Any]:
 
 async def openapi_json(request: web.Request) -> web.Response:
     return web.Response(body=request.app[SPEC], content_type="application/json")
-
-
-async def docs(request: web.Request) -> web.Response:
-    from devicehub.api import console  # the renderer ships with the console's static files
-
-    return await console.docs(request)

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from devicehub.api import (
     bootstrap_routes,
+    console,
     credential_routes,
     device_routes,
     health_routes,
@@ -685,7 +686,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET",
         "/docs",
-        openapi.docs,
+        console.docs,  # the renderer ships with the console's static files
         "API overview page",
         "service",
         (Reply(200, "HTML", media="text/html"),),
