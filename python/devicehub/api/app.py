@@ -7,7 +7,7 @@ from aiohttp import web
 
 from devicehub.api import console, notification_routes, openapi
 from devicehub.api.context import SERVICES, Services
-from devicehub.api.errors import error_middleware
+from devicehub.api.errors import JSON_ERROR_ROUTES, error_middleware
 from devicehub.api.health_routes import METRICS
 from devicehub.api.rate_limit import RATE_LIMITS, rate_limit_middleware
 from devicehub.api.routes import ROUTES, Route
@@ -25,6 +25,7 @@ def add_routes(app: web.Application, routes: tuple[Route, ...] = ROUTES) -> None
     for route in routes:
         for path in (route.path, *route.aliases):
             app.router.add_route(route.method, route.router_path(path), route.handler)
+    app[JSON_ERROR_ROUTES] = frozenset(p for route in routes if route.json_errors for p in (route.path, *route.aliases))
     app[openapi.SPEC] = msgspec.json.encode(openapi.build_spec(routes))
 
 

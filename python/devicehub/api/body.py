@@ -1,7 +1,9 @@
-"""Reading request input: body size limit, JSON decoding and bounded query integers, with typed errors."""
+"""Request input and JSON replies: body size limit, JSON decoding, bounded query integers and page parameters with
+typed errors, and the one JSON reply every route module sends."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -10,6 +12,11 @@ from aiohttp import web
 from devicehub.errors import FieldError, MalformedJson, PayloadTooLarge, ValidationFailed
 
 T = TypeVar("T")
+
+MAX_LIMIT = 1000  # the largest page of any list (Pelion's)
+DEFAULT_LIMIT = 50  # Pelion's page size
+
+_encoder = msgspec.json.Encoder()
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
@@ -47,3 +54,31 @@ def int_query(request: web.Request, name: str, low: int, high: int) -> int | Non
     if not low <= value <= high:
         raise ValidationFailed(f"{name} must be {low}…{high}", fields=(FieldError(name, f"out of {low}…{high}"),))
     return value
+
+
+def json_reply(body: object, status: int = 200) -> web.Response:
+    """`body` (a msgspec Struct, or lists and dicts of them) as an application/json reply."""
+    return web.Response(status=status, body=_encoder.encode(body), content_type="application/json")
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """A list's `limit` and `after` cursor. Fetch `fetch` rows (one more than the page) so `split` knows whether
+    more follow."""
+
+    limit: int
+    after: str | None
+
+    @property
+    def fetch(self) -> int:
+        return self.limit + 1
+
+    def split(self, rows: list[T]) -> tuple[list[T], bool]:
+        """The page of `rows` (fetched from the cursor on) and whether more rows follow it."""
+        return rows[: self.limit], len(rows) > self.limit
+
+
+def page_query(request: web.Request, low: int, default: int = DEFAULT_LIMIT) -> PageQuery:
+    """`limit` (low…MAX_LIMIT, `default` when absent; 400 naming it otherwise) and `after` (None when empty)."""
+    limit = int_query(request, "limit", low, MAX_LIMIT) or default
+    return PageQuery(limit, request.query.get("after") or None)

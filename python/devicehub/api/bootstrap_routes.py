@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from devicehub.api.body import decode, int_query, read_body
+from devicehub.api.body import decode, json_reply, page_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.domain.bootstrap import DEFAULT_LIFETIME, MODE_NAMES, BootstrapConfigs, ConfigInput
 from devicehub.domain.timefmt import rfc3339
@@ -56,7 +56,6 @@ class BootstrapConfigList(msgspec.Struct, frozen=True, kw_only=True, omit_defaul
 
 
 _decoder = msgspec.json.Decoder(BootstrapConfigBody)
-_encoder = msgspec.json.Encoder()
 
 
 def config_model(config: BootstrapConfig) -> BootstrapConfigModel:
@@ -76,10 +75,6 @@ def config_model(config: BootstrapConfig) -> BootstrapConfigModel:
     )
 
 
-def _json(body: object, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=_encoder.encode(body), content_type="application/json")
-
-
 def _configs(request: web.Request) -> BootstrapConfigs:
     node = services(request)
     return BootstrapConfigs(node.store, node.clock)
@@ -90,12 +85,12 @@ async def put_config(request: web.Request) -> web.Response:
     body: BootstrapConfigBody = decode(_decoder, await read_body(request, MAX_BODY))
     given = ConfigInput(**{f: getattr(body, f) for f in body.__struct_fields__})
     config, created = await _configs(request).put(caller.account_id, request.match_info["endpoint_name"], given)
-    return _json(config_model(config), 201 if created else 200)
+    return json_reply(config_model(config), 201 if created else 200)
 
 
 async def get_config(request: web.Request) -> web.Response:
     caller = await principal(request)
-    return _json(config_model(await _configs(request).get(caller.account_id, request.match_info["endpoint_name"])))
+    return json_reply(config_model(await _configs(request).get(caller.account_id, request.match_info["endpoint_name"])))
 
 
 async def delete_config(request: web.Request) -> web.Response:
@@ -106,11 +101,8 @@ async def delete_config(request: web.Request) -> web.Response:
 
 async def list_configs(request: web.Request) -> web.Response:
     caller = await principal(request)
-    limit = int_query(request, "limit", 2, MAX_LIMIT) or 50
-    after = request.query.get("after") or None
-    configs = await _configs(request).list(caller.account_id, after=after, limit=limit + 1)
-    return _json(
-        BootstrapConfigList(
-            data=[config_model(c) for c in configs[:limit]], has_more=len(configs) > limit, limit=limit, after=after
-        )
+    page = page_query(request, 2)
+    configs, more = page.split(await _configs(request).list(caller.account_id, after=page.after, limit=page.fetch))
+    return json_reply(
+        BootstrapConfigList(data=[config_model(c) for c in configs], has_more=more, limit=page.limit, after=page.after)
     )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from aiohttp import web
 
+from devicehub.channels.websocket import key_from_protocols
 from devicehub.clock import Clock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService, Principal
@@ -31,22 +32,15 @@ class Services:
     credentials: CredentialService | None = None  # issue 13 #3
     security: Callable[[], dict[str, object]] | None = None  # issue 13 #4: the device security policy, for /readyz
 
-    def metrics(self) -> dict[str, float]:
-        """Every counter this node exports on /metrics."""
-        values: dict[str, float] = {}
-        for name, value in self.hub.metrics().items():
-            if isinstance(value, int | float):
-                values[f"channels_{name}"] = value
-        if self.extra_metrics is not None:
-            values.update(self.extra_metrics())
-        return values
-
 
 SERVICES = web.AppKey("services", Services)
 
 
 def services(request: web.Request) -> Services:
     return request.app[SERVICES]
+
+
+_AUTHENTICATED = web.RequestKey("authenticated", tuple)  # (raw key, Principal or the exception it raised)
 
 
 def bearer_token(request: web.Request) -> str | None:
@@ -57,6 +51,27 @@ def bearer_token(request: web.Request) -> str | None:
     return token.strip()
 
 
+def presented_key(request: web.Request) -> str | None:
+    """The API key the request carries: its bearer token, else (a WebSocket connect) a `pelion_<key>` sub-protocol."""
+    return bearer_token(request) or key_from_protocols(request.headers.get("Sec-WebSocket-Protocol", ""))
+
+
+async def authenticate(request: web.Request, raw_key: str | None) -> Principal:
+    """`raw_key` resolved to its principal once per request: the rate limit resolves it, the handler reuses it."""
+    memo = request.get(_AUTHENTICATED)
+    if memo is not None and memo[0] == raw_key:
+        outcome = memo[1]
+    else:
+        try:
+            outcome = await services(request).accounts.authenticate(raw_key)
+        except Exception as error:  # kept for the handler: a health probe with a bad key still answers
+            outcome = error
+        request[_AUTHENTICATED] = (raw_key, outcome)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return cast(Principal, outcome)
+
+
 async def principal(request: web.Request) -> Principal:
     """The caller; raises Unauthorized (401) for a missing, unknown or revoked key."""
-    return await services(request).accounts.authenticate(bearer_token(request))
+    return await authenticate(request, bearer_token(request))

@@ -3,19 +3,15 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 import msgspec
 from aiohttp import web
 
-from devicehub.api.body import decode, int_query, read_body
+from devicehub.api.body import decode, json_reply, page_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.domain.credentials import CredentialService
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import NotFound, Unavailable
 from devicehub.store.records import DeviceSharedKey, TrustedCa
-
-DEFAULT_LIMIT = 50  # Pelion's page size
 
 
 class _PskBody(msgspec.Struct):
@@ -73,7 +69,6 @@ class TrustedCaList(msgspec.Struct, frozen=True):
 
 _psk_body = msgspec.json.Decoder(_PskBody)
 _ca_body = msgspec.json.Decoder(CaUploadBody)
-_json = msgspec.json.Encoder()
 
 
 def _credentials(request: web.Request) -> CredentialService:
@@ -102,10 +97,6 @@ def _ca(record: TrustedCa) -> TrustedCaModel:
     )
 
 
-def _reply(status: int, body: object) -> web.Response:
-    return web.Response(status=status, body=_json.encode(body), content_type="application/json")
-
-
 async def upload_psk(request: web.Request) -> web.Response:
     caller = await principal(request)
     body: _PskBody = decode(_psk_body, await read_body(request, services(request).settings.max_body_bytes))
@@ -115,33 +106,31 @@ async def upload_psk(request: web.Request) -> web.Response:
 
 async def list_psks(request: web.Request) -> web.Response:
     caller = await principal(request)
-    limit = int_query(request, "limit", 1, 1000) or DEFAULT_LIMIT
-    after = request.query.get("after") or None
-    page = await _credentials(request).list_psks(caller.account_id, after=after, limit=limit + 1)
-    more = len(page) > limit
-    page = page[:limit]
-    return _reply(
-        200,
+    page = page_query(request, 1)
+    keys, more = page.split(
+        await _credentials(request).list_psks(caller.account_id, after=page.after, limit=page.fetch)
+    )
+    return json_reply(
         PskList(
             object="list",
-            limit=limit,
-            after=after,
+            limit=page.limit,
+            after=page.after,
             has_more=more,
-            continuation_marker=page[-1].endpoint_name if more else None,
-            data=[_psk(k) for k in page],
-        ),
+            continuation_marker=keys[-1].endpoint_name if more else None,
+            data=[_psk(k) for k in keys],
+        )
     )
 
 
 async def get_psk(request: web.Request) -> web.Response:
     caller = await principal(request)
-    name = unquote(request.match_info["endpoint_name"])
-    return _reply(200, _psk(await _credentials(request).get_psk(caller.account_id, name)))
+    name = request.match_info["endpoint_name"]  # the router decoded it
+    return json_reply(_psk(await _credentials(request).get_psk(caller.account_id, name)))
 
 
 async def delete_psk(request: web.Request) -> web.Response:
     caller = await principal(request)
-    await _credentials(request).delete_psk(caller.account_id, unquote(request.match_info["endpoint_name"]))
+    await _credentials(request).delete_psk(caller.account_id, request.match_info["endpoint_name"])
     return web.Response(status=204)
 
 
@@ -149,20 +138,20 @@ async def add_ca(request: web.Request) -> web.Response:
     caller = await principal(request)
     body: CaUploadBody = decode(_ca_body, await read_body(request, services(request).settings.max_body_bytes))
     record = await _credentials(request).add_ca(caller.account_id, body.name, body.certificate)
-    return _reply(201, _ca(record))
+    return json_reply(_ca(record), 201)
 
 
 async def list_cas(request: web.Request) -> web.Response:
     caller = await principal(request)
     records = await _credentials(request).list_cas(caller.account_id)
-    return _reply(200, TrustedCaList(object="list", total_count=len(records), data=[_ca(c) for c in records]))
+    return json_reply(TrustedCaList(object="list", total_count=len(records), data=[_ca(c) for c in records]))
 
 
 async def get_ca(request: web.Request) -> web.Response:
     caller = await principal(request)
     for record in await _credentials(request).list_cas(caller.account_id):
         if record.id == request.match_info["ca_id"]:
-            return _reply(200, _ca(record))
+            return json_reply(_ca(record))
     raise NotFound("no such trusted certificate")
 
 

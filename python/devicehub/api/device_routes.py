@@ -6,7 +6,7 @@ import base64
 
 from aiohttp import web
 
-from devicehub.api.body import decode, int_query, read_body
+from devicehub.api.body import decode, json_reply, page_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.api.directory_filter import parse_filters
 from devicehub.api.models import (
@@ -20,18 +20,11 @@ from devicehub.api.models import (
     EchoResource,
     EndpointResource,
     device_update_decoder,
-    encoder,
 )
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import FieldError, MethodNotAllowed, ValidationFailed
 from devicehub.lwm2m.content import mime_for
 from devicehub.store.records import Device
-
-MAX_LIMIT = 1000
-
-
-def _json(body: object, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=encoder.encode(body), content_type="application/json")
 
 
 def device_model(device: Device) -> DeviceModel:
@@ -55,7 +48,7 @@ def device_model(device: Device) -> DeviceModel:
 
 async def list_devices(request: web.Request) -> web.Response:
     caller = await principal(request)
-    limit = int_query(request, "limit", 2, MAX_LIMIT) or 50
+    page = page_query(request, 2)
     query = parse_filters(request.query.items())
     order = request.query.get("order", "ASC").upper()
     if order not in ("ASC", "DESC"):
@@ -63,23 +56,23 @@ async def list_devices(request: web.Request) -> web.Response:
     include = {part.strip() for part in request.query.get("include", "").split(",") if part.strip()}
     if include - {"total_count"}:
         raise ValidationFailed("include takes total_count", fields=(FieldError("include", "not total_count"),))
-    after = request.query.get("after") or None
     store = services(request).store
     await services(request).devices.settled()  # registrations answered before this call are listed
     devices: list[Device] = []
     total = 0 if "total_count" in include else None
     if query is not None:
         devices = await store.list_devices(
-            caller.account_id, query=query, after=after, limit=limit + 1, descending=order == "DESC"
+            caller.account_id, query=query, after=page.after, limit=page.fetch, descending=order == "DESC"
         )
         if total is not None:
             total = await store.count_devices(caller.account_id, query=query)
-    return _json(
+    devices, more = page.split(devices)
+    return json_reply(
         DeviceList(
-            data=[device_model(d) for d in devices[:limit]],
-            has_more=len(devices) > limit,
-            limit=limit,
-            after=after,
+            data=[device_model(d) for d in devices],
+            has_more=more,
+            limit=page.limit,
+            after=page.after,
             order=order,
             total_count=total,
         )
@@ -89,7 +82,7 @@ async def list_devices(request: web.Request) -> web.Response:
 async def get_device(request: web.Request) -> web.Response:
     caller = await principal(request)
     device = await services(request).devices.device_for(caller, request.match_info["device_id"])
-    return _json(device_model(device))
+    return json_reply(device_model(device))
 
 
 async def update_device(request: web.Request) -> web.Response:
@@ -99,7 +92,7 @@ async def update_device(request: web.Request) -> web.Response:
         device_update_decoder, await read_body(request, services(request).settings.max_body_bytes)
     )
     device = await services(request).devices.update_device(caller, request.match_info["device_id"], body.changes())
-    return _json(device_model(device))
+    return json_reply(device_model(device))
 
 
 async def delete_device(request: web.Request) -> web.Response:
@@ -112,7 +105,7 @@ async def delete_device(request: web.Request) -> web.Response:
 async def endpoint_resources(request: web.Request) -> web.Response:
     caller = await principal(request)
     device = await services(request).devices.device_for(caller, request.match_info["device_id"])
-    return _json([EndpointResource(uri=r.path, obs=r.obs, rt=r.rt, type=None) for r in device.resources])
+    return json_reply([EndpointResource(uri=r.path, obs=r.obs, rt=r.rt, type=None) for r in device.resources])
 
 
 def _b64(value: bytes) -> str:
@@ -156,7 +149,7 @@ async def echo(request: web.Request) -> web.Response:
         resources.append(
             EchoResource(resource_path=entry.path, subscribed=entry.subscribed, reported=reported, desired=desired)
         )
-    return _json(
+    return json_reply(
         DeviceEcho(
             device_id=device.id,
             endpoint_name=device.endpoint_name,

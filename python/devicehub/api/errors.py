@@ -1,4 +1,4 @@
-"""The one place errors become HTTP responses: v2 paths get a text token, v3 paths a JSON error object."""
+"""The one place errors become HTTP responses: a v2 text token or a v3 JSON error object, as the route declares."""
 
 from __future__ import annotations
 
@@ -42,13 +42,24 @@ class V3Error(msgspec.Struct, frozen=True, omit_defaults=True):
 _encoder = msgspec.json.Encoder()
 
 
-# Pelion's bootstrap API (`/v2/device-shared-keys`) answers JSON error objects like v3, unlike the rest of v2
+# The paths (aiohttp's canonical form, as routes.py writes them) whose operations declare V3Error replies; the app
+# fills it from the route table (app.py add_routes), so the table decides each route's error style.
+JSON_ERROR_ROUTES = web.AppKey("json_error_routes", frozenset[str])
+# For a path that matches no route: Pelion's bootstrap API (`/v2/device-shared-keys`) answers JSON error objects
+# like v3, unlike the rest of v2
 JSON_ERROR_PREFIXES = ("/v3/", "/admin/", "/v2/device-shared-keys")
 
 
 def json_errors(path: str) -> bool:
-    """Whether errors on `path` are V3Error JSON objects (else a v2 text/plain token)."""
+    """Whether errors on `path`, which no route matched, are V3Error JSON objects (else a v2 text/plain token)."""
     return path.startswith(JSON_ERROR_PREFIXES)
+
+
+def _json_errors(request: web.Request) -> bool:
+    resource = request.match_info.route.resource
+    if resource is None:  # no route matched (404, 405)
+        return json_errors(request.path)
+    return resource.canonical in request.app.get(JSON_ERROR_ROUTES, frozenset())
 
 
 def render(request: web.Request, error: DevicehubError) -> web.Response:
@@ -59,7 +70,7 @@ def render(request: web.Request, error: DevicehubError) -> web.Response:
 
 
 def _render(request: web.Request, error: DevicehubError) -> web.Response:
-    if json_errors(request.path):
+    if _json_errors(request):
         body = V3Error(
             object="error",
             code=error.status,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from devicehub.api.body import decode, int_query, read_body
+from devicehub.api.body import decode, json_reply, page_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.api.models import (
     ApiKeyCreateBody,
@@ -19,18 +19,11 @@ from devicehub.api.models import (
     PolicyGroup,
     PolicyGroupList,
     api_key_create_decoder,
-    encoder,
 )
 from devicehub.domain.accounts import ADMINISTRATORS, DEVELOPERS, AccountService, group_id
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import FieldError, ValidationFailed
 from devicehub.store.records import ApiKey
-
-MAX_LIMIT = 1000
-
-
-def _json(body: object, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=encoder.encode(body), content_type="application/json")
 
 
 def _model(accounts: AccountService, key: ApiKey, secret: str | None = None) -> ApiKeyModel:
@@ -68,7 +61,7 @@ async def list_policy_groups(request: web.Request) -> web.Response:
         )
         for name in (ADMINISTRATORS, DEVELOPERS)
     ]
-    return _json(PolicyGroupList(data=groups, limit=int_query(request, "limit", 2, MAX_LIMIT) or 50, total_count=2))
+    return json_reply(PolicyGroupList(data=groups, limit=page_query(request, 2).limit, total_count=2))
 
 
 async def create_api_key(request: web.Request) -> web.Response:
@@ -82,13 +75,13 @@ async def create_api_key(request: web.Request) -> web.Response:
         raise ValidationFailed("keys here have no owning user", fields=(FieldError("owner", "must be empty"),))
     accounts = services(request).accounts
     key, secret = await accounts.issue_key(caller, body.name, body.groups)
-    return _json(_model(accounts, key, secret), status=201)
+    return json_reply(_model(accounts, key, secret), status=201)
 
 
 async def list_api_keys(request: web.Request) -> web.Response:
     caller = await principal(request)
     accounts = services(request).accounts
-    limit = int_query(request, "limit", 2, MAX_LIMIT) or 50
+    page = page_query(request, 2)
     order = request.query.get("order", "ASC").upper()
     if order not in ("ASC", "DESC"):
         raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "bad value"),))
@@ -96,17 +89,17 @@ async def list_api_keys(request: web.Request) -> web.Response:
     total = len(keys)
     if order == "DESC":
         keys.reverse()
-    after = request.query.get("after") or None
-    if after is not None:
+    if page.after is not None:
         ids = [k.id for k in keys]
-        keys = keys[ids.index(after) + 1 :] if after in ids else []
-    return _json(
+        keys = keys[ids.index(page.after) + 1 :] if page.after in ids else []
+    keys, more = page.split(keys)
+    return json_reply(
         ApiKeyList(
-            data=[_model(accounts, k) for k in keys[:limit]],
-            has_more=len(keys) > limit,
-            limit=limit,
+            data=[_model(accounts, k) for k in keys],
+            has_more=more,
+            limit=page.limit,
             order=order,
-            after=after,
+            after=page.after,
             total_count=total,
         )
     )
@@ -115,13 +108,13 @@ async def list_api_keys(request: web.Request) -> web.Response:
 async def get_api_key(request: web.Request) -> web.Response:
     caller = await principal(request)
     accounts = services(request).accounts
-    return _json(_model(accounts, await accounts.key_of_account(caller, request.match_info["key_id"])))
+    return json_reply(_model(accounts, await accounts.key_of_account(caller, request.match_info["key_id"])))
 
 
 async def get_own_api_key(request: web.Request) -> web.Response:
     caller = await principal(request)
     accounts = services(request).accounts
-    return _json(_model(accounts, await accounts.own_key(caller)))
+    return json_reply(_model(accounts, await accounts.own_key(caller)))
 
 
 async def delete_api_key(request: web.Request) -> web.Response:

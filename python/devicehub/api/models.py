@@ -243,7 +243,6 @@ class NotificationBatch(msgspec.Struct, frozen=True, omit_defaults=True, rename=
     async_responses: list[dict[str, Any]] | None = None
 
 
-encoder = msgspec.json.Encoder()
 presubscriptions_decoder = msgspec.json.Decoder(list[PresubscriptionBody])
 device_request_decoder = msgspec.json.Decoder(DeviceRequestBody)
 device_update_decoder = msgspec.json.Decoder(DeviceUpdateBody)

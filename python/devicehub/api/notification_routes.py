@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from devicehub.api.body import decode, read_body
-from devicehub.api.context import SERVICES, bearer_token, principal, services
+from devicehub.api.body import decode, json_reply, read_body
+from devicehub.api.context import SERVICES, authenticate, bearer_token, principal, services
 from devicehub.channels.callback import parse_registration
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
 from devicehub.channels.options import ChannelOptions
@@ -49,12 +49,7 @@ class DeliveryMechanism(msgspec.Struct, frozen=True):
     delivery_mechanism: str
 
 
-_encoder = msgspec.json.Encoder()
 _any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
-
-
-def _json(body: msgspec.Struct, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=_encoder.encode(body), content_type="application/json")
 
 
 def _callback_body(channel: Channel) -> CallbackChannelBody:
@@ -103,7 +98,7 @@ async def put_callback(request: web.Request) -> web.Response:
 
 async def get_callback(request: web.Request) -> web.Response:
     caller = await principal(request)
-    return _json(_callback_body(_channel_of(request, caller.key_id, CALLBACK)))
+    return json_reply(_callback_body(_channel_of(request, caller.key_id, CALLBACK)))
 
 
 async def delete_callback(request: web.Request) -> web.Response:
@@ -119,12 +114,12 @@ async def put_websocket(request: web.Request) -> web.Response:
     raw = await _json_body(request, optional=True)
     options = ChannelOptions.from_wire(raw.get("serialization")) if raw is not None and "serialization" in raw else None
     channel, created = await services(request).hub.set_websocket(caller, options)
-    return _json(_websocket_body(channel), status=201 if created else 200)
+    return json_reply(_websocket_body(channel), status=201 if created else 200)
 
 
 async def get_websocket(request: web.Request) -> web.Response:
     caller = await principal(request)
-    return _json(_websocket_body(_channel_of(request, caller.key_id, WEBSOCKET)))
+    return json_reply(_websocket_body(_channel_of(request, caller.key_id, WEBSOCKET)))
 
 
 async def delete_websocket(request: web.Request) -> web.Response:
@@ -143,7 +138,7 @@ async def websocket_connect(request: web.Request) -> web.StreamResponse:
     raw_key = key_from_protocols(request.headers.get("Sec-WebSocket-Protocol", "")) or bearer_token(request)
     await ws.prepare(request)
     try:
-        caller = await services(request).accounts.authenticate(raw_key)
+        caller = await authenticate(request, raw_key)
     except Unauthorized:
         await ws.close(code=POLICY_VIOLATION, message=b"invalid or missing API key")  # spec §5 rule 3, §7
         return ws
@@ -156,7 +151,7 @@ async def get_channel(request: web.Request) -> web.Response:
     channel = services(request).hub.channel(caller.key_id)
     if channel is None:
         raise NotFound("no notification channel for this key")
-    return _json(DeliveryMechanism(_DELIVERY_MECHANISMS[channel.kind]))
+    return json_reply(DeliveryMechanism(_DELIVERY_MECHANISMS[channel.kind]))
 
 
 # ---- pull (deprecated, spec §4.8) --------------------------------------------------------------------

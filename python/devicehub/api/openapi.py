@@ -1,4 +1,5 @@
-"""`GET /openapi.json`, generated from the route table (routes.py) and its msgspec wire models, and `/docs`."""
+"""`GET /openapi.json`, generated from the route table (routes.py) and its msgspec wire models (`/docs`, its
+renderer, ships with the console: console/__init__.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import msgspec
 from aiohttp import web
 
 from devicehub import __version__
-from devicehub.api.errors import V3Error, json_errors
+from devicehub.api.errors import V3Error
 
 if TYPE_CHECKING:
     from devicehub.api.routes import Route
@@ -49,7 +50,7 @@ def build_spec(routes: Sequence[Route]) -> dict[str, Any]:
         # answers every operation may give, wherever it is: the rate limit, and the store refusing changes
         error_content = (
             {"application/json": {"schema": lookup[V3Error]}}
-            if json_errors(route.path)
+            if route.json_errors
             else {"text/plain": {"schema": {"type": "string"}}}
         )
         responses.setdefault(
@@ -92,9 +93,3 @@ def build_spec(routes: Sequence[Route]) -> dict[str, Any]:
 
 async def openapi_json(request: web.Request) -> web.Response:
     return web.Response(body=request.app[SPEC], content_type="application/json")
-
-
-async def docs(request: web.Request) -> web.Response:
-    from devicehub.api import console  # the renderer ships with the console's static files
-
-    return await console.docs(request)

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from devicehub.api import (
     bootstrap_routes,
+    console,
     credential_routes,
     device_routes,
     health_routes,
@@ -24,6 +25,7 @@ from devicehub.api import (
     request_routes,
     subscription_routes,
 )
+from devicehub.api.body import MAX_LIMIT
 from devicehub.api.directory_filter import filter_parameter_names
 from devicehub.api.errors import V3Error
 from devicehub.domain.service import ASYNC_ID as ASYNC_ID_RE
@@ -70,12 +72,18 @@ class Route:
     auth: bool = True
     aliases: tuple[str, ...] = field(default=())  # further paths served by the same handler, not documented
 
+    @property
+    def json_errors(self) -> bool:
+        """Whether this operation's errors are V3Error JSON objects (else v2 text tokens), as its replies declare."""
+        return any(reply.model is V3Error for reply in self.replies)
+
     def router_path(self, path: str | None = None) -> str:
-        """The aiohttp form: parameters that span segments get the `.+` pattern."""
+        """The aiohttp form: parameters that span segments may hold `/` but not end with one, so a trailing slash
+        is left to the one mechanism every route shares (trailing_slash.py)."""
         result = path or self.path
         for param in self.path_params:
             if param.spans_segments:
-                result = result.replace("{" + param.name + "}", "{" + param.name + ":.+}")
+                result = result.replace("{" + param.name + "}", "{" + param.name + ":.*[^/]}")
         return result
 
 
@@ -115,7 +123,7 @@ _FILTER_VALUE = {"type": "string", "maxLength": 256, "pattern": "^[ -~]*$"}
 LIST_QUERY = (
     Param(
         "limit",
-        {"type": "integer", "minimum": 2, "maximum": device_routes.MAX_LIMIT},
+        {"type": "integer", "minimum": 2, "maximum": MAX_LIMIT},
         "page size (default 50)",
     ),
     Param("after", {"type": "string", "maxLength": 64}, "device id cursor: the page starts after it"),
@@ -603,7 +611,7 @@ ROUTES: tuple[Route, ...] = (
         "credentials",
         (Reply(200, "a page", credential_routes.PskList), v3(400, "a bad parameter"), V3_401),
         query=(
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size (default 50)"),
+            Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, "page size (default 50)"),
             Param("after", {"type": "string", "maxLength": 64}, "endpoint name cursor: the page starts after it"),
         ),
     ),
@@ -678,7 +686,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET",
         "/docs",
-        openapi.docs,
+        console.docs,  # the renderer ships with the console's static files
         "API overview page",
         "service",
         (Reply(200, "HTML", media="text/html"),),

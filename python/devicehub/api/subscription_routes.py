@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 from aiohttp import web
 
-from devicehub.api.body import decode, read_body
+from devicehub.api.body import decode, json_reply, read_body
 from devicehub.api.context import principal, services
-from devicehub.api.models import AsyncIdResponse, PresubscriptionBody, encoder, presubscriptions_decoder
+from devicehub.api.models import AsyncIdResponse, PresubscriptionBody, presubscriptions_decoder
 from devicehub.errors import NotFound
 from devicehub.store.records import PresubscriptionRule
 
 
 def _path(request: web.Request) -> str:
-    # wire-format.md: the path comes without its leading slash; accept a leading slash and %2F too
-    # a trailing slash (`…/5700/`) is the same path: every route answers with and without one
-    return unquote(request.match_info["path"]).rstrip("/") or "/"
+    # wire-format.md: the path comes without its leading slash; a leading slash and %2F are accepted too (the
+    # router decoded %2F already); a trailing slash is taken off before routing (trailing_slash.py)
+    return request.match_info["path"]
 
 
 async def subscribe(request: web.Request) -> web.Response:
     caller = await principal(request)
     async_id = await services(request).devices.subscribe(caller, request.match_info["device_id"], _path(request))
-    return web.Response(status=202, body=encoder.encode(AsyncIdResponse(async_id)), content_type="application/json")
+    return json_reply(AsyncIdResponse(async_id), 202)
 
 
 async def check_subscription(request: web.Request) -> web.Response:
@@ -70,7 +68,7 @@ def _wire(rule: PresubscriptionRule) -> PresubscriptionBody:
 async def get_presubscriptions(request: web.Request) -> web.Response:
     caller = await principal(request)
     rules = await services(request).devices.presubscriptions(caller)
-    return web.Response(body=encoder.encode([_wire(r) for r in rules]), content_type="application/json")
+    return json_reply([_wire(r) for r in rules])
 
 
 async def delete_presubscriptions(request: web.Request) -> web.Response:

@@ -20,14 +20,9 @@ from devicehub.sim.objects import (
     BOOL,
     FLOAT,
     INT,
-    LEGACY_TLV_CF,
     OPAQUE,
-    OPAQUE_CF,
     STRING,
-    TEXT_CF,
     TIME,
-    TLV_CF,
-    BadValue,
     Model,
     Resource,
     Value,
@@ -224,39 +219,16 @@ class ForwardingDevice(SimDevice):
         await self.endpoint.request(self.server, codes.DELETE, options, timing=self.deregister_timing)
 
     async def _handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
-        path = message.uri_path
-        if message.code == codes.PUT and (payload or not message.uri_query):
-            values = self._decode_write(path, message.content_format, payload)
-            if isinstance(values, dict) and any(target in self.forwarded for target in values):
-                self.counters.requests += 1
-                return await self._forward_write(values)
-            if isinstance(values, Reply) and path in self.forwarded:
-                self.counters.requests += 1
-                return values
-        if message.code == codes.POST and path in self.forwarded:
+        if message.code == codes.POST and message.uri_path in self.forwarded:
             self.counters.requests += 1
-            return await self._forward_execute(path, payload)
+            return await self._forward_execute(message.uri_path, payload)
         return await super()._handle(message, payload, remote)
 
-    def _decode_write(self, path: str, content_format: int | None, payload: bytes) -> dict[str, Value] | Reply:
-        """What a PUT writes, by path, as SimDevice decodes it; a Reply when it cannot be written."""
-        if not self.model.exists(path):
-            return Reply(codes.NOT_FOUND)
-        try:
-            if content_format in (TLV_CF, LEGACY_TLV_CF):
-                return self.model.decode_tlv_write(path, payload)
-            resource = self.model.resource(path)
-            if resource is None:
-                return Reply(codes.BAD_REQUEST, payload=b"instance writes need TLV")
-            if content_format == OPAQUE_CF:
-                return {path: payload} if resource.kind == OPAQUE else Reply(codes.UNSUPPORTED_FORMAT)
-            if content_format in (None, TEXT_CF):
-                return {path: resource.parse_text(payload)}
-            return Reply(codes.UNSUPPORTED_FORMAT)
-        except KeyError:
-            return Reply(codes.NOT_FOUND)
-        except BadValue as error:
-            return Reply(codes.BAD_REQUEST, payload=str(error).encode()[:100])
+    async def _apply_write(self, values: dict[str, Value]) -> Reply:
+        """A write that touches a forwarded resource waits for its owner's answer; any other is stored here."""
+        if any(target in self.forwarded for target in values):
+            return await self._forward_write(values)
+        return await super()._apply_write(values)
 
     async def _forward_write(self, values: dict[str, Value]) -> Reply:
         for target in values:

@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 
+from devicehub._core import lwm2m_cbor_encode
 from devicehub.clock import ManualClock
 from devicehub.node import Node
 from devicehub.sim.device import SimDevice
@@ -139,6 +140,44 @@ def test_cloud_write_answers_with_the_translators_answer(tmp_path: Path) -> None
                 assert execute["params"]["operation"] == 4 and execute["params"]["uri"]["resourceId"] == 5523
                 await translator.fail(execute)
                 assert (await events.wait_for("async-responses", lambda e: e["id"] == "x"))["status"] == 500
+                await events.ws.close()
+                await translator.ws.close()
+
+    run(scenario())
+
+
+def test_cloud_writes_in_lwm2m_cbor_to_a_forwarded_resource_or_instance_reach_the_translator(tmp_path: Path) -> None:
+    """A CBOR PUT was 4.15 on a forwarded resource, and on an instance it was written locally without asking the
+    translator: both are decoded as the simulator decodes them and forwarded, the translator's answer deciding."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
+            async with local_session(tmp_path) as local, api_session(node) as http:
+                translator = await _translator(local, "pt-cbor", "child-cbor")
+                child_id = await _device_id(node, "child-cbor")
+                child = core.children.get("child-cbor")
+                assert child is not None
+                events = await _events(http)
+                cbor = "application/vnd.oma.lwm2m+cbor"
+
+                single = lwm2m_cbor_encode([((3303, 0, 5700), 18.5)])
+                body = {"method": "PUT", "uri": "/3303/0/5700", "content-type": cbor, "payload-b64": _b64(single)}
+                await _request(http, child_id, "resource", body)
+                write = await translator.next_request()
+                assert write["params"]["operation"] == 2 and write["params"]["value"] == _double(18.5)
+                assert child.device.model.resource("/3303/0/5700").value == 20.0  # type: ignore[union-attr]
+                await translator.answer(write)
+                assert (await events.wait_for("async-responses", lambda e: e["id"] == "resource"))["status"] == 200
+                assert child.device.model.resource("/3303/0/5700").value == 18.5  # type: ignore[union-attr]
+
+                instance = lwm2m_cbor_encode([((3303, 0, 5700), 17.25)])
+                body = {"method": "PUT", "uri": "/3303/0", "content-type": cbor, "payload-b64": _b64(instance)}
+                await _request(http, child_id, "instance", body)
+                write = await translator.next_request()
+                assert write["params"]["operation"] == 2 and write["params"]["value"] == _double(17.25)
+                await translator.fail(write)
+                assert (await events.wait_for("async-responses", lambda e: e["id"] == "instance"))["status"] == 500
+                assert child.device.model.resource("/3303/0/5700").value == 18.5  # type: ignore[union-attr]
                 await events.ws.close()
                 await translator.ws.close()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from yarl import URL
 
 from devicehub.cli import main
 from devicehub.domain.credentials import SecretBox, load_secret_key
@@ -67,6 +68,29 @@ def test_pre_shared_keys_api_follows_pelion(tmp_path: Path) -> None:
             assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
             box = SecretBox(load_secret_key(key_file))
             assert box.open(stored.sealed_secret, "another-endpoint-0") == bytes.fromhex("AB" * 64)
+
+    run(main())
+
+
+def test_an_endpoint_name_with_a_percent_sign_is_addressed_by_its_percent_encoding(tmp_path: Path) -> None:
+    """`a%2541b` in the path is the name `a%41b`, decoded once (by the router), not `aAb`."""
+
+    async def main() -> None:
+        async with running_node(tmp_path) as node:
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                name, decoded_twice = "endpoint%41-percent", "endpointA-percent"
+                for endpoint in (name, decoded_twice):
+                    body = {"endpoint_name": endpoint, "secret_hex": SECRET}
+                    assert (await http.post("/v2/device-shared-keys", json=body)).status == 201
+                url = URL(
+                    f"http://127.0.0.1:{node.http_port}/v2/device-shared-keys/endpoint%2541-percent", encoded=True
+                )
+                async with http.get(url) as one:
+                    assert one.status == 200 and (await one.json())["endpoint_name"] == name
+                assert (await http.delete(url)).status == 204
+                page = await (await http.get("/v2/device-shared-keys")).json()
+                assert [k["endpoint_name"] for k in page["data"]] == [decoded_twice]
 
     run(main())
 

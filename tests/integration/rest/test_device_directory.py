@@ -127,7 +127,7 @@ def test_the_official_sdks_filtered_device_lists(tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_a_non_numeric_lwm2m_path_is_400_with_a_path_error(tmp_path: Path) -> None:
+def test_a_non_numeric_or_twice_encoded_lwm2m_path_is_400_with_a_path_error(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path) as node, device(node, "path-1") as sim:
             device_id = sim.device_id or ""
@@ -143,5 +143,10 @@ def test_a_non_numeric_lwm2m_path_is_400_with_a_path_error(tmp_path: Path) -> No
                     assert (r.status, await r.text()) == (400, "MALFORMED_PATH")
                 async with http.put(f"/v2/subscriptions/{device_id}/3303/0/5700") as r:
                     assert r.status == 202  # a numeric path still subscribes
+                async with http.get(f"/v2/subscriptions/{device_id}/3303%2F0%2F5700") as r:
+                    assert r.status == 200  # %2F is a slash
+                # decoded once: `%252F` is the text `%2F`, not a slash
+                async with http.get(f"/v2/subscriptions/{device_id}/3303%252F0%252F5700") as r:
+                    assert (r.status, await r.text()) == (400, "MALFORMED_PATH")
 
     run(scenario())

@@ -9,11 +9,14 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from devicehub.api.app import add_routes
-from devicehub.api.errors import json_errors
+from devicehub.api.errors import error_middleware, json_errors
 from devicehub.api.openapi import build_spec
-from devicehub.api.routes import ROUTES
+from devicehub.api.routes import ROUTES, Route, v2, v3
+from devicehub.api.trailing_slash import tolerate_trailing_slash
+from devicehub.errors import NotFound
 from support.node import run, running_node
 
 
@@ -80,3 +83,35 @@ def test_the_document_covers_channels_statuses_parameters_and_patterns(tmp_path:
                 assert error["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/V3Error"}
             elif error is not None:
                 assert "text/plain" in error["content"], (method, path)  # v2 errors are text tokens
+
+
+def test_each_route_answers_errors_in_the_style_its_table_entry_declares() -> None:
+    """The route table, not the path's prefix, decides text token or V3Error object; the prefix is for paths no route
+    matches. Here a `/v3/` route declares v2 errors and a route outside `/v3/` declares V3Error, over real HTTP."""
+
+    async def missing(request: web.Request) -> web.StreamResponse:
+        raise NotFound("nothing here")
+
+    routes = (
+        Route("GET", "/v3/oddity", missing, "v2 errors under /v3/", "test", (v2(404, "none"),), auth=False),
+        Route("GET", "/plain/{name}", missing, "v3 errors elsewhere", "test", (v3(404, "none"),), auth=False),
+    )
+
+    async def scenario() -> None:
+        app = web.Application(middlewares=[error_middleware])
+        add_routes(app, routes)
+        tolerate_trailing_slash(app)
+        async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as http:
+            async with http.get(server.make_url("/v3/oddity")) as r:
+                assert (r.status, r.content_type, await r.text()) == (404, "text/plain", "NOT_FOUND")
+            for path in ("/plain/x", "/plain/x/", "/v3/no-such-route"):
+                async with http.get(server.make_url(path)) as r:
+                    assert (r.status, r.content_type) == (404, "application/json"), path
+                    assert (await r.json())["type"] == "not_found"
+            async with http.get(server.make_url("/no-such-route")) as r:
+                assert (r.status, r.content_type) == (404, "text/plain")
+        document = build_spec(routes)
+        assert "text/plain" in document["paths"]["/v3/oddity"]["get"]["responses"]["429"]["content"]
+        assert "application/json" in document["paths"]["/plain/{name}"]["get"]["responses"]["429"]["content"]
+
+    run(scenario())

@@ -4,9 +4,11 @@ time-out against slowloris, and one WebSocket per key however often it connects.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from devicehub.clock import ManualClock
 from support.apps import create_key
@@ -43,6 +45,57 @@ def test_requests_beyond_a_keys_rate_are_429_with_retry_after_and_other_keys_go_
                     async with http.get("/health") as r:
                         statuses.append(r.status)
                 assert statuses == [200, 200, 200, 429]
+
+    run(scenario())
+
+
+def test_a_keys_rest_calls_and_websocket_connects_share_one_bucket(tmp_path: Path) -> None:
+    """The key in a `pelion_<key>` sub-protocol is the same key as in the bearer header: one bucket, not two."""
+
+    async def scenario() -> None:
+        clock = ManualClock()
+        async with running_node(tmp_path, clock=clock, rate_limit=1.0, rate_limit_burst=3.0) as node:
+            key = node.dev_api_key
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as http:
+                async with http.put("/v2/notification/websocket", headers={"Authorization": f"Bearer {key}"}) as r:
+                    assert r.status == 201
+                ws = await http.ws_connect("/v2/notification/websocket-connect", protocols=("wss", f"pelion_{key}"))
+                async with http.get("/v3/devices", headers={"Authorization": f"Bearer {key}"}) as r:
+                    assert r.status == 200  # the third token of three
+                async with http.get("/v3/devices", headers={"Authorization": f"Bearer {key}"}) as r:
+                    assert r.status == 429
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                    await http.ws_connect("/v2/notification/websocket-connect", protocols=("wss", f"pelion_{key}"))
+                assert refused.value.status == 429
+                # a made-up sub-protocol beside the key does not open a fresh bucket either
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                    await http.ws_connect(
+                        "/v2/notification/websocket-connect", protocols=("made-up", "wss", f"pelion_{key}")
+                    )
+                assert refused.value.status == 429
+                await ws.close()
+
+    run(scenario())
+
+
+def test_made_up_keys_from_one_address_share_the_address_bucket(tmp_path: Path) -> None:
+    """A fresh random bearer token on each request is no fresh bucket: keys that do not authenticate count against
+    the client's address, while a real key from the same address keeps its own bucket."""
+
+    async def scenario() -> None:
+        clock = ManualClock()
+        async with running_node(tmp_path, clock=clock, rate_limit=1.0, rate_limit_burst=3.0) as node:
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as http:
+                statuses = []
+                for _ in range(5):
+                    made_up = {"Authorization": f"Bearer ak_{secrets.token_hex(16)}"}
+                    async with http.get("/v3/devices", headers=made_up) as r:
+                        statuses.append(r.status)
+                assert statuses == [401, 401, 401, 429, 429]
+                async with http.get("/health") as r:  # no key at all: the same address bucket
+                    assert r.status == 429
+                async with http.get("/v3/devices", headers={"Authorization": f"Bearer {node.dev_api_key}"}) as r:
+                    assert r.status == 200
 
     run(scenario())
 
