@@ -28,7 +28,8 @@ from devicehub._core import TLV_RESOURCE, CoapMessage, TlvNode, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceError
-from devicehub.lwm2m.links import LinkFormatError, link_attributes
+from devicehub.lwm2m.links import LinkFormatError, ascii_digits, link_attributes
+from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.store.base import Store
 from devicehub.store.records import BootstrapConfig
@@ -38,7 +39,6 @@ log = logging.getLogger("devicehub.bootstrap")
 LINK_FORMAT_CF = 40
 NO_SEC = 3  # Security object resource 2
 TLV_CF = 11542
-MAX_ENDPOINT_NAME = 64
 MAX_SESSIONS = 1024
 OUTCOMES_KEPT = 1024
 FALLBACK_SECURITY_INSTANCE = 1  # a client that cannot Discover (LwM2M 1.0): its bootstrap account is taken as /0/0
@@ -92,7 +92,7 @@ def bootstrap_account_instance(discover_payload: bytes) -> int | None:
     """The /0 instance that has no `ssid` in a Bootstrap-Discover answer (the bootstrap server's own account)."""
     for target, attrs in link_attributes(discover_payload):
         parts = target.strip("/").split("/")
-        if len(parts) == 2 and parts[0] == "0" and parts[1].isdigit() and "ssid" not in attrs:
+        if len(parts) == 2 and parts[0] == "0" and ascii_digits(parts[1], 5) and "ssid" not in attrs:
             return int(parts[1])
     return None
 
@@ -172,16 +172,14 @@ class BootstrapServer:
         if message.code != codes.POST:
             return Reply(codes.METHOD_NOT_ALLOWED)
         self.stats.requests += 1
-        query: dict[str, str] = {}
-        for item in message.uri_query:
-            name, _, value = item.partition("=")
-            query[name] = value
-        endpoint_name = query.get("ep", "")
-        if not endpoint_name or len(endpoint_name) > MAX_ENDPOINT_NAME or not endpoint_name.isprintable():
+        query = parse_query(message.uri_query)
+        endpoint_name = endpoint_name_in(query)
+        if endpoint_name is None:
             self.stats.malformed += 1
-            return Reply(codes.BAD_REQUEST, payload=b"bootstrap needs ep= (1-64 printable characters)")
+            reason = f"bootstrap needs ep= (1-{MAX_ENDPOINT_NAME} printable characters)"
+            return Reply(codes.BAD_REQUEST, payload=reason.encode())
         pct = query.get("pct")
-        if pct is not None and not (pct.isdigit() and len(pct) <= 5):
+        if pct is not None and not ascii_digits(pct, 5):
             self.stats.malformed += 1
             return Reply(codes.BAD_REQUEST, payload=b"pct must be a content-format number")
         config = await self._lookup(endpoint_name, remote)
@@ -210,7 +208,7 @@ class BootstrapServer:
     async def _session(self, endpoint_name: str, config: BootstrapConfig, remote: Address) -> None:
         try:
             await self._run(config, remote)
-        except (BootstrapFailed, DeviceError) as error:
+        except (BootstrapFailed, DeviceError, ValueError) as error:  # ValueError: an answer it could not read
             self.stats.failed += 1
             self._record(endpoint_name, f"failed: {error}")
             log.info("bootstrap of %r failed: %s", endpoint_name, error)

@@ -41,7 +41,7 @@ def _split(text: str, separator: str) -> list[str]:
     return parts
 
 
-def _ascii_digits(text: str, most: int) -> bool:
+def ascii_digits(text: str, most: int) -> bool:
     """Issue 14 #2: `str.isdigit` takes '²' (int() then raises) and '١' (int() reads 1); ids are ASCII digits."""
     return 0 < len(text) <= most and text.isascii() and text.isdigit()
 
@@ -53,7 +53,7 @@ def _valid_path(path: str) -> bool:
     return (
         path.startswith("/")
         and 2 <= len(segments) <= 5
-        and all(_ascii_digits(s, 5) and int(s) <= 65535 for s in segments[1:])
+        and all(ascii_digits(s, 5) and int(s) <= 65535 for s in segments[1:])
     )
 
 
@@ -113,7 +113,7 @@ def _link(path: str, fields: list[str]) -> ResourceLink:
 
 
 def _int(text: str | None) -> int | None:
-    if text is None or not _ascii_digits(text, 10):
+    if text is None or not ascii_digits(text, 10):
         return None
     return int(text)
 

@@ -32,6 +32,7 @@ from devicehub.lwm2m.errors import DeviceError, NotRegistered
 from devicehub.lwm2m.expiry import ExpiryHeap
 from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
+from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Limits, Reply
 from devicehub.store.base import Store
@@ -43,7 +44,6 @@ DEFAULT_LIFETIME = 86_400  # LwM2M default `lt`
 MAX_LIFETIME = 72 * 3600  # Pelion caps the lifetime at 72 h (lwm2m-device-side.md §2)
 MIN_LIFETIME = 1
 SUPPORTED_VERSIONS = ("1.0", "1.1")
-MAX_ENDPOINT_NAME = 64
 MAX_WARNED = 10_000  # distinct refusals remembered so each is logged once
 OBSERVE_FRESHNESS = 128.0  # RFC 7641 §3.4: after this long any sequence number is taken as newer
 EXPIRY_CHECK_INTERVAL = 1.0
@@ -541,10 +541,9 @@ class LwM2MServer:
     async def _register(
         self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None = None
     ) -> Reply:
-        query = _query(message.uri_query)
-        endpoint_name = query.get("ep", "")
-        if not endpoint_name or len(endpoint_name) > MAX_ENDPOINT_NAME or not endpoint_name.isprintable():
-            return _bad("register needs ep= (1-64 printable characters)")
+        query = parse_query(message.uri_query)
+        if endpoint_name_in(query) is None:
+            return _bad(f"register needs ep= (1-{MAX_ENDPOINT_NAME} printable characters)")
         version = query.get("lwm2m", "1.0")
         if version not in SUPPORTED_VERSIONS:
             return Reply(codes.PRECONDITION_FAILED, payload=f"lwm2m {version} not supported; use 1.1 or 1.0".encode())
@@ -668,7 +667,7 @@ class LwM2MServer:
             return Reply(codes.NOT_FOUND)  # the client registers afresh
         if not self._continues(device, identity, remote, "update"):
             return Reply(codes.FORBIDDEN)
-        query = _query(message.uri_query)
+        query = parse_query(message.uri_query)
         current = device.registration
         lifetime = _lifetime(query.get("lt"), current.lifetime)
         if lifetime is None:
@@ -1022,17 +1021,6 @@ def _response(message: CoapMessage) -> DeviceResponse:
 
 def _bad(reason: str) -> Reply:
     return Reply(codes.BAD_REQUEST, payload=reason.encode()[:200])
-
-
-def _query(items: list[str]) -> dict[str, str]:
-    """Uri-Query items as a dict; a flag without `=` (`Q`) maps to ''."""
-    query: dict[str, str] = {}
-    for item in items:
-        for part in item.split("&"):  # tolerate clients that send one `&`-joined option
-            name, _, value = part.partition("=")
-            if name:
-                query[name] = value
-    return query
 
 
 def _lifetime(text: str | None, default: int = DEFAULT_LIFETIME) -> int | None:

@@ -162,8 +162,10 @@ def test_an_endpoint_without_configuration_is_refused_and_the_simulator_counts_t
 class _OddClient:
     """A device that starts a bootstrap and then answers one step badly."""
 
-    def __init__(self, discover: bytes, write_code: int = codes.CHANGED) -> None:
-        self.discover, self.write_code = discover, write_code
+    def __init__(
+        self, discover: bytes, write_code: int = codes.CHANGED, finish_code: int = codes.NOT_ACCEPTABLE
+    ) -> None:
+        self.discover, self.write_code, self.finish_code = discover, write_code, finish_code
         self.seen: list[tuple[int, str]] = []
 
     async def handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply:
@@ -174,7 +176,7 @@ class _OddClient:
             return Reply(codes.DELETED)
         if message.code == codes.PUT:
             return Reply(self.write_code)
-        return Reply(codes.NOT_ACCEPTABLE)
+        return Reply(self.finish_code)
 
 
 def test_malformed_bootstrap_exchanges_end_their_session_and_the_server_keeps_serving(tmp_path: Path) -> None:
@@ -215,5 +217,31 @@ def test_malformed_bootstrap_exchanges_end_their_session_and_the_server_keeps_se
                 await asyncio.wait_for(sim.registered.wait(), 10)
             finally:
                 await sim.stop()
+
+    run(scenario())
+
+
+def test_a_discover_answer_with_non_ascii_digits_is_read_and_the_session_still_ends_counted(tmp_path: Path) -> None:
+    """`'²'.isdigit()` is true and `int('²')` raises: `</0/²>` once killed the session task unhandled."""
+
+    async def scenario() -> None:
+        async with bootstrap_node(tmp_path) as node:
+            assert node.bootstrap is not None
+            # </0/²> is no instance; the bootstrap account is /0/3 (no ssid), so the server account goes to /0/0
+            client = _OddClient("</>;lwm2m=1.1,</0/²>,</0/0>;ssid=101,</0/3>".encode(), finish_code=codes.CHANGED)
+            endpoint = await CoapEndpoint.bind("127.0.0.1", 0, SystemClock(), client.handle)
+            try:
+                options = [(codes.URI_PATH, b"bs"), (codes.URI_QUERY, b"ep=odd-digits")]
+                assert (await endpoint.request(("127.0.0.1", node.bootstrap_port), codes.POST, options)).code == (
+                    codes.CHANGED
+                )
+                await eventually(lambda: "odd-digits" in node.bootstrap.outcomes)  # type: ignore[union-attr]
+            finally:
+                await endpoint.close()
+            assert node.bootstrap.outcomes["odd-digits"] == "completed"
+            assert (codes.PUT, "/0/0") in client.seen and node.bootstrap.stats.completed == 1
+            # a pct of non-ASCII digits is no content-format number
+            answer = await raw_request(node.bootstrap_port, codes.POST, "/bs", ["ep=odd-pct", "pct=1\u00b2"])
+            assert answer.code == codes.BAD_REQUEST and node.bootstrap.stats.malformed == 1
 
     run(scenario())
