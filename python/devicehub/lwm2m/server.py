@@ -34,7 +34,7 @@ from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.tcp import StreamListener
-from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Limits, Reply
+from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Handler, Limits, NotificationHandler, Reply
 from devicehub.store.base import Store
 from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
 
@@ -139,26 +139,34 @@ class LwM2MServer:
         self._secure: CoapEndpoint | None = None
         self._dtls: DtlsListener | None = None
         self._streams: list[StreamListener] = []  # CoAP over TCP (RFC 8323, issue 13 #5)
+        self._endpoints: list[tuple[str, CoapEndpoint]] = []  # every endpoint, with its transport (`_new_endpoint`)
         self._warned: dict[tuple[str, ...], None] = {}
         self._deadlines = ExpiryHeap()  # every registration held here, by expiry time (issue 16 #3)
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
+    def _new_endpoint(self, transport: str, on_request: Handler, on_notification: NotificationHandler) -> CoapEndpoint:
+        """Every endpoint of this server has its limits, is swept by the periodic timer and is in `metrics()` under
+        its transport's prefix (`coap`, `coaps`, `coap_tcp`)."""
+        endpoint = CoapEndpoint(self._clock, on_request, on_notification, limits=self._limits)
+        self._endpoints.append((transport, endpoint))
+        return endpoint
+
     async def start(self, host: str, port: int) -> None:
-        self._endpoint = await CoapEndpoint.bind(
-            host, port, self._clock, self._handle, self._notification, limits=self._limits
-        )
+        endpoint = self._new_endpoint("coap", self._handle, self._notification)
+        await asyncio.get_running_loop().create_datagram_endpoint(lambda: endpoint, local_addr=(host, port))
+        self._endpoint = endpoint
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
 
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
         """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, with an identity."""
-        endpoint = CoapEndpoint(self._clock, self._handle_secure, self._notification_secure)
+        endpoint = self._new_endpoint("coaps", self._handle_secure, self._notification_secure)
         self._dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
         self._secure = endpoint
 
     async def start_tcp(self, host: str, port: int) -> StreamListener:
         """A CoAP-over-TCP listener (issue 13 #5): its frames reach the same handlers; plain TCP is plain CoAP."""
-        endpoint = CoapEndpoint(self._clock, self._handle, self._notification, limits=self._limits)
+        endpoint = self._new_endpoint("coap_tcp", self._handle, self._notification)
         listener = StreamListener(endpoint)
         await listener.start(host, port)
         self._streams.append(listener)
@@ -357,11 +365,10 @@ class LwM2MServer:
         }
         for name, value in vars_of(self.stats).items():
             values[f"lwm2m_{name}"] = value
-        if self._endpoint is not None:
-            for name, value in vars_of(self._endpoint.stats).items():
-                values[f"coap_{name}"] = value
-            for name, size in self._endpoint.table_sizes().items():
-                values[f"coap_{name}"] = size
+        for transport, endpoint in self._endpoints:  # of several TCP listeners, the figures are summed
+            for name, value in [*vars_of(endpoint.stats).items(), *endpoint.table_sizes().items()]:
+                key = f"{transport}_{name}"
+                values[key] = values.get(key, 0) + value
         values["lwm2m_locks"] = len(self._locks)
         if self._dtls is not None:
             values["dtls_sessions"] = self._dtls.session_count()
@@ -837,8 +844,8 @@ class LwM2MServer:
                 await self._clock.sleep(EXPIRY_CHECK_INTERVAL)
                 # the check awaits the store: run it beside the ticker, so the ticks stay on time (one at a time)
                 self._expiry_ticks += 1
-                if self._endpoint is not None:
-                    self._endpoint.sweep()  # issue 14 #4: what a flood left behind goes, even when nothing follows
+                for _, endpoint in self._endpoints:
+                    endpoint.sweep()  # issue 14 #4: what a flood left behind goes, even when nothing follows
                 if check is None or check.done():
                     check = asyncio.create_task(self._expire_checked(), name="lwm2m-expiry-check")
         finally:

@@ -8,10 +8,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from devicehub.clock import SystemClock
+from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.dtls_client import ClientCredentials
 from devicehub.lwm2m.errors import DeviceError
+from devicehub.lwm2m.transport import EXCHANGE_LIFETIME
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.device_pki import TestCa
@@ -131,5 +132,38 @@ def test_revoking_a_psk_or_a_ca_ends_the_devices_sessions(tmp_path: Path) -> Non
                 assert dtls.session_count() == 1 and dtls.stats.revoked == 1
                 await node.credentials.remove_ca(tenant, authority.id)
                 assert dtls.session_count() == 0 and dtls.stats.revoked == 2
+
+    run(main())
+
+
+def test_the_dtls_endpoint_has_the_per_source_rate_limit_and_is_reported_and_swept(tmp_path: Path) -> None:
+    """The CoAPs endpoint was built without the server's limits: a DTLS peer was never rate limited, and its
+    tables were neither swept nor reported."""
+
+    async def main() -> None:
+        clock = ManualClock()  # not moved: the rate limit's bucket does not refill
+        async with running_node(
+            tmp_path, clock=clock, dev=False, allow_nosec=False, coaps_port=free_udp_port(), coap_rate_limit=1.0
+        ) as node:
+            await tenant_with_keys(node)
+            async with secure_device(node, FIRST, psk(FIRST, KEY1)) as sim:  # its Register takes one of two
+                assert node.coaps_port is not None
+                server = ("127.0.0.1", node.coaps_port)
+                asks = [
+                    asyncio.ensure_future(sim.endpoint.request(server, codes.GET, [(codes.URI_PATH, b"nothing")]))
+                    for _ in range(5)
+                ]
+                try:
+                    await eventually(lambda: node.lwm2m.metrics().get("coaps_rate_limited", 0) >= 4)
+                    assert sum(ask.done() for ask in asks) <= 1  # what the limit dropped is not answered
+                finally:
+                    for ask in asks:
+                        ask.cancel()
+                    await asyncio.gather(*asks, return_exceptions=True)
+                metrics = node.lwm2m.metrics()
+                assert metrics["coaps_dedup_entries"] >= 2 and metrics["coaps_rate_buckets"] == 1
+                assert metrics["coap_rate_limited"] == 0  # the plain endpoint's own figures stay apart
+                await clock.advance(EXCHANGE_LIFETIME + 1)  # the periodic timer sweeps the DTLS endpoint too
+                assert node.lwm2m.metrics()["coaps_dedup_entries"] == 0
 
     run(main())
