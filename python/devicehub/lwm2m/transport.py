@@ -559,7 +559,8 @@ class CoapEndpoint(asyncio.DatagramProtocol):
 
     def _remember(self, remote: Address, mid: int, reply: bytes) -> None:
         key = (remote, mid)
-        seen_at, previous = self._seen.get(key, (self._clock.now(), None))  # the window runs from the receipt
+        entry = self._seen.get(key)  # the window runs from the receipt
+        seen_at, previous = (self._clock.now(), None) if entry is None else entry
         self._seen_bytes += len(reply) - (len(previous) if previous is not None else 0)
         self._seen[key] = (seen_at, reply)
         while self._seen_bytes > self._limits.dedup_bytes and self._seen:
@@ -768,15 +769,11 @@ def _size_hint(response: CoapMessage) -> int | None:
 
 
 def option_fault(message: CoapMessage) -> str | None:
-    """Why this message's options cannot be acted on (RFC 7252 §5.4.1, §5.4.3), or None.
+    """Why this message's options cannot be acted on (RFC 7252 §5.4.1), or None: an unrecognised critical option.
 
-    An unrecognised critical option, or an option value of the wrong length or a reserved block size (which
-    counts as unrecognised); option values are parsed lazily by the codec, so this parses the ones read later."""
+    A value of the wrong length or a reserved block size in an option the codec pre-parses (Observe,
+    Content-Format, Accept, Block1, Block2) never gets here: `coap_decode` refuses the datagram (a format error)."""
     for number, _value in message.options:
         if number & 1 and number not in codes.RECOGNISED_CRITICAL:
             return f"unrecognised critical option {number}"
-    try:
-        message.block1, message.block2, message.observe, message.content_format, message.accept  # noqa: B018
-    except CoapError as error:
-        return str(error)
     return None

@@ -190,3 +190,22 @@ def test_arbitrary_bytes_decode_or_raise_coap_error(data: bytes) -> None:
     assert (
         coap_encode(message.mtype, message.code, message.mid, message.token, message.options, message.payload) == data
     )
+
+
+@pytest.mark.parametrize(
+    ("number", "bad"),
+    [
+        (OBSERVE, b"\0\0\0\1"),
+        (CONTENT_FORMAT, b"\0\0\x28"),
+        (ACCEPT, b"\0\0\x28"),
+        (BLOCK2, b"\x07"),
+        (BLOCK1, b"\x0f"),
+    ],
+)
+def test_a_bad_pre_parsed_option_is_refused_by_decode_even_as_a_repeat(number: int, bad: bytes) -> None:
+    """The transport's option check relies on this: no accessor of a decoded message can raise."""
+    good = {OBSERVE: b"\x07", CONTENT_FORMAT: b"\x28", ACCEPT: b"\x28", BLOCK2: b"\x06", BLOCK1: b"\x06"}[number]
+    assert coap_decode(coap_encode(0, 1, 1, b"t", [(number, good)])) is not None
+    for options in ([(number, bad)], [(number, good), (number, bad)]):
+        with pytest.raises(CoapError):
+            coap_decode(coap_encode(0, 1, 1, b"t", options))
