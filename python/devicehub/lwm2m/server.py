@@ -333,11 +333,16 @@ class LwM2MServer:
         task.add_done_callback(self._tasks.discard)
 
     def _forget(self, device: _Device) -> None:
+        """Drop the device from memory, unless a newer registration of it replaced this one meanwhile."""
         device_id = device.registration.device_id
         if self._devices.get(device_id) is device:
             del self._devices[device_id]
-            if self._by_address.get(device.registration.address) == device_id:
-                del self._by_address[device.registration.address]
+            self._release(device.registration.address, device_id)
+
+    def _release(self, address: Address, device_id: str) -> None:
+        """Unmap `address` if it is still `device_id`'s: a NAT may have given it to another device since."""
+        if self._by_address.get(address) == device_id:
+            del self._by_address[address]
 
     async def settled(self, device_id: str | None = None) -> None:
         """Return once no write of the device (None: of any device pending now) is left; a deregistration must
@@ -470,13 +475,12 @@ class LwM2MServer:
         """The device was removed from the directory (`DELETE /v3/devices/{id}`): forget its registration."""
         async with self._locks(device_id):
             await self.settled(device_id)
-            await self._known(device_id)  # a registration kept in the store (restart, another node) counts too
-            device = self._devices.pop(device_id, None)
+            device = await self._known(device_id)  # one kept in the store (restart, another node) counts too
             if device is None:
                 return False
+            self._forget(device)
             if self._store is not None:  # so that no node accepts its next Update
                 await self._store.remove_registration(device_id)
-            self._by_address.pop(device.registration.address, None)
             return True
 
     # ---- incoming requests ------------------------------------------------------------------------------
@@ -633,7 +637,7 @@ class LwM2MServer:
             previous = self._devices.get(admission.device_id)
             if previous is not None:
                 # a Register for a known endpoint is a restart: its observations are gone (spec §2.1)
-                self._by_address.pop(previous.registration.address, None)
+                self._release(previous.registration.address, admission.device_id)
             device = _Device(registration)
             for link in links:
                 if link.aobs is not None:
@@ -696,7 +700,7 @@ class LwM2MServer:
             queue_mode="Q" in binding or "Q" in query if ("b" in query or "Q" in query) else current.queue_mode,
         )
         if current.address != remote:
-            self._by_address.pop(current.address, None)
+            self._release(current.address, device_id)
         self._by_address[remote] = device_id
         device.registration = registration
         self._track(device)
@@ -716,12 +720,12 @@ class LwM2MServer:
         known = await self._known(device_id)
         if known is not None and not self._continues(known, identity, remote, "de-register"):
             return Reply(codes.FORBIDDEN)
-        device = self._devices.pop(device_id, None)
+        device = self._devices.get(device_id)
         if device is None:
             return Reply(codes.NOT_FOUND)
+        self._forget(device)
         if self._store is not None:
             await self._store.remove_registration(device_id)
-        self._by_address.pop(device.registration.address, None)
         self.stats.deregistrations += 1
         log.info("de-registered %s (%s)", device.registration.endpoint_name, device_id)
         await self._events.deregistered(device.registration)
@@ -783,7 +787,7 @@ class LwM2MServer:
         if observation is None or not self._continues(device, identity, remote, "notification"):
             return False
         if device.registration.address != remote:  # its source address moved (NAT, load balancer)
-            self._by_address.pop(device.registration.address, None)
+            self._release(device.registration.address, stored.device_id)
             device.registration = replace(device.registration, address=remote)
             self._by_address[remote] = stored.device_id
         return self._accept_notification(device, observation, message, remote)
@@ -877,10 +881,7 @@ class LwM2MServer:
         # the registrations held here, from the heap: O(log n) each, no scan
         for device_id in list(self._deadlines.due(now, self._version)):
             registration = self._devices[device_id].registration
-            if self._store is None:
-                await self._expire(device_id, registration)
-            else:
-                await self._expire_stored(device_id, registration.updated_at, registration)
+            await self._expire(device_id, registration.updated_at, registration)
         self._deadlines.compact(
             len(self._devices),
             ((i, self._expires_at(d.registration), d.registration.updated_at) for i, d in self._devices.items()),
@@ -894,18 +895,21 @@ class LwM2MServer:
             cached = self._devices.get(record.device_id)
             if cached is not None and cached.registration.updated_at != record.updated_at:
                 continue  # updated here, its new expiry not written yet (the next batch writes it)
-            await self._expire_stored(record.device_id, record.updated_at, _registration(record))
+            await self._expire(record.device_id, record.updated_at, _registration(record))
 
-    async def _expire_stored(self, device_id: str, updated_at: float, registration: Registration) -> None:
+    async def _expire(self, device_id: str, updated_at: float, registration: Registration) -> None:
+        """Expire the registration of `updated_at`; not one updated since (here or, with a store, on another node)."""
         await self.settled(device_id)  # its registration's own write comes first
         async with self._locks(device_id):
-            removed = await self._store.remove_registration(device_id, updated_at=updated_at) if self._store else True
+            if self._store is not None:
+                removed = await self._store.remove_registration(device_id, updated_at=updated_at)
             cached = self._devices.get(device_id)
-            if cached is not None and cached.registration.updated_at == updated_at:
+            current = cached is not None and cached.registration.updated_at == updated_at
+            if self._store is None:
+                removed = current  # without a store this copy is the registration
+            if cached is not None and current:
                 # expired now, or (removal lost) another node expired or updated it: this copy is stale either way
-                del self._devices[device_id]
-                if self._by_address.get(cached.registration.address) == device_id:
-                    del self._by_address[cached.registration.address]
+                self._forget(cached)
                 registration = cached.registration
         if not removed:
             return
@@ -915,20 +919,6 @@ class LwM2MServer:
         except Exception:
             log.exception("expiry handling failed for %s", device_id)
         self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
-
-    async def _expire(self, device_id: str, registration: Registration) -> None:
-        async with self._locks(device_id):
-            device = self._devices.get(device_id)
-            if device is None or device.registration is not registration:
-                return  # it updated meanwhile
-            del self._devices[device_id]
-            self._by_address.pop(registration.address, None)
-            log.info("registration of %s (%s) expired", registration.endpoint_name, device_id)
-            try:
-                await self._events.expired(registration)
-            except Exception:
-                log.exception("expiry handling failed for %s", device_id)
-            self.stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
 
     # ---- helpers ----------------------------------------------------------------------------------------
     def _require(self, device_id: str) -> _Device:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.content import SENML_JSON
+from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.sim.device import OMA, SimDevice
 from support.node import run, running_node
 
@@ -78,3 +81,45 @@ def test_concurrent_registrations_of_new_names_mint_one_device_id_each(tmp_path:
                     await sim.stop(deregister=False)
 
     run(scenario(), timeout=60)
+
+
+def test_de_registering_or_dropping_a_device_leaves_the_address_another_device_now_holds(tmp_path: Path) -> None:
+    """A NAT gave device A's address to device B, which registered from it; A's De-register (from elsewhere) and
+    the removal of A from the directory popped the address → device mapping unconditionally: B's Send was refused."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node:
+            server = ("127.0.0.1", node.coap_port)
+            shared = await CoapEndpoint.bind("127.0.0.1", 0, SystemClock(), _no_requests)
+            elsewhere = await CoapEndpoint.bind("127.0.0.1", 0, SystemClock(), _no_requests)
+            try:
+
+                async def register(name: str) -> list[tuple[int, bytes]]:
+                    options = [(codes.URI_PATH, b"rd"), (codes.URI_QUERY, f"ep={name}".encode())]
+                    response = await shared.request(server, codes.POST, options, b"</3/0>")
+                    assert response.code == codes.CREATED
+                    return [(codes.URI_PATH, part.encode()) for part in response.location_path]
+
+                async def send_from_shared() -> int:
+                    options = [(codes.URI_PATH, b"dp"), (codes.CONTENT_FORMAT, coap_encode_uint(SENML_JSON))]
+                    payload = b'[{"n":"/3/0/0","vs":"x"}]'
+                    return (await shared.request(server, codes.POST, options, payload)).code
+
+                for leaving in ("de-register", "drop"):
+                    first = await register(f"nat-a-{leaving}")
+                    await register(f"nat-b-{leaving}")  # same address: it is B's now
+                    assert await send_from_shared() == codes.CHANGED
+                    if leaving == "de-register":
+                        assert (await elsewhere.request(server, codes.DELETE, first)).code == codes.DELETED
+                    else:
+                        assert await node.lwm2m.drop(first[-1][1].decode())
+                    assert await send_from_shared() == codes.CHANGED  # B still speaks from its address
+            finally:
+                await shared.close()
+                await elsewhere.close()
+
+    run(scenario())
+
+
+async def _no_requests(message: CoapMessage, payload: bytes, remote: Address) -> Reply:
+    return Reply(codes.NOT_FOUND)
