@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import OrderedDict
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -52,6 +53,13 @@ EXPIRY_CHECK_INTERVAL = 1.0
 MAX_REGISTRATION_BACKLOG = 2000
 SHED_RETRY_S = (5, 60)
 WRITE_RETRY_S = 1.0  # a batch the store could not write is tried again after this long
+# a notification whose token this node does not hold is looked up in the store (another node's or a restarted
+# node's observation): a token is looked up once at a time, at most this many at once (beyond: taken as unknown),
+# and a miss is remembered this long (this many at most), so a flood of made-up tokens is not a flood of store reads
+MAX_TOKEN_LOOKUPS = 64
+MAX_TOKEN_WAITERS = 4 * MAX_TOKEN_LOOKUPS  # notifications waiting for a lookup, those sharing one included
+MISSED_TOKEN_TTL = 5.0
+MAX_MISSED_TOKENS = 10_000
 
 
 @dataclass(slots=True)
@@ -97,6 +105,9 @@ class ServerStats:
     stale_notifications: int = 0
     refused_identity: int = 0  # issue 13 #2: wrong identity, or plain CoAP where DTLS is required
     registrations_shed: int = 0  # Registers answered 5.03 + Max-Age because the backlog was full (issue 14 #5)
+    token_lookups: int = 0  # store lookups of a notification's unknown token
+    token_lookups_shed: int = 0  # unknown tokens not looked up: too many lookups under way
+    tokens_missed_cached: int = 0  # unknown tokens answered from the remembered misses
 
 
 class LwM2MServer:
@@ -142,6 +153,9 @@ class LwM2MServer:
         self._endpoints: list[tuple[str, CoapEndpoint]] = []  # every endpoint, with its transport (`_new_endpoint`)
         self._warned: dict[tuple[str, ...], None] = {}
         self._deadlines = ExpiryHeap()  # every registration held here, by expiry time (issue 16 #3)
+        self._lookups: dict[bytes, asyncio.Future[ObservationRecord | None]] = {}  # unknown tokens being looked up
+        self._lookup_waiters = 0
+        self._missed: OrderedDict[bytes, float] = OrderedDict()  # token → until when it is taken as unknown
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -214,6 +228,7 @@ class LwM2MServer:
         device = _Device(_registration(record))
         if self._store is not None:
             for observation in await self._store.device_observations(record.device_id):
+                self._missed.pop(observation.token, None)
                 device.observations[observation.token] = _Observation(
                     path=observation.path,
                     auto=observation.auto,
@@ -367,6 +382,8 @@ class LwM2MServer:
         values: dict[str, float] = {
             "lwm2m_registered_devices": len(self._devices),
             "lwm2m_registration_backlog": self._backlog,
+            "lwm2m_token_lookups_running": len(self._lookups),
+            "lwm2m_missed_tokens": len(self._missed),
         }
         for name, value in vars_of(self.stats).items():
             values[f"lwm2m_{name}"] = value
@@ -414,6 +431,7 @@ class LwM2MServer:
         token = device.token_for(path)
         if token is None:
             token = endpoint.new_token()
+            self._missed.pop(token, None)
             device.observations[token] = _Observation(path=path, auto=False, accept=accept)
         else:
             # a re-registration starts a new stream: Anjay answers it with Observe 0 and counts up again
@@ -764,25 +782,68 @@ class LwM2MServer:
         if device is None or observation is None:
             if self._store is None:
                 return False
-            return self._stored_notification(message, remote, identity)
+            return self._look_up(message, remote, identity)
         if not self._continues(device, identity, remote, "notification"):
             return False
         return self._accept_notification(device, observation, message, remote)
 
-    async def _stored_notification(
-        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None = None
-    ) -> bool:
-        """A token this node does not hold: the device may have been served by another node or before a restart."""
+    def _look_up(self, message: CoapMessage, remote: Address, identity: PeerIdentity | None) -> bool | Awaitable[bool]:
+        """A token this node does not hold: the device may have been served by another node or before a restart.
+        Looked up in the store once at a time, boundedly; a miss is remembered for MISSED_TOKEN_TTL."""
         assert self._store is not None
-        stored = await self._store.get_observation(message.token)
+        token = message.token
+        until = self._missed.get(token)
+        if until is not None:
+            if until > self._clock.now():
+                self.stats.tokens_missed_cached += 1
+                return False
+            del self._missed[token]
+        lookup = self._lookups.get(token)
+        if self._lookup_waiters >= MAX_TOKEN_WAITERS or (lookup is None and len(self._lookups) >= MAX_TOKEN_LOOKUPS):
+            self.stats.token_lookups_shed += 1
+            return False
+        if lookup is None:
+            self.stats.token_lookups += 1
+            lookup = self._lookups[token] = asyncio.ensure_future(self._store.get_observation(token))
+            lookup.add_done_callback(lambda done: self._looked_up(token, done))
+        self._lookup_waiters += 1
+        return self._stored_notification(message, remote, identity, lookup)
+
+    def _looked_up(self, token: bytes, lookup: asyncio.Future[ObservationRecord | None]) -> None:
+        if self._lookups.get(token) is lookup:
+            del self._lookups[token]
+        if not lookup.cancelled() and lookup.exception() is None and lookup.result() is None:
+            self._miss(token)
+
+    def _miss(self, token: bytes) -> None:
+        self._missed.pop(token, None)
+        self._missed[token] = self._clock.now() + MISSED_TOKEN_TTL
+        while len(self._missed) > MAX_MISSED_TOKENS:
+            self._missed.popitem(last=False)
+
+    async def _stored_notification(
+        self,
+        message: CoapMessage,
+        remote: Address,
+        identity: PeerIdentity | None,
+        lookup: asyncio.Future[ObservationRecord | None],
+    ) -> bool:
+        assert self._store is not None
+        try:
+            stored = await asyncio.shield(lookup)  # shared by the notifications of this token: none cancels it
+        finally:
+            self._lookup_waiters -= 1
         if stored is None:
             return False
         device = self._devices.get(stored.device_id)
-        record = await self._store.get_registration(stored.device_id)
-        if record is None:
-            return False
-        if device is None or message.token not in device.observations:
-            device = await self._adopt(record)
+        if device is None or message.token not in device.observations:  # the cached device lacks the token
+            record = await self._store.get_registration(stored.device_id)
+            if record is None:
+                self._miss(message.token)
+                return False
+            device = self._devices.get(stored.device_id)  # another notification of it may have adopted it meanwhile
+            if device is None or message.token not in device.observations:
+                device = await self._adopt(record)
         observation = device.observations.get(message.token)
         if observation is None or not self._continues(device, identity, remote, "notification"):
             return False

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.server import MAX_TOKEN_LOOKUPS, MISSED_TOKEN_TTL
 from devicehub.lwm2m.transport import DEFAULT_LIMITS, EXCHANGE_LIFETIME, MAX_BODY, Address, CoapEndpoint, Limits, Reply
 from devicehub.sim.device import OMA, SimDevice
+from devicehub.store.records import ObservationRecord
 from support.node import eventually, run, running_node
 
 BLOCK = 1024
@@ -210,5 +216,64 @@ def test_requests_beyond_a_sources_rate_are_dropped_and_a_retransmission_is_take
             flooder.close()
             other.close()
             await server.close()
+
+    run(scenario())
+
+
+def test_a_flood_of_notifications_with_unknown_tokens_is_looked_up_once_per_token_and_boundedly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each NON 2.05 with a token this node does not hold started a store lookup of its own, unbounded: a flood of
+    made-up tokens was a flood of store reads. Now a token is looked up once (datagrams of it meanwhile share the
+    lookup, a miss is remembered for a short while), and only so many lookups run at once."""
+
+    async def scenario() -> None:
+        clock = ManualClock()
+        async with running_node(tmp_path, clock=clock) as node:
+            calls: Counter[bytes] = Counter()
+            in_flight, peak = 0, 0
+            gate = asyncio.Event()
+            looked_up = node.store.get_observation
+
+            async def counted(token: bytes) -> ObservationRecord | None:
+                nonlocal in_flight, peak
+                calls[token] += 1
+                in_flight += 1
+                peak = max(peak, in_flight)
+                try:
+                    await gate.wait()  # the store is slow: lookups pile up
+                    return await looked_up(token)
+                finally:
+                    in_flight -= 1
+
+            monkeypatch.setattr(node.store, "get_observation", counted)
+            tokens = [os.urandom(8) for _ in range(200)]
+            server = ("127.0.0.1", node.coap_port)
+            sent = 0
+
+            async def flood(sock: socket.socket) -> None:
+                nonlocal sent
+                for token in tokens:
+                    notification = coap_encode(
+                        codes.NON, codes.CONTENT, sent & 0xFFFF, token, [(codes.OBSERVE, b"\x05")], b"21.5"
+                    )
+                    sock.sendto(notification, server)
+                    sent += 1
+                await eventually(lambda: node.lwm2m.metrics()["coap_received"] == sent)
+
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                await flood(sock)
+                await flood(sock)  # every token twice while the first lookups still wait
+                assert peak == in_flight == MAX_TOKEN_LOOKUPS and sum(calls.values()) == MAX_TOKEN_LOOKUPS
+                gate.set()
+                await eventually(lambda: node.lwm2m.metrics()["lwm2m_token_lookups_running"] == 0)
+                await flood(sock)  # the misses are remembered; the tokens shed before are looked up now
+                await eventually(lambda: node.lwm2m.metrics()["lwm2m_token_lookups_running"] == 0)
+                assert max(calls.values()) == 1 and peak <= MAX_TOKEN_LOOKUPS
+                assert node.lwm2m.stats.notifications == 0
+                remembered = next(token for token in tokens if calls[token])
+                await clock.advance(MISSED_TOKEN_TTL + 1)  # a miss is remembered only for a short while
+                sock.sendto(coap_encode(codes.NON, codes.CONTENT, 1, remembered, [], b"1"), server)
+                await eventually(lambda: calls[remembered] == 2)
 
     run(scenario())
