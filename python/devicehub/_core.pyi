@@ -205,6 +205,9 @@ class CoapMessage:
     @property
     def location_path(self) -> list[str]: ...
     @property
+    def unrecognised_critical(self) -> int | None:
+        """The first critical option devicehub does not act on (RFC 7252 §5.4.1), in wire order, or None."""
+    @property
     def observe(self) -> int | None: ...
     @property
     def content_format(self) -> int | None: ...

@@ -35,13 +35,8 @@ PROXY_URI = 35
 PROXY_SCHEME = 39
 SIZE1 = 60
 
-# RFC 7252 §5.4.1: critical options (odd numbers) this endpoint acts on; any other critical option in a
-# confirmable request is answered 4.02 Bad Option and makes a response be rejected. If-Match/If-None-Match
-# are not implemented, so they are refused rather than silently ignored; the proxy options are understood
-# well enough to answer 5.05 (§5.7.2).
-RECOGNISED_CRITICAL = frozenset(
-    (URI_HOST, URI_PORT, URI_PATH, URI_QUERY, ACCEPT, BLOCK2, BLOCK1, PROXY_URI, PROXY_SCHEME)
-)
+# RFC 7252 §5.4.1: which critical options this endpoint acts on is the codec's RECOGNISED_CRITICAL
+# (rust/core/src/coap/options.rs); `CoapMessage.unrecognised_critical` names the first other one.
 
 # async-response statuses: the device's answer as HTTP (wire-format.md), following the CoAP-to-HTTP mapping
 # of RFC 8075 §7 where the wire format names no status (4.02 and 4.08 → 400, 5.05 → 502).

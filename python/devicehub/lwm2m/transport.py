@@ -769,11 +769,10 @@ def _size_hint(response: CoapMessage) -> int | None:
 
 
 def option_fault(message: CoapMessage) -> str | None:
-    """Why this message's options cannot be acted on (RFC 7252 §5.4.1), or None: an unrecognised critical option.
+    """Why this message's options cannot be acted on (RFC 7252 §5.4.1), or None: an unrecognised critical option
+    (the codec knows which it acts on, and finds the first without building the option list here).
 
     A value of the wrong length or a reserved block size in an option the codec pre-parses (Observe,
     Content-Format, Accept, Block1, Block2) never gets here: `coap_decode` refuses the datagram (a format error)."""
-    for number, _value in message.options:
-        if number & 1 and number not in codes.RECOGNISED_CRITICAL:
-            return f"unrecognised critical option {number}"
-    return None
+    number = message.unrecognised_critical
+    return None if number is None else f"unrecognised critical option {number}"

@@ -90,6 +90,11 @@ impl PyCoapMessage {
     }
 
     #[getter]
+    fn unrecognised_critical(&self) -> Option<u16> {
+        self.message.unrecognised_critical()
+    }
+
+    #[getter]
     fn observe(&self) -> Result<Option<u32>, PyCoapError> {
         Ok(self.message.observe()?)
     }

@@ -209,3 +209,11 @@ def test_a_bad_pre_parsed_option_is_refused_by_decode_even_as_a_repeat(number: i
     for options in ([(number, bad)], [(number, good), (number, bad)]):
         with pytest.raises(CoapError):
             coap_decode(coap_encode(0, 1, 1, b"t", options))
+
+
+def test_the_first_unrecognised_critical_option_is_named_by_the_codec() -> None:
+    assert coap_decode(WAKAAMA_REGISTER).unrecognised_critical is None
+    assert coap_decode(WAKAAMA_NOTIFICATION).unrecognised_critical is None
+    # If-Match (1) is critical and not implemented; Size1 (60) is elective; 65 is an unknown critical option
+    assert coap_decode(coap_encode(0, 1, 1, b"", [(URI_PATH, b"rd"), (1, b"")])).unrecognised_critical == 1
+    assert coap_decode(coap_encode(0, 1, 1, b"", [(60, b"\1"), (65, b""), (67, b"")])).unrecognised_critical == 65

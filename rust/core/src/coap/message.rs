@@ -129,6 +129,15 @@ impl Message {
             .collect()
     }
 
+    /// The first critical option devicehub does not act on ([`options::RECOGNISED_CRITICAL`]),
+    /// in wire order; `None` when it understands every critical option (RFC 7252 §5.4.1).
+    pub fn unrecognised_critical(&self) -> Option<u16> {
+        self.options
+            .iter()
+            .map(|option| option.number)
+            .find(|&number| options::unrecognised_critical(number))
+    }
+
     /// Uri-Path segments joined with '/', with a leading '/' ("/" when there are none).
     pub fn uri_path(&self) -> Result<String, CoapError> {
         let mut path = String::new();

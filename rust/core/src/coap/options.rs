@@ -41,6 +41,28 @@ pub const PROXY_SCHEME: u16 = 39;
 /// Size1 (RFC 7252 §5.10.9).
 pub const SIZE1: u16 = 60;
 
+/// The critical options devicehub acts on (RFC 7252 §5.4.1): any other critical (odd-numbered)
+/// option makes a CON request be answered 4.02 Bad Option and a response be rejected.
+/// If-Match and If-None-Match are not implemented, so they are refused rather than silently
+/// ignored; the proxy options are understood well enough to answer 5.05 (§5.7.2).
+pub const RECOGNISED_CRITICAL: [u16; 9] = [
+    URI_HOST,
+    URI_PORT,
+    URI_PATH,
+    URI_QUERY,
+    ACCEPT,
+    BLOCK2,
+    BLOCK1,
+    PROXY_URI,
+    PROXY_SCHEME,
+];
+
+/// Whether `number` is a critical option devicehub does not act on (RFC 7252 §5.4.6: odd
+/// numbers are critical).
+pub fn unrecognised_critical(number: u16) -> bool {
+    number & 1 == 1 && !RECOGNISED_CRITICAL.contains(&number)
+}
+
 /// Read a big-endian uint option of at most `max` bytes; leading zero bytes are accepted
 /// (RFC 7252 §3.2 only asks senders to be minimal).
 pub fn read_uint(number: u16, value: &[u8], max: usize) -> Result<u32, CoapError> {

@@ -585,3 +585,38 @@ fn check_arbitrary(data: &[u8]) -> Result<(), TestCaseError> {
     }
     Ok(())
 }
+
+// ---- critical options (RFC 7252 §5.4.1) ----------------------------------------------------------
+
+#[test]
+fn the_first_unrecognised_critical_option_is_named() {
+    // a Register (Uri-Path, Uri-Query, Content-Format) has none; elective options never count
+    let register = decode(&hex(
+        "44 02 6d9a 9a6d2c69 b2 7264 11 28 39 6c776d326d3d312e31",
+    ))
+    .unwrap();
+    assert_eq!(register.unrecognised_critical(), None);
+    let elective = single_option(SIZE1, &[1]);
+    assert_eq!(elective.unrecognised_critical(), None);
+    for number in RECOGNISED_CRITICAL {
+        assert_eq!(single_option(number, b"").unrecognised_critical(), None);
+    }
+    // If-Match (1), If-None-Match (5) and unknown odd numbers are unrecognised; the first in wire order
+    assert_eq!(
+        single_option(IF_MATCH, b"").unrecognised_critical(),
+        Some(1)
+    );
+    let request = |options: &[(u16, &[u8])]| {
+        let m = with_options(message(MessageType::Confirmable, 0x01, 0, b""), options);
+        decode(&encode(&m).unwrap()).unwrap()
+    };
+    let m = request(&[
+        (IF_NONE_MATCH, b""),
+        (URI_PATH, b"rd"),
+        (24, b""),
+        (65535, b""),
+    ]);
+    assert_eq!(m.unrecognised_critical(), Some(IF_NONE_MATCH));
+    let m = request(&[(URI_PATH, b"rd"), (36, b""), (65535, b""), (101, b"")]);
+    assert_eq!(m.unrecognised_critical(), Some(101)); // wire order is by number
+}
