@@ -1,5 +1,6 @@
 """Scale on one node (issue 16 #5): `devicehub serve` (embedded store) and `devicehub simulate --workers W
---bind 127.0.0.0/24`, three phases:
+--bind 127.0.0.0/24`, three phases (`--redis`: two nodes on one redis-server, half of the devices on each, one
+simulator per node on its own loopback /24; the figures are the two nodes' sums, RSS per node and Redis's):
 
 1. ramp: N devices register (offered at --register-rate) with registration updates running (lifetime --lifetime);
    time until the node holds all N (`devicehub_registered_devices` in /metrics, polled: a measurement, not a test);
@@ -16,6 +17,7 @@ Reproduce: `python bench/scale_bench.py --devices 100000` (see bench/README.md f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -33,17 +35,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from support.redis_server import redis_server  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results" / "scale.json"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DEVICES_PER_WORKER = 12_500  # sockets per simulator process: well below the 20 000 file descriptors
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def metrics(base_url: str) -> dict[str, float]:
     """/metrics as {name{labels}: value}, without the `devicehub_` prefix and the `_total` suffix."""
-    with urllib.request.urlopen(f"{base_url}/metrics", timeout=30) as response:
-        text = response.read().decode()
+    for attempt in range(5):  # an overloaded node may answer one scrape 503 (its store timed out): ask again
+        try:
+            with urllib.request.urlopen(f"{base_url}/metrics", timeout=30) as response:
+                text = response.read().decode()
+            break
+        except urllib.error.HTTPError as error:
+            if error.code != 503 or attempt == 4:
+                raise
+            time.sleep(1.0)
     values: dict[str, float] = {}
     for line in text.splitlines():
         match = re.match(r"^devicehub_([a-z0-9_]+?)(?:_total)?(\{[^}]*\})? ([0-9.e+-]+)$", line)
@@ -69,18 +79,47 @@ def process_stats(pid: int) -> tuple[float, float]:
     return rss, cpu
 
 
+def summed(bases: list[str]) -> dict[str, float]:
+    """The nodes' /metrics added up (every figure this bench reads is a counter or a per-node gauge)."""
+    total: dict[str, float] = {}
+    for base in bases:
+        for name, value in metrics(base).items():
+            total[name] = total.get(name, 0.0) + value
+    return total
+
+
+def redis_rss_mb(url: str) -> float:
+    """used_memory_rss of the redis-server, from INFO memory (redis-cli from the Debian package)."""
+    out = subprocess.run(["redis-cli", "-u", url, "info", "memory"], capture_output=True, text=True, check=True)
+    line = next(line for line in out.stdout.splitlines() if line.startswith("used_memory_rss:"))
+    return int(line.split(":")[1]) / 1e6
+
+
+class Simulators:
+    """One `devicehub simulate` per node, each with its share of the devices on its own loopback /24."""
+
+    def __init__(self, nodes: list[ServiceProcess], args: argparse.Namespace, register_rate: float, rate: float):
+        share = args.devices // len(nodes)
+        self.processes = [
+            simulator(node, share, index, args, register_rate / len(nodes), rate) for index, node in enumerate(nodes)
+        ]
+
+    def stop(self, sig: int = signal.SIGTERM) -> list[dict[str, Any]]:
+        return [sim_report(stop(process, sig)) for process in self.processes]
+
+
 def simulator(
-    service: ServiceProcess, args: argparse.Namespace, register_rate: float, rate: float
+    service: ServiceProcess, devices: int, index: int, args: argparse.Namespace, register_rate: float, rate: float
 ) -> subprocess.Popen[str]:
-    workers = max(1, -(-args.devices // DEVICES_PER_WORKER))
+    workers = max(1, -(-devices // DEVICES_PER_WORKER))
     return subprocess.Popen(
         [
             sys.executable, "-m", "devicehub", "simulate",
             "--server", service.coap_uri,
-            "--count", str(args.devices),
+            "--count", str(devices),
             "--workers", str(workers),
-            "--bind", "127.0.0.0/24",
-            "--prefix", "scale-",
+            "--bind", f"127.0.{index}.0/24",
+            "--prefix", f"scale-{index}-",
             "--flavor", "pelion",
             "--non",
             "--lifetime", str(args.lifetime),
@@ -100,13 +139,13 @@ class NotReached(Exception):
         self.reached = reached
 
 
-def wait_for(base_url: str, name: str, target: float, timeout: float) -> float:
+def wait_for(bases: list[str], name: str, target: float, timeout: float) -> float:
     start = time.perf_counter()
     while time.perf_counter() - start < timeout:
-        if metrics(base_url).get(name, 0) >= target:
+        if summed(bases).get(name, 0) >= target:
             return time.perf_counter() - start
         time.sleep(0.2)
-    raise NotReached(name, metrics(base_url).get(name, 0), timeout)
+    raise NotReached(name, summed(bases).get(name, 0), timeout)
 
 
 def get_latency(base_url: str, key: str, query: str, runs: int = 5) -> float:
@@ -140,66 +179,94 @@ def sim_report(output: str) -> dict[str, Any]:
     return {}
 
 
+def results_file(args: argparse.Namespace) -> Path:
+    return RESULTS_DIR / ("scale-redis.json" if args.redis else "scale.json")
+
+
+def start_nodes(stack: contextlib.ExitStack, tmp: Path, args: argparse.Namespace) -> list[ServiceProcess]:
+    quiet = ("--log-level", "warning")
+    if not args.redis:
+        node = ServiceProcess(data_dir=tmp / "data", extra_args=quiet).start()
+        stack.callback(node.stop)
+        return [node]
+    url = stack.enter_context(redis_server())
+    args.redis_url = url
+    node_a = ServiceProcess(data_dir=tmp / "a", extra_args=(*quiet, "--redis-url", url)).start()
+    stack.callback(node_a.stop)
+    (tmp / "b").mkdir()
+    (tmp / "b" / "dev-api-key").write_text(node_a.api_key + "\n")  # one account, one key, on both nodes
+    node_b = ServiceProcess(data_dir=tmp / "b", extra_args=(*quiet, "--redis-url", url)).start()
+    stack.callback(node_b.stop)
+    return [node_a, node_b]
+
+
+def rss_mb(pids: list[int]) -> float:
+    return round(sum(process_stats(pid)[0] for pid in pids), 1)
+
+
+def cpu_s(pids: list[int]) -> float:
+    return sum(process_stats(pid)[1] for pid in pids)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    result: dict[str, Any] = {"devices": args.devices}
-    with tempfile.TemporaryDirectory() as tmp:
-        service = ServiceProcess(data_dir=Path(tmp) / "data", extra_args=("--log-level", "warning")).start()
-        assert service.process is not None
-        pid = service.process.pid
-        base = service.base_url
+    result: dict[str, Any] = {"devices": args.devices, "nodes": 2 if args.redis else 1}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        nodes = start_nodes(stack, Path(tmp), args)
+        pids = [node.process.pid for node in nodes if node.process is not None]
+        bases = [node.base_url for node in nodes]
+        if args.redis:
+            stack.callback(lambda: result.setdefault("redis_rss_end_mb", round(redis_rss_mb(args.redis_url), 1)))
+        # 1. ramp, updates running
+        rss0 = rss_mb(pids)
+        ramp = Simulators(nodes, args, args.register_rate, 0.0)
         try:
-            # 1. ramp, updates running
-            rss0, _ = process_stats(pid)
-            ramp = simulator(service, args, args.register_rate, 0.0)
             try:
-                try:
-                    ramp_s = wait_for(base, REGISTERED, args.devices, args.timeout)
-                except NotReached as short:  # the largest size reached is the figure, and the run ends here
-                    result["ramp_not_reached"] = {"registered": short.reached, "timeout_s": args.timeout}
-                    result["registrations_shed"] = metrics(base).get(SHED, 0)
-                    result["rss_end_mb"] = round(process_stats(pid)[0], 1)
-                    return result
-                result["ramp_s"] = round(ramp_s, 2)
-                result["rss_after_ramp_mb"] = round(process_stats(pid)[0], 1)
-                before = metrics(base)
-                time.sleep(args.hold)  # updates keep coming meanwhile (a measurement window)
-                after = metrics(base)
-                result["updates_during_hold"] = int(after.get(UPDATES, 0) - before.get(UPDATES, 0))
-                result["registered_after_hold"] = int(after.get(REGISTERED, 0))
-            finally:
-                stop(ramp, signal.SIGKILL)  # a network outage: no de-registration
-            # 2. storm: every device re-registers within the window
-            before = metrics(base)
-            _, cpu0 = process_stats(pid)
-            storm = simulator(service, args, args.devices / args.storm_window, args.notify_rate)
-            try:
-                target = before.get(REGISTRATIONS, 0) + args.devices
-                storm_s = wait_for(base, REGISTRATIONS, target, args.timeout)
-                _, cpu1 = process_stats(pid)
-                after = metrics(base)
-                result["storm_s"] = round(storm_s, 2)
-                result["storm_registrations_per_s"] = round(args.devices / storm_s, 1)
-                result["storm_shed"] = int(after.get(SHED, 0) - before.get(SHED, 0))
-                result["cpu_ms_per_registration"] = round((cpu1 - cpu0) * 1000 / args.devices, 3)
-                result["rss_after_storm_mb"] = round(process_stats(pid)[0], 1)
-                # 3. steady notifications
-                before, start = metrics(base), time.perf_counter()
-                time.sleep(args.steady)
-                after, elapsed = metrics(base), time.perf_counter() - start
-                notified = after.get(NOTIFICATIONS, 0) - before.get(NOTIFICATIONS, 0)
-                result["notifications_per_s"] = round(notified / elapsed, 1)
-                result["registered_at_end"] = int(after.get(REGISTERED, 0))
-                result["get_devices_limit_1000_ms"] = round(get_latency(base, service.api_key, "limit=1000"), 1)
-                result["get_devices_total_count_ms"] = round(
-                    get_latency(base, service.api_key, "limit=2&include=total_count"), 1
-                )
-                result["rss_end_mb"] = round(process_stats(pid)[0], 1)
-                result["rss_start_mb"] = round(rss0, 1)
-            finally:
-                report = sim_report(stop(storm))
-            result["simulator"] = {k: report.get(k) for k in ("failures", "notifications", "workers", "registrations")}
+                ramp_s = wait_for(bases, REGISTERED, args.devices, args.timeout)
+            except NotReached as short:  # the largest size reached is the figure, and the run ends here
+                result["ramp_not_reached"] = {"registered": short.reached, "timeout_s": args.timeout}
+                result["registrations_shed"] = summed(bases).get(SHED, 0)
+                result["rss_end_mb"] = rss_mb(pids)
+                return result
+            result["ramp_s"] = round(ramp_s, 2)
+            result["rss_after_ramp_mb"] = rss_mb(pids)
+            before = summed(bases)
+            time.sleep(args.hold)  # updates keep coming meanwhile (a measurement window)
+            after = summed(bases)
+            result["updates_during_hold"] = int(after.get(UPDATES, 0) - before.get(UPDATES, 0))
+            result["registered_after_hold"] = int(after.get(REGISTERED, 0))
         finally:
-            service.stop()
+            ramp.stop(signal.SIGKILL)  # a network outage: no de-registration
+        # 2. storm: every device re-registers within the window
+        before = summed(bases)
+        cpu0 = cpu_s(pids)
+        storm = Simulators(nodes, args, args.devices / args.storm_window, args.notify_rate)
+        try:
+            target = before.get(REGISTRATIONS, 0) + args.devices
+            storm_s = wait_for(bases, REGISTRATIONS, target, args.timeout)
+            cpu1 = cpu_s(pids)
+            after = summed(bases)
+            result["storm_s"] = round(storm_s, 2)
+            result["storm_registrations_per_s"] = round(args.devices / storm_s, 1)
+            result["storm_shed"] = int(after.get(SHED, 0) - before.get(SHED, 0))
+            result["cpu_ms_per_registration"] = round((cpu1 - cpu0) * 1000 / args.devices, 3)
+            result["rss_after_storm_mb"] = rss_mb(pids)
+            # 3. steady notifications
+            before, start = summed(bases), time.perf_counter()
+            time.sleep(args.steady)
+            after, elapsed = summed(bases), time.perf_counter() - start
+            notified = after.get(NOTIFICATIONS, 0) - before.get(NOTIFICATIONS, 0)
+            result["notifications_per_s"] = round(notified / elapsed, 1)
+            result["registered_at_end"] = int(after.get(REGISTERED, 0))
+            key = nodes[0].api_key
+            result["get_devices_limit_1000_ms"] = round(get_latency(bases[0], key, "limit=1000"), 1)
+            result["get_devices_total_count_ms"] = round(get_latency(bases[0], key, "limit=2&include=total_count"), 1)
+            result["rss_end_mb"] = rss_mb(pids)
+            result["rss_start_mb"] = rss0
+        finally:
+            reports = storm.stop()
+        result["simulator"] = {
+            k: [report.get(k) for report in reports] for k in ("failures", "notifications", "workers", "registrations")
+        }
     return result
 
 
@@ -213,6 +280,7 @@ def main() -> None:
     parser.add_argument("--notify-rate", type=float, default=0.2, help="value changes per device per second")
     parser.add_argument("--steady", type=float, default=30.0, help="seconds of steady notifications")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--redis", action="store_true", help="two nodes on one redis-server, half the devices each")
     parser.add_argument("--smoke", action="store_true", help="300 devices, seconds")
     args = parser.parse_args()
     if args.smoke:
@@ -221,24 +289,26 @@ def main() -> None:
     started = time.perf_counter()
     result = run(args)
     result["wall_s"] = round(time.perf_counter() - started, 1)
+    mode = " (redis, 2 nodes)" if args.redis else ""
     if "ramp_not_reached" in result:
         result["command"] = "python bench/scale_bench.py " + " ".join(sys.argv[1:])
         if not args.smoke:
-            RESULTS.parent.mkdir(exist_ok=True)
-            RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+            RESULTS_DIR.mkdir(exist_ok=True)
+            results_file(args).write_text(json.dumps(result, indent=2) + "\n")
         print(
-            f"scale: {args.devices} devices NOT reached: {result['ramp_not_reached']}; shed "
+            f"scale{mode}: {args.devices} devices NOT reached: {result['ramp_not_reached']}; shed "
             f"{result['registrations_shed']:.0f}; RSS {result['rss_end_mb']} MB"
         )
         sys.exit(1)
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
     result["command"] = "python bench/scale_bench.py " + " ".join(sys.argv[1:])
     if not args.smoke:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        RESULTS_DIR.mkdir(exist_ok=True)
+        results_file(args).write_text(json.dumps(result, indent=2) + "\n")
     print(
-        f"scale: {result['devices']} devices in {result['ramp_s']} s; storm {result['storm_registrations_per_s']} "
-        f"registrations/s ({result['storm_shed']} shed), {result['cpu_ms_per_registration']} ms CPU/registration; "
+        f"scale{mode}: {result['devices']} devices in {result['ramp_s']} s; "
+        f"storm {result['storm_registrations_per_s']} registrations/s ({result['storm_shed']} shed), "
+        f"{result['cpu_ms_per_registration']} ms CPU/registration; "
         f"{result['notifications_per_s']} notifications/s; RSS {result['rss_end_mb']} MB; GET /v3/devices "
         f"{result['get_devices_limit_1000_ms']} ms (limit 1000), "
         f"{result['get_devices_total_count_ms']} ms (total_count)"

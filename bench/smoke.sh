@@ -13,5 +13,7 @@ echo "-- bench/e2e_bench.py --channel callback"
 python3 bench/e2e_bench.py --smoke --channel callback
 echo "-- bench/e2e_bench.py --redis"
 python3 bench/e2e_bench.py --smoke --redis
+echo "-- bench/scale_bench.py --redis"
+python3 bench/scale_bench.py --smoke --redis
 echo "-- bench/soak.py"
 python3 bench/soak.py --smoke

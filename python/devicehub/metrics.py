@@ -118,7 +118,7 @@ class NodeMetrics:
         self.delivery_wait_sum_ms += waited_ms
 
     async def scrape(self) -> bytes:
-        self.pending_requests = len(await self.services.store.all_pending_requests())
+        self.pending_requests = await self.services.store.count_pending_requests()
         return generate_latest(self.registry)
 
     def middleware(self) -> Any:

@@ -605,6 +605,9 @@ class RedisStore:
     async def all_pending_requests(self) -> list[DeviceRequest]:
         return await self._requests(self._k("reqs"))
 
+    async def count_pending_requests(self) -> int:
+        return int(await self.redis.zcard(self._k("reqs")))
+
     async def find_request(self, key_id: str, async_id: str) -> DeviceRequest | None:
         return await self._blob(DeviceRequest, self._k("req", key_id, async_id))
 

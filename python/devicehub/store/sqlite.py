@@ -733,6 +733,9 @@ class SqliteStore:
     async def all_pending_requests(self) -> list[DeviceRequest]:
         return await self._all(DeviceRequest, "SELECT data FROM requests ORDER BY seq", ())
 
+    async def count_pending_requests(self) -> int:
+        return await self._query(lambda db: int(db.execute("SELECT count(*) FROM requests").fetchone()[0]))
+
     async def find_request(self, key_id: str, async_id: str) -> DeviceRequest | None:
         return await self._one(
             DeviceRequest,

@@ -113,6 +113,38 @@ def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> No
     run(scenario())
 
 
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def test_pending_device_requests_gauge_counts_what_waits_in_the_store(tmp_path: Path, store: str) -> None:
+    """The gauge is the store's count of queued requests (read without decoding them, once per scrape)."""
+
+    async def scenario(redis_url: str) -> None:
+        async with running_node(tmp_path, redis_url=redis_url) as node:
+            async with device(node, "pending-1") as sim:
+                device_id = sim.device_id or ""
+            # the device is gone (de-registered): requests for it wait in the queue
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                before, _ = await scrape(http)
+                for async_id in ("p1", "p2", "p3"):
+                    body = {"method": "GET", "uri": "/3/0/0"}
+                    async with http.post(f"/v2/device-requests/{device_id}?async-id={async_id}", json=body) as r:
+                        assert r.status == 202, await r.text()
+                during, _ = await scrape(http)
+                waiting = await node.store.all_pending_requests()
+                assert [r.async_id for r in waiting] == ["p1", "p2", "p3"]
+                assert await node.store.remove_request(waiting[1].key_id, "p2")
+                after, _ = await scrape(http)
+        assert value(before, "devicehub_device_requests_pending") == 0
+        assert value(during, "devicehub_device_requests_pending") == 3
+        assert value(after, "devicehub_device_requests_pending") == 2
+
+    if store == "redis":
+        with redis_server() as url:
+            run(scenario(url))
+    else:
+        run(scenario(""))
+
+
 def test_two_nodes_in_one_process_keep_their_own_registries(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path / "a") as a, running_node(tmp_path / "b") as b:

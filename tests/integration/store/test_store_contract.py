@@ -281,6 +281,7 @@ def test_request_queue_keeps_enqueue_order_and_updates(make_store: StoreFactory)
         await store.enqueue_request(request("c", "d1"))
         assert [r.async_id for r in await store.pending_requests("d1")] == ["b", "c"]
         assert [r.async_id for r in await store.all_pending_requests()] == ["b", "a", "c"]
+        assert await store.count_pending_requests() == 3
         updated = DeviceRequest(
             **{**{f: getattr(request("b"), f) for f in DeviceRequest.__struct_fields__}, "retries_left": 3}
         )
@@ -289,6 +290,7 @@ def test_request_queue_keeps_enqueue_order_and_updates(make_store: StoreFactory)
         assert await store.remove_request("k1", "b")
         assert not await store.remove_request("k1", "b")
         assert [r.async_id for r in await store.all_pending_requests()] == ["a", "c"]
+        assert await store.count_pending_requests() == 2
 
     run(make_store, scenario)
 
