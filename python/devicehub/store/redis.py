@@ -7,13 +7,13 @@ half-written; the lease is one Lua script (compare-and-set on the owner). Key na
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio import BlockingConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
@@ -48,6 +48,7 @@ _VALUE_INDEXED = ("endpoint_type", "host_gateway")  # besides `state`, which has
 _DEVICE_INDEX_VERSION = "2"
 _MIN_PAGE = 100
 _MAX_PAGE = 1000
+POOL_CONNECTIONS = 64  # per node: Redis is single-threaded, more connections add no throughput
 SEP = "\x1f"  # joins two ids inside one member; never part of an id, path or key
 
 
@@ -95,13 +96,18 @@ class RedisStore:
     async def open(self) -> None:
         # a stopped or frozen Redis fails a command within the time-out (503) instead of holding it forever;
         # one quick retry on a fresh connection carries a command over a Redis restart
-        self._redis = aioredis.from_url(
+        # a burst of calls (a registration storm, a busy API) waits for one of a bounded set of connections, up to
+        # the time-out, instead of failing at the pool's cap (redis-py's default pool raises "Too many connections")
+        pool = BlockingConnectionPool.from_url(
             self._url,
+            max_connections=POOL_CONNECTIONS,
+            timeout=self._timeout or None,
             decode_responses=False,
             socket_timeout=self._timeout or None,
             socket_connect_timeout=self._timeout or None,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
         )
+        self._redis = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
         await self._redis.ping()
         self._acquire = self._redis.register_script((_LUA / "acquire_lease.lua").read_text())
         self._release = self._redis.register_script((_LUA / "release_lease.lua").read_text())
@@ -234,14 +240,37 @@ class RedisStore:
         return await self._blobs(Device, [self._k("device", i) for i in device_ids])
 
     async def put_registered_devices(self, devices: Sequence[Device]) -> None:
-        # one device at a time, each in its own MULTI (what `put_device` and friends do); pipelined by gather
-        async def one(device: Device) -> None:
-            await self.put_device(device)
-            await self.ensure_resources(device.id, [r.path for r in device.resources])
-            await self.remove_device_subscriptions(device.id)
-            await self.clear_subscribed(device.id)
-
-        await asyncio.gather(*(one(device) for device in devices))
+        """What `put_device`, `ensure_resources`, `remove_device_subscriptions` and `clear_subscribed` do for one
+        device, for a batch in two round trips (a registration storm writes thousands a second): one pipeline
+        reads the previous records and subscriber sets, one MULTI writes everything."""
+        if not devices:
+            return
+        async with self.redis.pipeline(transaction=False) as reads:
+            for device in devices:
+                reads.get(self._k("device", device.id))
+                reads.smembers(self._k("subscribers", device.id))
+            found = await reads.execute()
+        async with self.redis.pipeline(transaction=True) as tx:
+            for device, previous_blob, members in zip(devices, found[0::2], found[1::2], strict=True):
+                if previous_blob is not None:
+                    previous = _decode(Device, previous_blob)
+                    tx.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
+                    for index in self._device_indexes(previous):
+                        tx.zrem(index, device.id)
+                tx.set(self._k("device", device.id), _encode(device))
+                tx.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
+                for index in self._device_indexes(device):
+                    tx.zadd(index, {device.id: 0})
+                tx.zadd(self._k("seen"), {device.id: device.last_seen_at})
+                if device.resources:
+                    tx.zadd(
+                        self._k("snap_paths", device.id), dict.fromkeys((r.path for r in device.resources), 0), nx=True
+                    )
+                for member in map(_text, members):
+                    tx.srem(self._k("subs", member.partition(SEP)[0], device.id), member.partition(SEP)[2])
+                    tx.srem(self._k("subscribers", device.id), member)
+                tx.delete(self._k("snap_sub", device.id))
+            await tx.execute()
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))

@@ -543,7 +543,10 @@ def test_a_batch_of_full_registrations_stores_devices_and_drops_their_subscripti
         await store.add_subscription("k1", "d1", "/3/0/0")
         await store.set_subscribed("d1", "/3/0/0", True)
         await store.add_subscription("k1", "d9", "/3/0/0")  # another device's: kept
+        await store.add_subscription("k2", "d1", "/3/0/1")  # a second key's subscription to d1: dropped too
+        await store.put_device(msgspec.structs.replace(device("d2", "ep-old"), state="deregistered"))
         assert await store.get_devices([]) == []
+        await store.put_registered_devices([])
         batch = [registered("d1", "ep-1", "/3/0/0", "/3/0/1"), registered("d2", "ep-2", "/1/0/1")]
         await store.put_registered_devices(batch)
         assert sorted(await store.get_devices(["d2", "d1", "nope"]), key=lambda d: d.id) == batch
@@ -553,5 +556,24 @@ def test_a_batch_of_full_registrations_stores_devices_and_drops_their_subscripti
         assert [(e.path, e.subscribed) for e in snapshot] == [("/3/0/0", False), ("/3/0/1", False)]
         assert [e.path for e in await store.get_snapshot("d2")] == ["/1/0/1"]
         assert await store.count_devices(A) == 2
+        assert await store.list_subscriptions("k2", "d1") == [] and await store.subscribers("d1") == []
+        # a device that comes back under another name, in another state, leaves no trace of the old ones
+        assert await store.find_device(A, "ep-old") is None and (await store.find_device(A, "ep-2")) == batch[1]
+        assert await store.list_devices(A, state="deregistered") == []
+
+    run(make_store, scenario)
+
+
+def test_a_burst_of_concurrent_calls_is_served_not_refused(make_store: StoreFactory) -> None:
+    """A registration storm or a busy API makes hundreds of store calls at once: each waits its turn for a
+    connection (Redis: a bounded pool) and none fails for want of one."""
+
+    async def scenario(store: Store) -> None:
+        devices = [device(f"burst-{i:03d}", f"ep-burst-{i}") for i in range(400)]
+        await asyncio.gather(*(store.put_device(d) for d in devices))
+        found = await asyncio.gather(*(store.get_device(d.id) for d in devices))
+        assert found == devices
+        await store.put_registered_devices(devices)
+        assert await store.count_devices(A) == 400
 
     run(make_store, scenario)
