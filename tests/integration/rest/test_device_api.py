@@ -13,7 +13,7 @@ import aiohttp
 
 from devicehub.clock import ManualClock
 from support.apps import websocket_app as app
-from support.node import device, run, running_node
+from support.node import device, eventually, run, running_node
 
 
 async def request(http: aiohttp.ClientSession, device_id: str, async_id: str, body: dict[str, Any]) -> None:
@@ -245,5 +245,24 @@ def test_snapshots_of_devices_unseen_for_six_months_are_swept(tmp_path: Path) ->
             assert await node.devices.sweep_snapshots() == 1
             assert await node.store.get_device(device_id) is None
             assert await node.store.get_snapshot(device_id) == []
+
+    run(scenario())
+
+
+def test_request_workers_leave_when_done_so_registrations_leave_no_task_behind(tmp_path: Path) -> None:
+    """Every registration kicks the device's request worker; one that finds nothing to deliver leaves at once
+    (100 000 devices kept 100 000 finished tasks), and one with work leaves once its queue is delivered."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node:
+            queue = node.devices.requests
+            async with device(node, "idle-1"), device(node, "idle-2"), device(node, "busy-1") as busy:
+                await eventually(lambda: not queue.draining())
+                headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+                async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                    for async_id in ("w1", "w2", "w3"):
+                        await request(http, busy.device_id or "", async_id, {"method": "GET", "uri": "/3/0/0"})
+                    await eventually(lambda: not queue.draining())
+                    assert await node.store.pending_requests(busy.device_id or "") == []  # delivered, then left
 
     run(scenario())
