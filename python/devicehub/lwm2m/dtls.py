@@ -224,6 +224,9 @@ class DtlsListener(asyncio.DatagramProtocol):
                 log.info("DTLS session of %s from %s:%d ended: its credential was revoked", identity.name, *address)
                 self._end(address, notify=True)
 
+    def has_psk(self, identity: str) -> bool:
+        return identity in self._lookup.keyring.psks
+
     def identity(self, address: Address) -> PeerIdentity | None:
         session = self._sessions.get(address)
         return None if session is None else session.identity
