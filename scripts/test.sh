@@ -16,8 +16,10 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v chromium >/dev/null
   (systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null
 fi
 # issue 13: coap-client-openssl for the DTLS tests; autoconf/automake/libtool build PyPI DTLSSocket (aiocoap's DTLS)
-if ! command -v coap-client-openssl >/dev/null 2>&1 || ! command -v autoreconf >/dev/null 2>&1; then
-  packages="libcoap3-bin autoconf automake libtool"
+# and openssl: s_client offering a previous DTLS session (test_dtls_resumption.py)
+if ! command -v coap-client-openssl >/dev/null 2>&1 || ! command -v autoreconf >/dev/null 2>&1 \
+  || ! command -v openssl >/dev/null 2>&1; then
+  packages="libcoap3-bin autoconf automake libtool openssl"
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
   else

@@ -18,6 +18,12 @@ ENV_PREFIX = "DEVICEHUB_"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 PORT: dict[str, Any] = {"range": (0, 65535)}
+# the LwM2M client options `simulate` and `edge` share (issue 13 #7), read by dtls_client.client_credentials
+LWM2M_SERVER_SCHEMES = ("coap", "coaps", "coap+tcp")
+PSK_IDENTITY: dict[str, Any] = {"help": "coaps://: PSK identity (default: the endpoint name)"}
+PSK_KEY: dict[str, Any] = {"help": "coaps://: pre-shared key in hex"}
+CLIENT_CERT: dict[str, Any] = {"help": "coaps://: PEM client certificate (its CN is the endpoint name)"}
+CLIENT_KEY: dict[str, Any] = {"help": "coaps://: PEM private key of --cert"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +136,7 @@ class SimulateSettings:
     """`devicehub simulate`: N simulated LwM2M devices on real UDP sockets."""
 
     server: str = field(
-        default="coap://127.0.0.1:5683", metadata={"url": ("coap", "coaps"), "help": "LwM2M server URI"}
+        default="coap://127.0.0.1:5683", metadata={"url": LWM2M_SERVER_SCHEMES, "help": "LwM2M server URI"}
     )
     count: int = field(default=1, metadata={"range": (1, 1_000_000), "help": "number of devices"})
     prefix: str = field(default="sim-", metadata={"help": "endpoint name prefix (names are <prefix><n>)"})
@@ -152,10 +158,10 @@ class SimulateSettings:
     full_list_updates: bool = field(
         default=False, metadata={"help": "send the whole object list in every registration update (Wakaama, Anjay)"}
     )
-    psk_identity: str = field(default="", metadata={"help": "coaps://: PSK identity (default: the endpoint name)"})
-    psk_key: str = field(default="", metadata={"help": "coaps://: pre-shared key in hex"})
-    cert: str = field(default="", metadata={"help": "coaps://: PEM client certificate (its CN is the endpoint name)"})
-    key: str = field(default="", metadata={"help": "coaps://: PEM private key of --cert"})
+    psk_identity: str = field(default="", metadata=PSK_IDENTITY)
+    psk_key: str = field(default="", metadata=PSK_KEY)
+    cert: str = field(default="", metadata=CLIENT_CERT)
+    key: str = field(default="", metadata=CLIENT_KEY)
     workers: int = field(default=1, metadata={"help": "processes to run the devices in (device n runs in n mod N)"})
     bind: str = field(
         default="127.0.0.1",
@@ -175,7 +181,12 @@ class EdgeSettings:
     """`devicehub edge`: Edge Core, an LwM2M client of the service with a local status API."""
 
     server: str = field(
-        default="coap://127.0.0.1:5683", metadata={"url": ("coap",), "help": "LwM2M server URI of the service"}
+        default="coap://127.0.0.1:5683",
+        metadata={
+            "url": LWM2M_SERVER_SCHEMES,
+            "help": "LwM2M server URI of the service: coap://, coaps:// (with --psk-key or --cert/--key) or "
+            "coap+tcp://",
+        },
     )
     endpoint_name: str = field(default="edge-core", metadata={"help": "Edge Core's endpoint name"})
     endpoint_type: str = field(default="MBED_GW", metadata={"help": "Edge Core's endpoint type"})
@@ -199,6 +210,10 @@ class EdgeSettings:
     keepalive_interval: float = field(
         default=75.0, metadata={"help": "seconds between keepalive probes while no answer comes (spec §2.6)"}
     )
+    psk_identity: str = field(default="", metadata=PSK_IDENTITY)
+    psk_key: str = field(default="", metadata=PSK_KEY)
+    cert: str = field(default="", metadata=CLIENT_CERT)
+    key: str = field(default="", metadata=CLIENT_KEY)
 
 
 @dataclass(frozen=True, slots=True)

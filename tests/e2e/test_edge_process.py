@@ -4,6 +4,7 @@ SIGTERM ends it promptly (its socket file removed) even when the service has gon
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import signal
 import subprocess
@@ -15,8 +16,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from support.apps import EventReader
 from support.edge import float_objects
-from support.ports import free_tcp_port
+from support.ports import free_tcp_port, free_udp_port
 from support.service import ServiceProcess
 from support.waiting import wait_until
 
@@ -74,7 +76,14 @@ def test_edge_process_reports_connected_then_error_when_the_service_stops(tmp_pa
         service.stop()
 
 
-def _edge_process(service: ServiceProcess, port: int, socket_path: Path) -> subprocess.Popen[str]:
+def _edge_process(
+    service: ServiceProcess,
+    port: int,
+    socket_path: Path,
+    endpoint_name: str = "edge-term",
+    server: str = "",
+    *extra: str,
+) -> subprocess.Popen[str]:
     edge = subprocess.Popen(
         [
             sys.executable,
@@ -82,13 +91,14 @@ def _edge_process(service: ServiceProcess, port: int, socket_path: Path) -> subp
             "devicehub",
             "edge",
             "--server",
-            service.coap_uri,
+            server or service.coap_uri,
             "--endpoint-name",
-            "edge-term",
+            endpoint_name,
             "-o",
             str(port),
             "-p",
             str(socket_path),
+            *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -135,4 +145,73 @@ def test_edge_process_exits_promptly_on_sigterm_with_the_service_gone_and_remove
             edge.wait()
         if edge.stdout is not None:
             edge.stdout.close()
+        service.stop()
+
+
+EDGE_NAME = "edge-gateway-00001"  # Pelion: a PSK endpoint name has 16-64 characters
+EDGE_KEY = bytes(range(16)).hex()
+
+
+def test_edge_process_over_coaps_with_a_psk_is_connected_and_its_child_is_read_through_the_api(
+    tmp_path: Path,
+) -> None:
+    """issue 13 #7: `devicehub edge --server coaps://… --psk-key …` registers over DTLS with the PSK the REST API
+    created; a child a translator adds registers under the gateway's identity and answers a read from the cloud."""
+    coaps_port = free_udp_port()
+    service = ServiceProcess(data_dir=tmp_path / "data", extra_args=("--coaps-port", str(coaps_port))).start()
+    port, socket_path = free_tcp_port(), tmp_path / "edge.sock"
+    edge: subprocess.Popen[str] | None = None
+
+    async def scenario() -> None:
+        headers = {"Authorization": f"Bearer {service.api_key}"}
+        async with aiohttp.ClientSession(service.base_url, headers=headers) as http:
+            async with http.post(
+                "/v2/device-shared-keys", json={"endpoint_name": EDGE_NAME, "secret_hex": EDGE_KEY}
+            ) as r:
+                assert r.status == 201, await r.text()
+            nonlocal edge
+            edge = _edge_process(
+                service, port, socket_path, EDGE_NAME, f"coaps://127.0.0.1:{coaps_port}", "--psk-key", EDGE_KEY
+            )
+            await asyncio.to_thread(
+                wait_until, lambda: _status(port)[0]["status"] == "connected", within=15, what="edge connected"
+            )
+            connector = aiohttp.UnixConnector(path=str(socket_path))
+            async with aiohttp.ClientSession(connector=connector) as local:
+                ws = await local.ws_connect("http://edge/1/pt")
+                for request_id, method, params in (
+                    (1, "protocol_translator_register", {"name": "pt-coaps"}),
+                    (2, "device_register", {"deviceId": "child-coaps", "objects": float_objects(21.5)}),
+                ):
+                    request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+                    await ws.send_str(json.dumps(request))
+                    answer = json.loads((await ws.receive(timeout=15)).data)
+                    assert answer == {"jsonrpc": "2.0", "id": request_id, "result": "ok"}, answer
+                async with http.get("/v3/devices") as r:
+                    devices = {d["endpoint_name"]: d for d in (await r.json())["data"]}
+                assert devices["child-coaps"]["state"] == "registered"
+                assert devices["child-coaps"]["host_gateway"] == devices[EDGE_NAME]["id"]
+                async with http.put("/v2/notification/websocket") as r:
+                    assert r.status == 201
+                events = EventReader(await http.ws_connect("/v2/notification/websocket-connect"))
+                child_id = devices["child-coaps"]["id"]
+                async with http.post(
+                    f"/v2/device-requests/{child_id}?async-id=read-1", json={"method": "GET", "uri": "/3303/0/5700"}
+                ) as r:
+                    assert r.status == 202
+                response = await events.wait_for("async-responses", lambda e: e["id"] == "read-1")
+                assert response["status"] == 200
+                assert base64.b64decode(response["payload"]) == b"21.5"
+                await events.ws.close()
+                await ws.close()
+
+    try:
+        asyncio.run(scenario())
+        assert _status(port)[0]["endpoint-name"] == EDGE_NAME
+    finally:
+        if edge is not None:
+            edge.terminate()
+            edge.wait(timeout=15)
+            if edge.stdout is not None:
+                edge.stdout.close()
         service.stop()

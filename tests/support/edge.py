@@ -24,13 +24,8 @@ from devicehub.node import Node
 async def edge_core(
     tmp_path: Path, coap_port: int, *, clock: Clock | None = None, write_timeout: float | None = None, **overrides: Any
 ) -> AsyncIterator[EdgeCore]:
-    settings = EdgeSettings(
-        server=f"coap://127.0.0.1:{coap_port}",
-        endpoint_name="edge-01",
-        http_port=0,
-        edge_pt_domain_socket=str(tmp_path / "edge.sock"),
-        **overrides,
-    )
+    defaults: dict[str, Any] = {"server": f"coap://127.0.0.1:{coap_port}", "endpoint_name": "edge-01"}
+    settings = EdgeSettings(http_port=0, edge_pt_domain_socket=str(tmp_path / "edge.sock"), **{**defaults, **overrides})
     core = (
         EdgeCore(settings, clock=clock)
         if write_timeout is None

@@ -17,3 +17,11 @@ def coap_client_binary() -> str:
     if path is None:
         pytest.fail("coap-client-openssl is missing: install Debian's libcoap3-bin (scripts/test.sh does)")
     return path
+
+
+def openssl_binary() -> str:
+    """OpenSSL's command line (`openssl s_client -dtls1_2`: a DTLS client that can offer a previous session)."""
+    path = shutil.which("openssl")
+    if path is None:
+        pytest.fail("openssl is missing: install Debian's openssl (scripts/test.sh does)")
+    return path

@@ -78,6 +78,10 @@ class Children:
             queue_mode=queue_mode,
             flavor=PELION,
             model=built.model,
+            # over coaps:// each child has its own session under the gateway's credentials: the service takes a
+            # child registered with gw=<that identity> from it (lwm2m/server.py, issue 13 #7)
+            security=self._gateway.security,
+            tcp=self._gateway.tcp,
         )
         device.registration_query = [f"gw={self._gateway.endpoint_name}"]
         if self._shutting_down:

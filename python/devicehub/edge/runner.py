@@ -21,6 +21,7 @@ from devicehub.edge.pt_api import WRITE_TIMEOUT, create_pt_app
 from devicehub.edge.status_api import create_status_app
 from devicehub.edge.upstream import EdgeClient
 from devicehub.errors import StartupFailed
+from devicehub.lwm2m.dtls_client import client_credentials
 from devicehub.sim.fleet import server_address
 from devicehub.startup import starting
 
@@ -35,6 +36,15 @@ class EdgeCore:
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
+        with starting("the upstream LwM2M client"):
+            security = client_credentials(
+                settings.server,
+                settings.endpoint_name,
+                psk_identity=settings.psk_identity,
+                psk_key=settings.psk_key,
+                cert=settings.cert,
+                key=settings.key,
+            )
         self.client = EdgeClient(
             self.clock,
             server_address(settings.server),
@@ -44,6 +54,8 @@ class EdgeCore:
             lifetime=settings.lifetime,
             keepalive_time=settings.keepalive_time,
             keepalive_interval=settings.keepalive_interval,
+            security=security,
+            tcp=settings.server.startswith("coap+tcp:"),
         )
         self.children = Children(self.clock, server_address(settings.server), self.client)
         self.http_port = settings.http_port

@@ -11,6 +11,9 @@ id the service assigned (the last Location-Path segment), `error` with the code 
 sends a registration update every `keepalive_time` seconds; unanswered, it is sent again after `keepalive_interval`
 and then with doubling waits (RFC 7252 back-off, three sends), so a dead link shows as `error` at most
 keepalive_time + 10.5 × keepalive_interval after the last answer (spec §2.6: the status can lag).
+
+The link is the simulator's: `coap://`, `coaps://` (DTLS with a PSK or a certificate, `security`; the handshake
+comes with each Register, so a service not up yet shows as `connecting`/`error` and is retried) or `coap+tcp://`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from devicehub.edge.forwarding import (
     RpcError,
 )
 from devicehub.edge.status import ERROR, EdgeStatus
+from devicehub.lwm2m.dtls_client import ClientCredentials
 from devicehub.lwm2m.errors import DeviceError, DeviceTimeout
 from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.transport import Address, Reply
@@ -88,6 +92,8 @@ class EdgeClient(ForwardingDevice):
         lifetime: int,
         keepalive_time: float,
         keepalive_interval: float,
+        security: ClientCredentials | None = None,
+        tcp: bool = False,
     ) -> None:
         super().__init__(
             clock,
@@ -97,6 +103,8 @@ class EdgeClient(ForwardingDevice):
             lifetime=lifetime,
             flavor=PELION,
             model=edge_model(endpoint_name, lifetime, clock.now),
+            security=security,
+            tcp=tcp,
         )
         # the keepalive (a registration update) is retransmitted after keepalive_interval, KEEPALIVE_TRIES sends in
         # all; registration itself keeps CoAP's own window, so an unreachable server shows within ~93 s

@@ -14,7 +14,11 @@ TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8 and ..._AES_128_GCM_SHA256 for certificates (
   the identity, the CA's account the account. The check is ours (Mbed TLS runs with authmode OPTIONAL and has
   verified the CertificateVerify signature), so the refusal says why: expired, untrusted, no CN.
 - Each refused handshake is logged once, with its reason; `revoke()` ends the sessions of removed credentials.
-Not offered: session resumption and connection IDs (python-mbedtls configures neither a session cache nor CID).
+Not offered: session resumption and connection IDs. python-mbedtls 2.10 never calls
+mbedtls_ssl_conf_session_cache or mbedtls_ssl_conf_session_tickets (commented out at _tls.pxd:266, :301), so a
+client offering a previous session gets a full handshake (its PSK callback runs again: the identity rules and
+revocation hold); CID is neither bound nor compiled into its Mbed TLS 2.28 (bench/README.md, "DTLS session
+resumption").
 """
 
 from __future__ import annotations
@@ -223,6 +227,9 @@ class DtlsListener(asyncio.DatagramProtocol):
                 self.stats.revoked += 1
                 log.info("DTLS session of %s from %s:%d ended: its credential was revoked", identity.name, *address)
                 self._end(address, notify=True)
+
+    def has_psk(self, identity: str) -> bool:
+        return identity in self._lookup.keyring.psks
 
     def identity(self, address: Address) -> PeerIdentity | None:
         session = self._sessions.get(address)

@@ -1,9 +1,15 @@
 """The client side of CoAPs (issue 13 #7): one DTLS 1.2 session to one server, under a `CoapEndpoint`.
 
-Used by the simulator and Edge Core. `DtlsClient.connect` binds a UDP socket, runs the handshake (PSK or a client
-certificate; the server's certificate is not checked — the simulator is a test tool) and then hands the endpoint
-a transport that encrypts each datagram for the server. A handshake that stalls is started over, up to
-`attempts` times (python-mbedtls buffers have no retransmission timer).
+Used by the simulator and Edge Core. `DtlsClient.bind` binds a UDP socket and hands the endpoint a transport that
+encrypts each datagram for the server; `handshake()` runs a full handshake (PSK or a client certificate; the
+server's certificate is not checked — the simulator is a test tool), again whenever the session is gone (the
+server restarted, swept or revoked it: the device's register timed out). A handshake that stalls is started over,
+up to `attempts` times (python-mbedtls buffers have no retransmission timer). Sessions are not resumed:
+python-mbedtls 2.10 can neither give a session to a new connection (its `TLSSession` has no methods,
+`mbedtls_ssl_set_session` is never called) nor would its server side resume one (no session cache or tickets
+configured); bench/README.md "DTLS session resumption" has the source lines and what a full handshake costs.
+`client_credentials` turns the `--psk-identity/--psk-key` or `--cert/--key` options of `simulate` and `edge`
+into credentials.
 """
 
 from __future__ import annotations
@@ -53,6 +59,22 @@ class ClientCredentials:
         )
 
 
+def client_credentials(
+    server: str, endpoint_name: str, *, psk_identity: str = "", psk_key: str = "", cert: str = "", key: str = ""
+) -> ClientCredentials | None:
+    """The DTLS credentials of one client of a `coaps://` server (None for any other scheme); the PSK identity
+    defaults to the endpoint name, so one `--psk-key` serves a fleet whose names each have that key. ValueError
+    when a coaps:// server has none, or the key is not hex."""
+    if not server.startswith("coaps:"):
+        return None
+    if cert:
+        return ClientCredentials(cert_file=cert, key_file=key or cert)
+    if not psk_key:
+        raise ValueError("a coaps:// server needs --psk-key (with --psk-identity) or --cert/--key")
+    hex_key = psk_key[2:] if psk_key[:2].lower() == "0x" else psk_key
+    return ClientCredentials(psk_identity=psk_identity or endpoint_name, psk_key=bytes.fromhex(hex_key))
+
+
 class _ClientTransport:
     def __init__(self, client: DtlsClient) -> None:
         self._client = client
@@ -80,6 +102,19 @@ class DtlsClient(asyncio.DatagramProtocol):
         self._progress = asyncio.Event()
         self._established = False
         self._failure: Exception | None = None
+        self.handshakes = 0  # full handshakes begun on this socket
+
+    @classmethod
+    async def bind(
+        cls, host: str, clock: Clock, endpoint: CoapEndpoint, server: Address, credentials: ClientCredentials
+    ) -> DtlsClient:
+        """The socket and the endpoint's transport, no session yet: `handshake()` makes one."""
+        loop = asyncio.get_running_loop()
+        _, client = await loop.create_datagram_endpoint(
+            lambda: cls(clock, endpoint, server, credentials), local_addr=(host, 0)
+        )
+        endpoint.connection_made(cast(asyncio.DatagramTransport, _ClientTransport(client)))
+        return client
 
     @classmethod
     async def connect(
@@ -92,13 +127,36 @@ class DtlsClient(asyncio.DatagramProtocol):
         *,
         attempts: int = ATTEMPTS,
     ) -> DtlsClient:
-        loop = asyncio.get_running_loop()
-        _, client = await loop.create_datagram_endpoint(
-            lambda: cls(clock, endpoint, server, credentials), local_addr=(host, 0)
-        )
-        await client._handshake(attempts)
-        endpoint.connection_made(cast(asyncio.DatagramTransport, _ClientTransport(client)))
+        client = await cls.bind(host, clock, endpoint, server, credentials)
+        try:
+            await client.handshake(attempts)
+        except BaseException:
+            client.close()
+            raise
         return client
+
+    @property
+    def established(self) -> bool:
+        return self._established
+
+    async def handshake(self, attempts: int = ATTEMPTS) -> None:
+        """A full handshake on a fresh session (a live one is ended first); DeviceTimeout when it fails."""
+        if self._established:
+            self.close_session()
+        self._failure = None
+        self._buffer = self._context.wrap_buffers(None)
+        self.handshakes += 1
+        await self._handshake(attempts)
+
+    def close_session(self) -> None:
+        """End the session (close_notify) and keep the socket: the next `handshake()` starts another."""
+        if self._established:
+            self._established = False
+            try:
+                self._buffer.shutdown()
+            except TLSError:
+                pass
+            self._flush()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._udp = cast(asyncio.DatagramTransport, transport)
@@ -108,12 +166,7 @@ class DtlsClient(asyncio.DatagramProtocol):
 
     def close(self) -> None:
         if self._udp is not None:
-            if self._established:
-                try:
-                    self._buffer.shutdown()
-                except TLSError:
-                    pass
-                self._flush()
+            self.close_session()
             self._udp.close()
             self._udp = None
 
@@ -166,7 +219,7 @@ class DtlsClient(asyncio.DatagramProtocol):
 
     def send(self, data: bytes) -> None:
         if not self._established:
-            raise DeviceTimeout("DTLS session closed")
+            raise DeviceTimeout("DTLS session closed")  # the device handshakes again before its next Register
         self._buffer.write(data)
         self._flush()
 

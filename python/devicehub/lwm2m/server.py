@@ -9,7 +9,10 @@ Facts it follows: lwm2m-device-side.md §10.
 Beside the plain endpoint a DTLS listener (lwm2m/dtls.py) may feed a second endpoint (issue 13): there the peer's
 authenticated identity decides the device. A PSK identity or certificate CN must be the endpoint name it registers;
 a registration made over DTLS is continued (Update, De-register, Send, notifications) only by that identity, never
-over plain CoAP; plain CoAP is refused altogether unless `allow_nosec`.
+over plain CoAP; plain CoAP is refused altogether unless `allow_nosec`. One exception, for Edge gateways (issue 13
+#7): a peer authenticated as G may register a child endpoint with `gw=G` into G's account, and G then continues
+it, unless the child has a PSK of its own or holds a DTLS registration not made through G (the gateway vouches
+for the devices behind it, as Pelion's Edge did with its own credentials).
 """
 
 from __future__ import annotations
@@ -549,7 +552,7 @@ class LwM2MServer:
         else:
             allowed = (
                 registration.secure
-                and identity.name == registration.endpoint_name
+                and identity.name in (registration.endpoint_name, registration.gateway or registration.endpoint_name)
                 and identity.account_id == registration.account_id
             )
         if not allowed:
@@ -610,16 +613,18 @@ class LwM2MServer:
     ) -> Reply:
         endpoint_name, version = query["ep"], query.get("lwm2m", "1.0")
         endpoint_type = query.get("et", "")
+        gateway = query.get("gw", "")[:MAX_ENDPOINT_NAME]
+        child = identity is not None and identity.name != endpoint_name and gateway == identity.name
         if identity is not None and identity.name != endpoint_name:
-            self.stats.refused += 1
-            self.stats.refused_identity += 1
-            self._warn_once(
-                ("register", identity.name, endpoint_name),
-                "register refused: DTLS identity %r is not the endpoint name %r",
-                identity.name,
-                endpoint_name,
+            why = (
+                "identity is not the endpoint name"
+                if not child
+                else "the device has a PSK of its own"
+                if self._dtls is not None and self._dtls.has_psk(endpoint_name)
+                else ""
             )
-            return Reply(codes.FORBIDDEN, payload=b"identity is not the endpoint name")
+            if why:
+                return self._refuse_identity(identity.name, endpoint_name, why)
         if identity is None:
             admission = await self._events.admit(endpoint_name, endpoint_type)
         else:
@@ -627,6 +632,11 @@ class LwM2MServer:
         if admission is None:
             self.stats.refused += 1
             return Reply(codes.FORBIDDEN)
+        if child:  # a gateway takes no registration its child made itself (or made through another gateway)
+            assert identity is not None
+            known = await self._known(admission.device_id)
+            if known is not None and known.registration.secure and known.registration.gateway != identity.name:
+                return self._refuse_identity(identity.name, endpoint_name, "the device registered itself over DTLS")
         if identity is None:  # a plain Register must not take over a registration made over DTLS
             known = await self._known(admission.device_id)
             if known is not None and not self._continues(known, None, remote, "register"):
@@ -648,7 +658,7 @@ class LwM2MServer:
             updated_at=now,
             queue_mode="Q" in binding or "Q" in query,
             domain=query.get("d"),
-            gateway=query.get("gw", "")[:MAX_ENDPOINT_NAME],
+            gateway=gateway,
             secure=identity is not None,
         )
         async with self._locks(admission.device_id):
@@ -679,6 +689,18 @@ class LwM2MServer:
             (codes.LOCATION_PATH, admission.device_id.encode()),
         ]
         return Reply(codes.CREATED, location)
+
+    def _refuse_identity(self, identity: str, endpoint_name: str, why: str) -> Reply:
+        self.stats.refused += 1
+        self.stats.refused_identity += 1
+        self._warn_once(
+            ("register", identity, endpoint_name),
+            "register refused: DTLS identity %r may not register endpoint name %r: %s",
+            identity,
+            endpoint_name,
+            why,
+        )
+        return Reply(codes.FORBIDDEN, payload=why.encode())
 
     async def _update(
         self,

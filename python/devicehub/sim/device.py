@@ -178,6 +178,7 @@ class SimDevice:
         self.last_failure = ""  # why the last registration failed, for the progress line
         self.log = DeviceLog()
         self._endpoint: CoapEndpoint | None = None
+        self._dtls: DtlsClient | None = None
         self._observers: dict[bytes, _Observer] = {}
         # the format answering an instance/object read without Accept (None: TLV; Anjay 1.2 picks a CBOR one)
         self.multi_value_format: int | None = None
@@ -207,7 +208,8 @@ class SimDevice:
                 block_size=self.oma.block_size,
                 max_payload=self.oma.max_payload,
             )
-            await DtlsClient.connect(self.host, self.clock, endpoint, self.server, self.security)
+            # the handshake comes with the first Register (`register`), so a service not up yet is retried
+            self._dtls = await DtlsClient.bind(self.host, self.clock, endpoint, self.server, self.security)
             self._endpoint = endpoint
         else:
             self._endpoint = await CoapEndpoint.bind(
@@ -340,7 +342,14 @@ class SimDevice:
         for observer in self._observers.values():
             self._cancel_timers(observer)
         self._observers.clear()  # a new registration ends every observation (lwm2m-device-side.md §4)
-        response = await self.endpoint.request(self.server, codes.POST, options, format_links(self.links()))
+        if self._dtls is not None and not self._dtls.established:
+            await self._dtls.handshake()
+        try:
+            response = await self.endpoint.request(self.server, codes.POST, options, format_links(self.links()))
+        except DeviceTimeout:
+            if self._dtls is not None:  # the server may have lost the session (restart, sweep): a new one next
+                self._dtls.close_session()
+            raise
         if response.code == codes.SERVICE_UNAVAILABLE:
             raise ServerBusy("register answered 5.03", _max_age(response))
         if response.code != codes.CREATED:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import SimulateSettings
-from devicehub.lwm2m.dtls_client import ClientCredentials
+from devicehub.lwm2m.dtls_client import ClientCredentials, client_credentials
 from devicehub.lwm2m.transport import Address
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
@@ -51,16 +51,15 @@ def server_address(uri: str) -> Address:
 
 
 def credentials(settings: SimulateSettings, endpoint_name: str) -> ClientCredentials | None:
-    """The DTLS credentials of one device for a `coaps://` server (issue 13 #7); the PSK identity defaults to
-    the endpoint name, so one `--psk-key` serves a fleet whose names each have that key."""
-    if not settings.server.startswith("coaps:"):
-        return None
-    if settings.cert:
-        return ClientCredentials(cert_file=settings.cert, key_file=settings.key or settings.cert)
-    if not settings.psk_key:
-        raise ValueError("a coaps:// server needs --psk-key (with --psk-identity) or --cert/--key")
-    key = settings.psk_key[2:] if settings.psk_key[:2].lower() == "0x" else settings.psk_key
-    return ClientCredentials(psk_identity=settings.psk_identity or endpoint_name, psk_key=bytes.fromhex(key))
+    """The DTLS credentials of one device for a `coaps://` server (issue 13 #7), as `dtls_client.client_credentials`."""
+    return client_credentials(
+        settings.server,
+        endpoint_name,
+        psk_identity=settings.psk_identity,
+        psk_key=settings.psk_key,
+        cert=settings.cert,
+        key=settings.key,
+    )
 
 
 class Fleet:
