@@ -6,28 +6,46 @@ read through `GET /v3/devices?filter=state%3Dregistered` (polled every 50 ms: a 
 Baseline, same run: the simulator's own ramp time (N / register-rate), the least any server could take.
 Prints one summary line and writes bench/results/register.json.
 Reproduce: `python bench/register_bench.py --devices 1000 --runs 3`. `--smoke`: a few seconds.
+
+`--measure-cpu` (issue 16 #1): CPU-seconds of the `serve` process per registration, from /proc/<pid>/stat
+(utime + stime before the simulator starts and once the node is idle again after all N registered, less the
+node's idle CPU over the same time), so independent of what else loads the machine. Same-run baseline: a bare
+asyncio UDP server (this file, `--baseline-server`) that parses only the CoAP header and answers 2.01 Created to
+every request from the same simulator load (`devicehub simulate --flavor pelion --workers W --bind 127.0.0.0/24
+--rate 0`); printed as a ratio. Writes bench/results/register_cpu.json.
+Reproduce: `python bench/register_bench.py --devices 5000 --measure-cpu --runs 3`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from support.ports import free_udp_port  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402
 from support.waiting import wait_until  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "register.json"
+CPU_RESULTS = Path(__file__).resolve().parent / "results" / "register_cpu.json"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+DEVICES_PER_WORKER = 2_500  # simulator processes: the simulator must not be what limits the node
 
 
 def registered(base_url: str, key: str) -> int:
@@ -79,6 +97,182 @@ def one_run(devices: int, register_rate: float, timeout: float) -> float:
             service.stop()
 
 
+# ---- --measure-cpu ----------------------------------------------------------------------------------------------
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class _Bare(asyncio.DatagramProtocol):
+    """Answers every confirmable request 2.01 Created (Location-Path rd/<n>) and parses nothing beyond the header."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.DatagramTransport | None = None
+        self.answered = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        if len(data) < 4 or data[0] >> 4 & 3 != 0 or self.transport is None:  # only CON requests are answered
+            return
+        tkl = data[0] & 0x0F
+        self.answered += 1
+        location = str(self.answered).encode()
+        # ACK, 2.01, same message id and token; Location-Path (8) "rd", then (delta 0) the number
+        header = bytes((0x60 | tkl, 0x41)) + data[2:4] + data[4 : 4 + tkl]
+        self.transport.sendto(header + b"\x82rd" + bytes((len(location),)) + location, addr)
+
+
+def baseline_server(port: int) -> None:
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        await loop.create_datagram_endpoint(_Bare, local_addr=("127.0.0.1", port))
+        print("baseline: ready", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+def cpu_simulator(server: str, devices: int, register_rate: float) -> subprocess.Popen[str]:
+    workers = max(1, -(-devices // DEVICES_PER_WORKER))
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "devicehub", "simulate",
+            "--server", server,
+            "--count", str(devices),
+            "--workers", str(workers),
+            "--bind", "127.0.0.0/24",
+            "--prefix", "cpu-",
+            "--flavor", "pelion",
+            "--lifetime", "3600",  # no registration update within the run
+            "--rate", "0",
+            "--register-rate", str(register_rate / workers),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _watch_registered(sim: subprocess.Popen[str], devices: int) -> threading.Event:
+    """Set once the simulator's progress line says all `devices` are registered (it prints one a second)."""
+    done = threading.Event()
+
+    def read() -> None:
+        assert sim.stderr is not None
+        for line in sim.stderr:
+            if line.startswith(f"registered {devices}/{devices}"):
+                done.set()
+        done.set()  # the simulator ended: the wait below fails on its own check
+
+    threading.Thread(target=read, daemon=True).start()
+    return done
+
+
+def _stop_simulator(sim: subprocess.Popen[str]) -> None:
+    if sim.poll() is None:
+        os.killpg(sim.pid, signal.SIGKILL)  # no de-registration: it would be measured otherwise
+    sim.wait(timeout=60)
+
+
+def _idle_rate(pid: int, seconds: float = 2.0) -> float:
+    before = cpu_seconds(pid)
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - before) / seconds
+
+
+def measure_process(pid: int, server: str, devices: int, register_rate: float, timeout: float) -> dict[str, float]:
+    """CPU-seconds of `pid` spent on `devices` registrations from one simulator, less its idle CPU meanwhile."""
+    idle = _idle_rate(pid)
+    start, cpu0 = time.perf_counter(), cpu_seconds(pid)
+    sim = cpu_simulator(server, devices, register_rate)
+    try:
+        done = _watch_registered(sim, devices)
+        if not done.wait(timeout) or sim.poll() is not None:
+            raise RuntimeError(f"not all {devices} devices registered within {timeout} s")
+        registered = time.perf_counter() - start
+        # the node answers before it stores: wait for its batches (and Pelion auto-observations) to end
+        quiet_since, last = time.perf_counter(), cpu_seconds(pid)
+        while time.perf_counter() - quiet_since < 1.0:
+            time.sleep(0.25)
+            now = cpu_seconds(pid)
+            if now - last > (idle * 0.25) + 1.5 / CLOCK_TICKS:
+                quiet_since = time.perf_counter()
+            last = now
+        elapsed, cpu1 = time.perf_counter() - start, cpu_seconds(pid)
+    finally:
+        _stop_simulator(sim)
+    used = cpu1 - cpu0 - idle * elapsed
+    return {"cpu_s": used, "ms_per_registration": used * 1000 / devices, "registered_s": registered, "idle": idle}
+
+
+def cpu_run(devices: int, register_rate: float, timeout: float, log_level: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        service = ServiceProcess(data_dir=Path(tmp) / "data", extra_args=("--log-level", log_level)).start()
+        try:
+            assert service.process is not None
+            node = measure_process(service.process.pid, service.coap_uri, devices, register_rate, timeout)
+            shed = _metric(service.base_url, 'registrations_total{outcome="shed"}')
+        finally:
+            service.stop()
+    port = free_udp_port()
+    bare = subprocess.Popen(
+        [sys.executable, __file__, "--baseline-server", str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert bare.stdout is not None
+        bare.stdout.readline()
+        base = measure_process(bare.pid, f"coap://127.0.0.1:{port}", devices, register_rate, timeout)
+    finally:
+        bare.terminate()
+        bare.wait(timeout=10)
+    return {
+        "node_ms": node["ms_per_registration"],
+        "baseline_ms": base["ms_per_registration"],
+        "ratio": node["ms_per_registration"] / base["ms_per_registration"],
+        "node_registered_s": node["registered_s"],
+        "shed": shed,
+    }
+
+
+def _metric(base_url: str, name: str) -> float:
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=30) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(f"devicehub_{name} "):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def measure_cpu(args: argparse.Namespace) -> None:
+    runs = [cpu_run(args.devices, args.register_rate, args.timeout, args.log_level) for _ in range(args.runs)]
+    median: Callable[[str], float] = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
+    result = {
+        "devices": args.devices,
+        "register_rate": args.register_rate,
+        "log_level": args.log_level,
+        "runs": runs,
+        "node_ms_per_registration": median("node_ms"),
+        "baseline_ms_per_registration": median("baseline_ms"),
+        "ratio": median("ratio"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
+        "command": "python bench/register_bench.py " + " ".join(sys.argv[1:]),
+    }
+    if not args.smoke:
+        CPU_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        CPU_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    each = ", ".join(f"{r['node_ms']:.3f}" for r in runs)
+    print(
+        f"register cpu: {result['node_ms_per_registration']:.3f} ms of serve CPU per registration "
+        f"(median of {args.runs}, {args.devices} devices); bare UDP baseline "
+        f"{result['baseline_ms_per_registration']:.3f} ms; ratio {result['ratio']:.1f} "
+        f"(runs: {each} ms)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--devices", type=int, default=1000)
@@ -86,9 +280,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--measure-cpu", action="store_true", help="serve CPU per registration vs a bare UDP server")
+    parser.add_argument("--log-level", default="warning", help="--measure-cpu: the node's --log-level")
+    parser.add_argument("--baseline-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.baseline_server:
+        baseline_server(args.baseline_server)
+        return
     if args.smoke:
-        args.devices, args.runs = 20, 1
+        args.devices, args.runs = (200 if args.measure_cpu else 20), 1
+    if args.measure_cpu:
+        measure_cpu(args)
+        return
     seconds = statistics.median(one_run(args.devices, args.register_rate, args.timeout) for _ in range(args.runs))
     ramp = args.devices / args.register_rate
     result = {
