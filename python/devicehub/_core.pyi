@@ -25,6 +25,7 @@ __all__ = [
     "CoapError",
     "CoapMessage",
     "CoreError",
+    "LinkFormatError",
     "QueueError",
     "TlvError",
     "TlvNode",
@@ -34,6 +35,7 @@ __all__ = [
     "coap_encode_uint",
     "lwm2m_cbor_decode",
     "lwm2m_cbor_encode",
+    "parse_links",
     "senml_cbor_decode",
     "senml_cbor_encode",
     "tlv_bool",
@@ -64,6 +66,9 @@ class CoapError(CoreError):
 
 class QueueError(CoreError):
     """Invalid channel queue operation."""
+
+class LinkFormatError(CoreError):
+    """A payload that is not CoRE link format devicehub can read."""
 
 # ---- channel queue (spec §6, §8) -------------------------------------------------------------
 
@@ -245,3 +250,10 @@ def senml_cbor_decode(data: bytes) -> list[tuple[str, _CborValue]]:
 
 def senml_cbor_encode(entries: Sequence[tuple[str, _CborValue]], base_name: str = "") -> bytes:
     """Encode (name, value) pairs as SenML CBOR records, `bn` on the first; raises CborError."""
+
+# ---- CoRE link format (RFC 6690, lwm2m-device-side.md §2, §8) --------------------------------
+_LinkFields: TypeAlias = tuple[str, str | None, int | None, bool, str | None, bytes | None, int | None, bool]
+
+def parse_links(payload: bytes) -> list[_LinkFields]:
+    """Every object, instance or resource link of a Register/Update payload as tuples in
+    `ResourceLink` field order; raises `LinkFormatError` with the pure parser's message."""

@@ -1,5 +1,6 @@
 """Link format (RFC 6690) from devices is untrusted: any bytes parse or fail with LinkFormatError, nothing else,
-and every parsed path is ASCII digits that a request can address again (issue 14 #12)."""
+and every parsed path is ASCII digits that a request can address again (issue 14 #12); the Rust parser and its
+pure-Python twin give the same links and the same error messages on every input (issue 16 #1)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FUZZ
-from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links
+from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links, parse_links_py
+from devicehub.lwm2m.ports import ResourceLink
 
 REAL = [  # lwm2m-device-side.md §2: payloads as Wakaama, Anjay and Mbed clients sent them
     b'</>;rt="oma.lwm2m";ct=110,</1>;ver=1.1,</1/0>,</2/0>,</3/0>,</4/0>,</5/0>,</6/0>,</7/0>,</31024>;ver=1.0,'
@@ -22,10 +24,21 @@ PATH = re.compile(r"^(/[0-9]{1,5}){1,4}$")
 ALPHABET = st.sampled_from(list("</>;,=\"'0123456789abcrtobsvf \\\u00b2\u0661\x00\xff"))
 
 
+def _same(payload: bytes) -> list[ResourceLink] | str:
+    """What both parsers make of the payload: links or the error message (the same, or the test fails)."""
+    outcomes: list[list[ResourceLink] | str] = []
+    for parser in (parse_links, parse_links_py):
+        try:
+            outcomes.append(parser(payload))
+        except LinkFormatError as error:
+            outcomes.append(str(error))
+    assert outcomes[0] == outcomes[1], payload
+    return outcomes[0]
+
+
 def _check(payload: bytes) -> None:
-    try:
-        links = parse_links(payload)
-    except LinkFormatError:
+    links = _same(payload)
+    if isinstance(links, str):
         return
     for link in links:
         assert PATH.match(link.path) or link.path == "/", link.path
@@ -59,3 +72,16 @@ def test_mutated_real_payloads_parse_or_fail_typed(payload: bytes, data: st.Data
         elif at < len(mutated):
             del mutated[at]
     _check(bytes(mutated))
+
+
+ATTRIBUTES = st.sampled_from(
+    ["ct=42", "ct=\"42\"", "ct=11542", "v=\"QQ==\"", "v=QUI=", "v=\"QUJD==\"", "v=\"QQ=\"", "v=\"QUI==\"", "v==", "v",
+     "aobs=65535", "aobs=\"65536\"", "obs", "d", "rt=\"a;b,c\"", "if= x ", " rt =y", "\x1c", "\u3000", "\u00a0"]
+)  # fmt: skip
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(["</3/0/1>", "</5/0>", " </1> ", "<>", "</>", "</01/2/>"]),
+                          st.lists(ATTRIBUTES, max_size=5)), max_size=6))  # fmt: skip
+def test_attribute_combinations_read_the_same_in_rust_and_python(items: list[tuple[str, list[str]]]) -> None:
+    _same(",".join(";".join([target, *attrs]) for target, attrs in items).encode())

@@ -31,6 +31,12 @@ create_exception!(
 );
 create_exception!(
     devicehub._core,
+    LinkFormatError,
+    CoreError,
+    "A payload that is not CoRE link format devicehub can read."
+);
+create_exception!(
+    devicehub._core,
     QueueError,
     CoreError,
     "Invalid channel queue operation."
@@ -43,5 +49,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CborError", py.get_type::<CborError>())?;
     m.add("CoapError", py.get_type::<CoapError>())?;
     m.add("QueueError", py.get_type::<QueueError>())?;
+    m.add("LinkFormatError", py.get_type::<LinkFormatError>())?;
     Ok(())
 }

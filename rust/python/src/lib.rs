@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod cbor;
 mod coap;
 mod errors;
+mod links;
 mod queue;
 mod tlv;
 
@@ -16,5 +17,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tlv::register(m)?;
     coap::register(m)?;
     cbor::register(m)?;
+    links::register(m)?;
     Ok(())
 }

@@ -1,41 +1,52 @@
-"""CoRE link format as real clients send it (lwm2m-device-side.md §2, §8)."""
+"""CoRE link format as real clients send it (lwm2m-device-side.md §2, §8); every test runs against the Rust parser
+and its pure-Python twin."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links
+from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links, parse_links_py
 from devicehub.lwm2m.ports import ResourceLink
 
+Parse = Callable[[bytes], list[ResourceLink]]
 
-def test_wakaama_payload_skips_the_root_link_and_keeps_objects_and_instances() -> None:
+
+@pytest.fixture(params=[parse_links, parse_links_py], ids=["rust", "python"])
+def parse(request: pytest.FixtureRequest) -> Parse:
+    return cast(Parse, request.param)
+
+
+def test_wakaama_payload_skips_the_root_link_and_keeps_objects_and_instances(parse: Parse) -> None:
     payload = b'</>;rt="oma.lwm2m";ct=110,</1>;ver=1.1,</1/0>,</3/0>,</31024>;ver=1.0,</31024/10>'
-    assert [link.path for link in parse_links(payload)] == ["/1", "/1/0", "/3/0", "/31024", "/31024/10"]
+    assert [link.path for link in parse(payload)] == ["/1", "/1/0", "/3/0", "/31024", "/31024/10"]
 
 
-def test_pelion_per_resource_links_carry_values_tokens_and_attributes() -> None:
+def test_pelion_per_resource_links_carry_values_tokens_and_attributes(parse: Parse) -> None:
     payload = b'</3/0/0>;rt="Manufacturer";if="a,b";v="ARM";aobs="517",</5/0/1>;ct=42;v="AAE=",</3/0/9>;obs'
-    first, opaque, observable = parse_links(payload)
+    first, opaque, observable = parse(payload)
     assert first == ResourceLink(path="/3/0/0", rt="Manufacturer", iface="a,b", value=b"ARM", aobs=517)
     assert opaque.value == b"\x00\x01" and opaque.ct == 42
     assert observable.obs
 
 
-def test_deleted_marker_in_an_update() -> None:
-    (link,) = parse_links(b"</3303/1/5700>;d")
+def test_deleted_marker_in_an_update(parse: Parse) -> None:
+    (link,) = parse(b"</3303/1/5700>;d")
     assert link.deleted
 
 
 @pytest.mark.parametrize("payload", [b'</3/0>;rt="open', b"3/0", b"</3/0", b"\xff\xfe"])
-def test_malformed_link_format_is_a_typed_error(payload: bytes) -> None:
+def test_malformed_link_format_is_a_typed_error(payload: bytes, parse: Parse) -> None:
     with pytest.raises(LinkFormatError):
-        parse_links(payload)
+        parse(payload)
 
 
-def test_non_lwm2m_paths_are_ignored() -> None:
-    assert parse_links(b"</rd>,</3/a>,</70000/0>,</3/0/0/0/0>") == []
+def test_non_lwm2m_paths_are_ignored(parse: Parse) -> None:
+    assert parse(b"</rd>,</3/a>,</70000/0>,</3/0/0/0/0>") == []
 
 
 paths = st.lists(st.integers(0, 65535), min_size=1, max_size=3).map(lambda ids: "/" + "/".join(map(str, ids)))
@@ -53,9 +64,28 @@ links = st.builds(
 @given(st.lists(links, max_size=8))
 def test_format_then_parse_is_identity(items: list[ResourceLink]) -> None:
     assert parse_links(format_links(items)) == items
+    assert parse_links_py(format_links(items)) == items
 
 
-def test_non_ascii_digits_are_not_lwm2m_paths_or_numbers() -> None:
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"\xff", "link format is not UTF-8"),
+        (b'</3/0>;rt="open', "unterminated quote or bracket"),
+        (b"</3/0", "unterminated quote or bracket"),
+        ("</3/0>, 3/0\u00e9'x".encode(), 'link target must be <…>: "3/0\u00e9\'x"'),
+        (b"</1/0>," + b"a" * 60, "link target must be <…>: '" + "a" * 40 + "'"),
+        (b"</1/0>," * 20_001, "more than 20000 links"),
+    ],
+)
+def test_both_parsers_refuse_malformed_payloads_with_the_same_message(payload: bytes, message: str) -> None:
+    for parser in (parse_links, parse_links_py):
+        with pytest.raises(LinkFormatError) as refused:
+            parser(payload)
+        assert str(refused.value) == message
+
+
+def test_non_ascii_digits_are_not_lwm2m_paths_or_numbers(parse: Parse) -> None:
     """Issue 14 #2: `</²/0>` raised ValueError (a 5.00), `</١/0>` became a path no request can address."""
-    links = parse_links("</\u00b2/0>,</\u0661/0>,</3/\u0661>,</3/0>;ct=\u00b2;aobs=\u0661\u0662".encode())
+    links = parse("</\u00b2/0>,</\u0661/0>,</3/\u0661>,</3/0>;ct=\u00b2;aobs=\u0661\u0662".encode())
     assert [(link.path, link.ct, link.aobs) for link in links] == [("/3/0", None, None)]
