@@ -109,8 +109,9 @@ class DeviceService:
             log.info("refused unknown endpoint %r (not enrolled, no default account)", endpoint_name)
             return None
         # issue 14 #1: one name is one id whatever the interleaving (and across nodes): the store claims it atomically
-        device_id = await self._store.claim_device_id(account_id, endpoint_name, new_id())
-        return Admission(account_id=account_id, device_id=device_id)
+        candidate = new_id()
+        device_id = await self._store.claim_device_id(account_id, endpoint_name, candidate)
+        return Admission(account_id=account_id, device_id=device_id, new=device_id == candidate)
 
     async def registered(self, registration: Registration) -> None:
         await self.registered_many([registration])
@@ -137,7 +138,8 @@ class DeviceService:
                     rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
                 await self.router.full_registration(device, rules=rules[device.account_id])
                 await self._sink.publish_account(device.account_id, _registration_event(device))
-                self.requests.kick(device.id)
+                if device.id in previous:  # a device stored only now has no queued request: an API request
+                    self.requests.kick(device.id)  # needs the device, and kicks its queue itself (issue 16 #1)
             except Exception:
                 log.exception("announcing the registration of %s failed", device.id)
 

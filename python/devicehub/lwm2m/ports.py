@@ -67,6 +67,7 @@ class Admission:
     account_id: str
     device_id: str
     extra: dict[str, str] = field(default_factory=dict)
+    new: bool = False  # the id was claimed by this admission: nothing is stored under it yet (issue 16 #1)
 
 
 class DeviceEvents(Protocol):

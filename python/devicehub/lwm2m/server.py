@@ -632,12 +632,12 @@ class LwM2MServer:
         if admission is None:
             self.stats.refused += 1
             return Reply(codes.FORBIDDEN)
-        if child:  # a gateway takes no registration its child made itself (or made through another gateway)
+        if child and not admission.new:  # a gateway takes no registration its child made itself (or via another)
             assert identity is not None
             known = await self._known(admission.device_id)
             if known is not None and known.registration.secure and known.registration.gateway != identity.name:
                 return self._refuse_identity(identity.name, endpoint_name, "the device registered itself over DTLS")
-        if identity is None:  # a plain Register must not take over a registration made over DTLS
+        if identity is None and not admission.new:  # a plain Register must not take over one made over DTLS
             known = await self._known(admission.device_id)
             if known is not None and not self._continues(known, None, remote, "register"):
                 self.stats.refused += 1

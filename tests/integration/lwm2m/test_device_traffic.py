@@ -119,6 +119,39 @@ def test_queue_mode_request_waits_for_the_next_update(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_a_request_queued_for_a_known_device_is_sent_when_it_registers_again(tmp_path: Path) -> None:
+    """issue 16 #1: only a device stored for the first time skips the queue check at registration."""
+
+    async def scenario() -> None:
+        clock = ManualClock()
+        async with running_node(tmp_path, clock=clock) as node, device(node, "queue-2", queue_mode=True) as sim:
+            device_id = sim.device_id or ""
+            await clock.advance(60)  # past the window in which a queue-mode device listens
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                async with http.post(
+                    f"/v2/device-requests/{device_id}?async-id=q2", json={"method": "GET", "uri": "/3/0/0"}
+                ) as answer:
+                    assert answer.status == 202, await answer.text()
+            assert sim.counters.requests == 0
+            await sim.register()  # a restart: a full registration of the known device
+            assert sim.device_id == device_id
+            await eventually(lambda: sim.counters.requests == 1)
+
+    run(scenario())
+
+
+def test_an_admission_is_new_only_for_the_first_register_of_an_endpoint(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node:
+            first = await node.devices.admit("admit-1", "")
+            again = await node.devices.admit("admit-1", "")
+            assert first is not None and again is not None
+            assert (first.new, again.new) == (True, False) and again.device_id == first.device_id
+
+    run(scenario())
+
+
 def test_instance_observation_notifies_tlv_and_the_snapshot_keeps_each_resource(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path) as node, device(node, "wild-1", flavor="oma") as sim:
