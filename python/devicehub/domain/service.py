@@ -103,14 +103,16 @@ class DeviceService:
 
     # ---- DeviceEvents (from the LwM2M layer) ------------------------------------------------------
     async def admit(self, endpoint_name: str, endpoint_type: str, account_id: str | None = None) -> Admission | None:
-        # issue 13 #2: an authenticated device belongs to its credential's account
-        account_id = account_id or await self._store.enrolled_account(endpoint_name) or self._default_account_id
-        if account_id is None:
-            log.info("refused unknown endpoint %r (not enrolled, no default account)", endpoint_name)
-            return None
         # issue 14 #1: one name is one id whatever the interleaving (and across nodes): the store claims it atomically
         candidate = new_id()
-        device_id = await self._store.claim_device_id(account_id, endpoint_name, candidate)
+        if account_id:  # issue 13 #2: an authenticated device belongs to its credential's account
+            device_id = await self._store.claim_device_id(account_id, endpoint_name, candidate)
+        else:  # its enrolment's account, else the default one: one store round trip with the claim (issue 16 #1)
+            admitted = await self._store.admit_endpoint(endpoint_name, self._default_account_id, candidate)
+            if admitted is None:
+                log.info("refused unknown endpoint %r (not enrolled, no default account)", endpoint_name)
+                return None
+            account_id, device_id = admitted
         return Admission(account_id=account_id, device_id=device_id, new=device_id == candidate)
 
     async def registered(self, registration: Registration) -> None:

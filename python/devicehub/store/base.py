@@ -53,6 +53,12 @@ class Store(Protocol):
         """The one device id of (account, endpoint name): the existing one, else `candidate`, atomically — two
         concurrent first registrations of a name get the same id (issue 14 #1)."""
 
+    async def admit_endpoint(
+        self, endpoint_name: str, default_account_id: str | None, candidate: str
+    ) -> tuple[str, str] | None:
+        """(account id, device id) of a registering endpoint: its enrolment's account, else `default_account_id`,
+        and `claim_device_id` there; None when neither names an account. One store round trip (issue 16 #1)."""
+
     async def put_device(self, device: Device) -> None:
         """Insert or replace by id; (account_id, endpoint_name) stays unique."""
 

@@ -190,6 +190,14 @@ class RedisStore:
         await self.redis.set(key, candidate, nx=True)
         return _text(await self.redis.get(key))
 
+    async def admit_endpoint(
+        self, endpoint_name: str, default_account_id: str | None, candidate: str
+    ) -> tuple[str, str] | None:
+        account_id = await self.enrolled_account(endpoint_name) or default_account_id
+        if account_id is None:
+            return None
+        return account_id, await self.claim_device_id(account_id, endpoint_name, candidate)
+
     def _device_indexes(self, device: Device) -> list[str]:
         """The lexicographic id indexes a device belongs to: its account's, and one per filterable value."""
         return [

@@ -329,21 +329,15 @@ class SqliteStore:
         return await self._read(work)
 
     async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
-        def work(db: sqlite3.Connection) -> str:
-            # devices written before device_ids existed keep their id
-            row = db.execute(
-                "SELECT id FROM devices WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
-            ).fetchone()
-            if row is not None:
-                return str(row[0])
-            db.execute(
-                "INSERT OR IGNORE INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
-                (account_id, endpoint_name, candidate),
-            )
-            row = db.execute(
-                "SELECT id FROM device_ids WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
-            ).fetchone()
-            return str(row[0])
+        return await self._read(lambda db: _claim(db, account_id, endpoint_name, candidate))
+
+    async def admit_endpoint(
+        self, endpoint_name: str, default_account_id: str | None, candidate: str
+    ) -> tuple[str, str] | None:
+        def work(db: sqlite3.Connection) -> tuple[str, str] | None:
+            row = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (endpoint_name,)).fetchone()
+            account_id = default_account_id if row is None else str(row[0])
+            return None if account_id is None else (account_id, _claim(db, account_id, endpoint_name, candidate))
 
         return await self._read(work)
 
@@ -996,3 +990,20 @@ class SqliteStore:
             return [_decode(kind, r[0]) for r in db.execute(sql, args)]
 
         return await (self._query(work) if reader else self._read(work))
+
+
+def _claim(db: sqlite3.Connection, account_id: str, endpoint_name: str, candidate: str) -> str:
+    # devices written before device_ids existed keep their id
+    row = db.execute(
+        "SELECT id FROM devices WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
+    ).fetchone()
+    if row is not None:
+        return str(row[0])
+    db.execute(
+        "INSERT OR IGNORE INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
+        (account_id, endpoint_name, candidate),
+    )
+    row = db.execute(
+        "SELECT id FROM device_ids WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
+    ).fetchone()
+    return str(row[0])

@@ -382,6 +382,20 @@ def test_concurrent_claims_of_one_endpoint_name_agree_on_one_device_id(make_stor
     run(make_store, scenario)
 
 
+def test_admitting_an_endpoint_takes_its_enrolment_else_the_default_account_and_claims_one_id(
+    make_store: StoreFactory,
+) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.admit_endpoint("stray", None, "a" * 32) is None  # not enrolled, no default: refused
+        await store.enroll(B, "enrolled")
+        assert await store.admit_endpoint("enrolled", A, "b" * 32) == (B, "b" * 32)  # the enrolment wins
+        assert await store.admit_endpoint("enrolled", A, "c" * 32) == (B, "b" * 32)  # one id per name
+        assert await store.claim_device_id(B, "enrolled", "d" * 32) == "b" * 32  # the same claim
+        assert await store.admit_endpoint("open", A, "e" * 32) == (A, "e" * 32)  # the default account
+
+    run(make_store, scenario)
+
+
 def test_registrations_and_observations_survive_a_reopen_and_expire_once(make_store: StoreFactory) -> None:
     from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
 
