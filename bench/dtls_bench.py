@@ -36,8 +36,13 @@ sys.path.insert(0, str(ROOT))
 from devicehub._core import coap_encode, coap_encode_uint  # noqa: E402
 from devicehub.clock import SystemClock  # noqa: E402
 from devicehub.lwm2m import codes  # noqa: E402
-from devicehub.lwm2m.dtls import MAX_RECORD, Keyring, server_certificate  # noqa: E402
-from devicehub.lwm2m.dtls_client import ClientCredentials, DtlsClient  # noqa: E402
+from devicehub.lwm2m.dtls import server_certificate  # noqa: E402
+from devicehub.lwm2m.dtls_client import DtlsClient  # noqa: E402
+from devicehub.lwm2m.security import (  # noqa: E402
+    MAX_RECORD,
+    ClientCredentials,
+    Keyring,
+)
 from devicehub.lwm2m.server import LwM2MServer  # noqa: E402
 from devicehub.lwm2m.transport import CoapEndpoint  # noqa: E402
 from devicehub.sim.device import PELION, SimDevice  # noqa: E402

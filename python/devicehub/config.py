@@ -18,12 +18,12 @@ ENV_PREFIX = "DEVICEHUB_"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 PORT: dict[str, Any] = {"range": (0, 65535)}
-# the LwM2M client options `simulate` and `edge` share (issue 13 #7), read by dtls_client.client_credentials
-LWM2M_SERVER_SCHEMES = ("coap", "coaps", "coap+tcp")
-PSK_IDENTITY: dict[str, Any] = {"help": "coaps://: PSK identity (default: the endpoint name)"}
-PSK_KEY: dict[str, Any] = {"help": "coaps://: pre-shared key in hex"}
-CLIENT_CERT: dict[str, Any] = {"help": "coaps://: PEM client certificate (its CN is the endpoint name)"}
-CLIENT_KEY: dict[str, Any] = {"help": "coaps://: PEM private key of --cert"}
+# the LwM2M client options `simulate` and `edge` share (issue 13 #7), read by security.client_credentials
+LWM2M_SERVER_SCHEMES = ("coap", "coaps", "coap+tcp", "coaps+tcp")
+PSK_IDENTITY: dict[str, Any] = {"help": "coaps:// or coaps+tcp://: PSK identity (default: the endpoint name)"}
+PSK_KEY: dict[str, Any] = {"help": "coaps:// or coaps+tcp://: pre-shared key in hex"}
+CLIENT_CERT: dict[str, Any] = {"help": "coaps:// or coaps+tcp://: PEM client certificate (its CN is the endpoint name)"}
+CLIENT_KEY: dict[str, Any] = {"help": "coaps:// or coaps+tcp://: PEM private key of --cert"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +113,13 @@ class ServeSettings:
     coap_tcp_port: int = field(
         default=0, metadata={"help": "TCP port of the LwM2M server over CoAP/TCP, RFC 8323 (0: none)"}
     )
+    coaps_tcp_port: int = field(
+        default=0,
+        metadata={
+            "help": "TCP port of the LwM2M server over CoAP/TLS (coaps+tcp://, RFC 8323), with the DTLS listener's "
+            "credentials, certificate and handshake bounds (0: none)"
+        },
+    )
     allow_nosec: bool = field(
         default=False, metadata={"help": "accept devices over plain CoAP, without DTLS (always on with --dev)"}
     )
@@ -184,8 +191,8 @@ class EdgeSettings:
         default="coap://127.0.0.1:5683",
         metadata={
             "url": LWM2M_SERVER_SCHEMES,
-            "help": "LwM2M server URI of the service: coap://, coaps:// (with --psk-key or --cert/--key) or "
-            "coap+tcp://",
+            "help": "LwM2M server URI of the service: coap://, coaps:// or coaps+tcp:// (with --psk-key or "
+            "--cert/--key), or coap+tcp://",
         },
     )
     endpoint_name: str = field(default="edge-core", metadata={"help": "Edge Core's endpoint name"})

@@ -22,7 +22,8 @@ from devicehub.domain.accounts import AccountService
 from devicehub.domain.credentials import CredentialService, SecretBox, load_secret_key
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
-from devicehub.lwm2m.dtls import Keyring, server_certificate
+from devicehub.lwm2m.dtls import server_certificate
+from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.lwm2m.transport import Limits
 from devicehub.startup import check_data_dir, redacted, starting
@@ -54,6 +55,7 @@ class Node:
         self.coap_port = settings.coap_port
         self.coaps_port: int | None = None
         self.coap_tcp_port: int | None = None
+        self.coaps_tcp_port: int | None = None
         self.allow_nosec = settings.allow_nosec or settings.dev  # issue 13 #4: plain CoAP only when asked
         self._refresher: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
@@ -164,14 +166,29 @@ class Node:
             values.update(self.bootstrap.metrics())
         return values
 
+    def _server_certificate(self) -> tuple[bytes, bytes]:
+        """The certificate the DTLS and TLS listeners present: --coaps-cert/--coaps-key, or a self-signed one."""
+        settings = self.settings
+        given = bool(settings.coaps_cert)
+        cert_file = Path(settings.coaps_cert) if given else Path(settings.data_dir) / COAPS_CERT_FILE
+        key_file = Path(settings.coaps_key) if settings.coaps_key else Path(settings.data_dir) / COAPS_KEY_FILE
+        return server_certificate(cert_file, key_file, create=not given)
+
     async def _start_dtls(self) -> None:
         settings = self.settings
+        if settings.coaps_tcp_port:
+            with starting(f"the CoAP/TLS listener on tcp {settings.host}:{settings.coaps_tcp_port}"):
+                listener = await self.lwm2m.start_secure_tcp(
+                    settings.host,
+                    settings.coaps_tcp_port,
+                    self._server_certificate(),
+                    handshake_timeout=settings.dtls_handshake_timeout,
+                    max_handshakes=settings.dtls_max_handshakes,
+                )
+            self.coaps_tcp_port = listener.address[1]
         if settings.coaps_port:
-            given = bool(settings.coaps_cert)
-            cert_file = Path(settings.coaps_cert) if given else Path(settings.data_dir) / COAPS_CERT_FILE
-            key_file = Path(settings.coaps_key) if settings.coaps_key else Path(settings.data_dir) / COAPS_KEY_FILE
             with starting(f"the DTLS listener on udp {settings.host}:{settings.coaps_port}"):
-                certificate = server_certificate(cert_file, key_file, create=not given)
+                certificate = self._server_certificate()
                 await self.lwm2m.start_secure(
                     settings.host,
                     settings.coaps_port,
@@ -181,31 +198,39 @@ class Node:
                 )
             assert self.lwm2m.dtls is not None
             self.coaps_port = self.lwm2m.dtls.address[1]
+        if self.coaps_port or self.coaps_tcp_port:
             await self.reload_credentials()
             self.credentials.on_change(self.reload_credentials)
             self._refresher = asyncio.create_task(self._refresh_credentials(), name="credential-refresh")
         # issue 13 #4: one line saying how devices may connect
         log.info(
-            "device security: DTLS %s, plain CoAP %s",
+            "device security: DTLS %s, TLS %s, plain CoAP %s",
             f"on UDP {self.coaps_port}" if self.coaps_port else "off",
+            f"on TCP {self.coaps_tcp_port}" if self.coaps_tcp_port else "off",
             "accepted (--allow-nosec or --dev)" if self.allow_nosec else "refused (no --allow-nosec)",
         )
 
     def security(self) -> dict[str, object]:
         """The device security policy, for /readyz and operators (issue 13 #4)."""
-        return {"dtls": self.coaps_port is not None, "coaps_port": self.coaps_port, "allow_nosec": self.allow_nosec}
+        return {
+            "dtls": self.coaps_port is not None,
+            "coaps_port": self.coaps_port,
+            "coaps_tcp_port": self.coaps_tcp_port,
+            "allow_nosec": self.allow_nosec,
+        }
 
     async def reload_credentials(self) -> None:
-        """Hand the DTLS listener the current keys and CAs; sessions of removed ones end."""
-        if self.lwm2m.dtls is None:
+        """Hand the DTLS and TLS listeners the current keys and CAs; sessions of removed ones end."""
+        listeners = [listener for listener in (self.lwm2m.dtls, self.lwm2m.coaps_tcp) if listener is not None]
+        if not listeners:
             return
         keys, authorities = await self.credentials.snapshot()
-        self.lwm2m.dtls.load(
-            Keyring(
-                psks={name: (entry.key, entry.account_id) for name, entry in keys.items()},
-                authorities=[(a.ca_id, a.account_id, a.certificate) for a in authorities],
-            )
+        keyring = Keyring(
+            psks={name: (entry.key, entry.account_id) for name, entry in keys.items()},
+            authorities=[(a.ca_id, a.account_id, a.certificate) for a in authorities],
         )
+        for listener in listeners:
+            listener.load(keyring)
 
     async def _refresh_credentials(self) -> None:
         while True:
@@ -290,6 +315,8 @@ async def serve(settings: ServeSettings) -> int:
     coaps = f"  CoAPs coaps://{settings.host}:{node.coaps_port}" if node.coaps_port else ""
     if node.coap_tcp_port:
         coaps += f"  CoAP/TCP coap+tcp://{settings.host}:{node.coap_tcp_port}"
+    if node.coaps_tcp_port:
+        coaps += f"  CoAP/TLS coaps+tcp://{settings.host}:{node.coaps_tcp_port}"
     print(
         f"devicehub: HTTP {node.http_scheme}://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
         + coaps

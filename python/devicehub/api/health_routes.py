@@ -19,11 +19,12 @@ class Health(msgspec.Struct, frozen=True):
 
 
 class SecurityPolicy(msgspec.Struct, frozen=True):
-    """How devices may connect (issue 13 #4): DTLS on a port, and whether plain CoAP is accepted."""
+    """How devices may connect (issue 13 #4): DTLS on a port, TLS over TCP on a port, whether plain CoAP is accepted."""
 
     dtls: bool
     coaps_port: int | None
     allow_nosec: bool
+    coaps_tcp_port: int | None = None
 
 
 class Readiness(msgspec.Struct, frozen=True):

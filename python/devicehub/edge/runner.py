@@ -21,7 +21,7 @@ from devicehub.edge.pt_api import WRITE_TIMEOUT, create_pt_app
 from devicehub.edge.status_api import create_status_app
 from devicehub.edge.upstream import EdgeClient
 from devicehub.errors import StartupFailed
-from devicehub.lwm2m.dtls_client import client_credentials
+from devicehub.lwm2m.security import client_credentials
 from devicehub.sim.fleet import server_address
 from devicehub.startup import starting
 
@@ -55,7 +55,7 @@ class EdgeCore:
             keepalive_time=settings.keepalive_time,
             keepalive_interval=settings.keepalive_interval,
             security=security,
-            tcp=settings.server.startswith("coap+tcp:"),
+            tcp=settings.server.startswith(("coap+tcp:", "coaps+tcp:")),
         )
         self.children = Children(self.clock, server_address(settings.server), self.client)
         self.http_port = settings.http_port

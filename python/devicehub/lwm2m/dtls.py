@@ -26,14 +26,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import (
@@ -43,44 +42,29 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_private_key,
 )
 from cryptography.x509.oid import NameOID
-from mbedtls import pk as mbedtls_pk
 from mbedtls import tls
-from mbedtls import x509 as mbedtls_x509
 from mbedtls.exceptions import TLSError
 
 from devicehub.clock import Clock
+from devicehub.lwm2m.security import (
+    MAX_RECORD,
+    Keyring,
+    PeerIdentity,
+    PskLookup,
+    authenticate,
+    failure_reason,
+    server_options,
+    step_handshake,
+)
 from devicehub.lwm2m.transport import Address, CoapEndpoint
 
 log = logging.getLogger("devicehub.dtls")
 
-PSK_SUITES = ("TLS-PSK-WITH-AES-128-CCM-8", "TLS-PSK-WITH-AES-128-CBC-SHA256")
-CERT_SUITES = ("TLS-ECDHE-ECDSA-WITH-AES-128-CCM-8", "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256")
 HANDSHAKE_TIMEOUT = 10.0
 MAX_HANDSHAKES = 256
 IDLE_TIMEOUT = 3 * 86_400.0  # a session outlives the longest registration lifetime (72 h)
 MAX_SESSIONS = 100_000
 SWEEP_INTERVAL = 1.0
-MAX_RECORD = 16_384
-# the stubs type HandshakeStep members as int; at run time they are enum members
-HANDSHAKE_OVER: Any = tls.HandshakeStep.HANDSHAKE_OVER
-
-
-@dataclass(frozen=True, slots=True)
-class PeerIdentity:
-    """Who a DTLS peer proved to be: a PSK identity or a certificate CN, in the credential's account."""
-
-    name: str
-    account_id: str
-    method: str  # "psk" | "x509"
-    credential: str  # the PSK identity or the trusted CA's id: what a revocation matches
-
-
-@dataclass(frozen=True, slots=True)
-class Keyring:
-    """What the listener trusts; replaced as a whole on every credential change."""
-
-    psks: Mapping[str, tuple[bytes, str]] = field(default_factory=dict)  # identity → (key, account id)
-    authorities: Sequence[tuple[str, str, x509.Certificate]] = ()  # (CA id, account id, certificate)
 
 
 @dataclass(slots=True)
@@ -103,24 +87,6 @@ class _Session:
     last_seen: float
     identity: PeerIdentity | None = None
     psk_identity: str | None = None
-
-
-class _PskLookup(Mapping[str, bytes]):
-    """The PSK store Mbed TLS calls during a handshake; it notes which identity the peer offered."""
-
-    def __init__(self) -> None:
-        self.keyring = Keyring()
-        self.offered: str | None = None
-
-    def __getitem__(self, identity: str) -> bytes:
-        self.offered = identity
-        return self.keyring.psks[identity][0]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keyring.psks)
-
-    def __len__(self) -> int:
-        return len(self.keyring.psks)
 
 
 class _SecureTransport:
@@ -159,15 +125,11 @@ class DtlsListener(asyncio.DatagramProtocol):
         self._max_handshakes = max_handshakes
         self._idle_timeout = idle_timeout
         self._on_end = on_end
-        self._lookup = _PskLookup()
-        cert_der, key_der = certificate
+        self._lookup = PskLookup()
         config = tls.DTLSConfiguration(
-            ciphers=PSK_SUITES + CERT_SUITES,
             lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
             highest_supported_version=tls.DTLSVersion.DTLSv1_2,
-            certificate_chain=((mbedtls_x509.CRT.from_DER(cert_der),), mbedtls_pk.ECC.from_DER(key_der)),
-            validate_certificates=False,  # authmode OPTIONAL: our own check decides and says why (docstring)
-            pre_shared_key_store=self._lookup,
+            **server_options(certificate, self._lookup),
         )
         self._context = tls.ServerContext(config)
         self._sessions: dict[Address, _Session] = {}
@@ -214,16 +176,9 @@ class DtlsListener(asyncio.DatagramProtocol):
     def load(self, keyring: Keyring) -> None:
         """Take a new keyring; sessions whose credential it no longer holds end (issue 13 #4)."""
         self._lookup.keyring = keyring
-        authorities = {ca_id for ca_id, _, _ in keyring.authorities}
         for address, session in list(self._sessions.items()):
             identity = session.identity
-            if identity is None:
-                continue
-            if identity.method == "psk":
-                gone = identity.credential not in keyring.psks
-            else:
-                gone = identity.credential not in authorities
-            if gone:
+            if identity is not None and not keyring.still_trusts(identity):
                 self.stats.revoked += 1
                 log.info("DTLS session of %s from %s:%d ended: its credential was revoked", identity.name, *address)
                 self._end(address, notify=True)
@@ -295,28 +250,20 @@ class DtlsListener(asyncio.DatagramProtocol):
         buffer = session.buffer
         self._lookup.offered = None
         try:
-            while buffer._handshake_state is not HANDSHAKE_OVER:
-                try:
-                    buffer.do_handshake()
-                except tls.WantWriteError:
-                    self._flush(session, address)
-        except tls.WantReadError:
-            self._flush(session, address)
-            return
+            if not step_handshake(buffer, lambda: self._flush(session, address)):
+                return
         except tls.HelloVerifyRequest:
             self.stats.hello_verify_requests += 1
             self._flush(session, address)
             self._forget(address)  # stateless until the peer echoes the cookie
             return
-        except TLSError as error:
+        except TLSError as error:  # the alert is sent
             offered = self._lookup.offered or session.psk_identity
-            self._flush(session, address)  # the alert
-            self._refuse(address, _failure_reason(error, offered, self._lookup.keyring))
+            self._refuse(address, failure_reason(error, offered, self._lookup.keyring))
             return
         finally:
             session.psk_identity = self._lookup.offered or session.psk_identity
-        self._flush(session, address)
-        identity, reason = self._authenticate(session)
+        identity, reason = authenticate(buffer, session.psk_identity, self._lookup.keyring, self._clock.now())
         if identity is None:
             self._refuse(address, reason)
             return
@@ -325,17 +272,6 @@ class DtlsListener(asyncio.DatagramProtocol):
         self.stats.handshakes += 1
         log.debug("DTLS session of %s (%s, %s) from %s:%d", identity.name, identity.method, buffer.cipher(), *address)
         self._read(address, session)
-
-    def _authenticate(self, session: _Session) -> tuple[PeerIdentity | None, str]:
-        if session.psk_identity is not None:
-            entry = self._lookup.keyring.psks.get(session.psk_identity)
-            if entry is None:
-                return None, f"PSK identity {session.psk_identity!r} was revoked during the handshake"
-            return PeerIdentity(session.psk_identity, entry[1], "psk", session.psk_identity), ""
-        der = session.buffer.getpeercert(binary_form=True)
-        if not der:
-            return None, "no PSK identity and no client certificate"
-        return _certificate_identity(der, self._lookup.keyring, self._clock.now())
 
     def _read(self, address: Address, session: _Session, records: int = 0) -> None:
         """Hand each decrypted record to the endpoint; `records` = how many the datagram holds (0: unknown)."""
@@ -401,42 +337,6 @@ class DtlsListener(asyncio.DatagramProtocol):
 def _is_client_hello(data: bytes) -> bool:
     """A DTLS handshake record of epoch 0 carrying a ClientHello (RFC 6347 §4.1, §4.2.2)."""
     return len(data) > 25 and data[0] == 22 and data[3:5] == b"\x00\x00" and data[13] == 1
-
-
-def _failure_reason(error: Exception, offered: str | None, keyring: Keyring) -> str:
-    if offered is not None and offered not in keyring.psks:
-        return f"unknown PSK identity {offered!r}"
-    if offered is not None:
-        return f"PSK identity {offered!r}: the handshake did not verify (wrong key?): {error}"
-    return f"handshake failed: {error}"
-
-
-def _certificate_identity(der: bytes, keyring: Keyring, now: float) -> tuple[PeerIdentity | None, str]:
-    try:
-        certificate = x509.load_der_x509_certificate(der)
-    except ValueError:
-        return None, "unreadable client certificate"
-    subject = certificate.subject.rfc4514_string()
-    issuer = None
-    for ca_id, account_id, authority in keyring.authorities:
-        if authority.subject != certificate.issuer:
-            continue
-        try:
-            certificate.verify_directly_issued_by(authority)
-        except (ValueError, TypeError, InvalidSignature):
-            continue
-        issuer = (ca_id, account_id, authority)
-        break
-    if issuer is None:
-        return None, f"certificate {subject!r} is not issued by a trusted CA"
-    if not certificate.not_valid_before_utc.timestamp() <= now <= certificate.not_valid_after_utc.timestamp():
-        return None, f"certificate {subject!r} is expired or not yet valid"
-    if not issuer[2].not_valid_before_utc.timestamp() <= now <= issuer[2].not_valid_after_utc.timestamp():
-        return None, f"the CA of {subject!r} is expired"
-    names = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    if not names or not isinstance(names[0].value, str):
-        return None, f"certificate {subject!r} has no common name"
-    return PeerIdentity(names[0].value, issuer[1], "x509", issuer[0]), ""
 
 
 def server_certificate(cert_file: Path, key_file: Path, *, create: bool) -> tuple[bytes, bytes]:

@@ -8,71 +8,24 @@ up to `attempts` times (python-mbedtls buffers have no retransmission timer). Se
 python-mbedtls 2.10 can neither give a session to a new connection (its `TLSSession` has no methods,
 `mbedtls_ssl_set_session` is never called) nor would its server side resume one (no session cache or tickets
 configured); bench/README.md "DTLS session resumption" has the source lines and what a full handshake costs.
-`client_credentials` turns the `--psk-identity/--psk-key` or `--cert/--key` options of `simulate` and `edge`
-into credentials.
+The credentials (`ClientCredentials`, `client_credentials`) are in lwm2m/security.py: TLS over TCP uses them too.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any, cast
 
-from mbedtls import pk as mbedtls_pk
 from mbedtls import tls
-from mbedtls import x509 as mbedtls_x509
 from mbedtls.exceptions import TLSError
 
 from devicehub.clock import Clock
-from devicehub.lwm2m.dtls import CERT_SUITES, HANDSHAKE_OVER, MAX_RECORD, PSK_SUITES
 from devicehub.lwm2m.errors import DeviceTimeout
+from devicehub.lwm2m.security import MAX_RECORD, ClientCredentials, step_handshake
 from devicehub.lwm2m.transport import Address, CoapEndpoint
 
 HANDSHAKE_STEP_TIMEOUT = 2.0
 ATTEMPTS = 4
-
-
-@dataclass(frozen=True, slots=True)
-class ClientCredentials:
-    """A PSK (`psk_identity`, `psk_key`) or a certificate and its key (PEM files)."""
-
-    psk_identity: str = ""
-    psk_key: bytes = b""
-    cert_file: str = ""
-    key_file: str = ""
-
-    def configuration(self) -> tls.DTLSConfiguration:
-        if self.psk_identity:
-            return tls.DTLSConfiguration(
-                ciphers=PSK_SUITES,
-                pre_shared_key=(self.psk_identity, self.psk_key),
-                validate_certificates=False,
-                lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
-            )
-        certificate = mbedtls_x509.CRT.from_file(self.cert_file)
-        key = mbedtls_pk.ECC.from_file(self.key_file)
-        return tls.DTLSConfiguration(
-            ciphers=CERT_SUITES,
-            certificate_chain=((certificate,), key),
-            validate_certificates=False,
-            lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
-        )
-
-
-def client_credentials(
-    server: str, endpoint_name: str, *, psk_identity: str = "", psk_key: str = "", cert: str = "", key: str = ""
-) -> ClientCredentials | None:
-    """The DTLS credentials of one client of a `coaps://` server (None for any other scheme); the PSK identity
-    defaults to the endpoint name, so one `--psk-key` serves a fleet whose names each have that key. ValueError
-    when a coaps:// server has none, or the key is not hex."""
-    if not server.startswith("coaps:"):
-        return None
-    if cert:
-        return ClientCredentials(cert_file=cert, key_file=key or cert)
-    if not psk_key:
-        raise ValueError("a coaps:// server needs --psk-key (with --psk-identity) or --cert/--key")
-    hex_key = psk_key[2:] if psk_key[:2].lower() == "0x" else psk_key
-    return ClientCredentials(psk_identity=psk_identity or endpoint_name, psk_key=bytes.fromhex(hex_key))
 
 
 class _ClientTransport:
@@ -193,20 +146,12 @@ class DtlsClient(asyncio.DatagramProtocol):
 
     def _step(self) -> None:
         try:
-            while self._buffer._handshake_state is not HANDSHAKE_OVER:
-                try:
-                    self._buffer.do_handshake()
-                except tls.WantWriteError:
-                    self._flush()
-        except tls.WantReadError:
-            self._flush()
-            return
+            if not step_handshake(self._buffer, self._flush):
+                return
         except TLSError as error:
-            self._flush()
             self._failure = error
             self._progress.set()
             return
-        self._flush()
         self._established = True
         self._progress.set()
 

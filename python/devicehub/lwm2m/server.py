@@ -6,13 +6,14 @@ memory as a cache, so a restarted node — or, in Redis mode, another node the d
 accepts the device's next Update and understands its notifications by token without a re-register. Expiry runs
 from the stored `expires_at`; of several nodes, the one whose conditional removal wins announces it.
 Facts it follows: lwm2m-device-side.md §10.
-Beside the plain endpoint a DTLS listener (lwm2m/dtls.py) may feed a second endpoint (issue 13): there the peer's
-authenticated identity decides the device. A PSK identity or certificate CN must be the endpoint name it registers;
-a registration made over DTLS is continued (Update, De-register, Send, notifications) only by that identity, never
-over plain CoAP; plain CoAP is refused altogether unless `allow_nosec`. One exception, for Edge gateways (issue 13
-#7): a peer authenticated as G may register a child endpoint with `gw=G` into G's account, and G then continues
-it, unless the child has a PSK of its own or holds a DTLS registration not made through G (the gateway vouches
-for the devices behind it, as Pelion's Edge did with its own credentials).
+Beside the plain endpoint a DTLS listener (lwm2m/dtls.py) and a TLS-over-TCP one (lwm2m/tls_stream.py) may feed
+endpoints of their own (issue 13): there the peer's authenticated identity decides the device. A PSK identity or
+certificate CN must be the endpoint name it registers; a registration made over (D)TLS is continued (Update,
+De-register, Send, notifications) only by that identity, never over plain CoAP; plain CoAP is refused altogether
+unless `allow_nosec`. One exception, for Edge gateways (issue 13 #7): a peer authenticated as G may register a
+child endpoint with `gw=G` into G's account, and G then continues it, unless the child has a PSK of its own or
+holds a (D)TLS registration not made through G (the gateway vouches for the devices behind it, as Pelion's Edge
+did with its own credentials).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import asyncio
 import logging
 import random
 from collections import OrderedDict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,13 +32,15 @@ from devicehub.errors import Unavailable
 from devicehub.locks import KeyedLocks
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
-from devicehub.lwm2m.dtls import DtlsListener, PeerIdentity
+from devicehub.lwm2m.dtls import DtlsListener
 from devicehub.lwm2m.errors import DeviceError, NotRegistered
 from devicehub.lwm2m.expiry import ExpiryHeap
 from devicehub.lwm2m.links import LinkFormatError, parse_links
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
+from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.tcp import StreamListener
+from devicehub.lwm2m.tls_stream import TlsAcceptor
 from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Handler, Limits, NotificationHandler, Reply
 from devicehub.store.base import Store
 from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
@@ -152,7 +155,8 @@ class LwM2MServer:
         self._allow_nosec = allow_nosec
         self._secure: CoapEndpoint | None = None
         self._dtls: DtlsListener | None = None
-        self._streams: list[StreamListener] = []  # CoAP over TCP (RFC 8323, issue 13 #5)
+        self._streams: list[StreamListener] = []  # CoAP over TCP and over TLS (RFC 8323, issue 13 #5)
+        self._coaps_tcp: StreamListener | None = None
         self._endpoints: list[tuple[str, CoapEndpoint]] = []  # every endpoint, with its transport (`_new_endpoint`)
         self._warned: dict[tuple[str, ...], None] = {}
         self._deadlines = ExpiryHeap()  # every registration held here, by expiry time (issue 16 #3)
@@ -164,7 +168,7 @@ class LwM2MServer:
     # ---- lifecycle --------------------------------------------------------------------------------
     def _new_endpoint(self, transport: str, on_request: Handler, on_notification: NotificationHandler) -> CoapEndpoint:
         """Every endpoint of this server has its limits, is swept by the periodic timer and is in `metrics()` under
-        its transport's prefix (`coap`, `coaps`, `coap_tcp`)."""
+        its transport's prefix (`coap`, `coaps`, `coap_tcp`, `coaps_tcp`)."""
         endpoint = CoapEndpoint(self._clock, on_request, on_notification, limits=self._limits)
         self._endpoints.append((transport, endpoint))
         return endpoint
@@ -177,7 +181,7 @@ class LwM2MServer:
 
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
         """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, with an identity."""
-        endpoint = self._new_endpoint("coaps", self._handle_secure, self._notification_secure)
+        endpoint = self._new_endpoint("coaps", *self._identified(self._dtls_identity))
         self._dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
         self._secure = endpoint
 
@@ -189,9 +193,26 @@ class LwM2MServer:
         self._streams.append(listener)
         return listener
 
+    async def start_secure_tcp(
+        self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any
+    ) -> StreamListener:
+        """The CoAP-over-TLS listener (`coaps+tcp://`, issue 13 #5): its frames reach the same handlers, with the
+        identity the TLS handshake proved, under the DTLS listener's rules."""
+        endpoint = self._new_endpoint("coaps_tcp", *self._identified(self._tls_identity))
+        listener = StreamListener(endpoint, tls=TlsAcceptor(self._clock, certificate, **options))
+        await listener.start(host, port)
+        self._coaps_tcp = listener
+        self._streams.append(listener)
+        return listener
+
     @property
     def dtls(self) -> DtlsListener | None:
         return self._dtls
+
+    @property
+    def coaps_tcp(self) -> TlsAcceptor | None:
+        """The TLS side of the `coaps+tcp://` listener: its keyring, bounds and figures."""
+        return None if self._coaps_tcp is None else self._coaps_tcp.tls
 
     @property
     def allow_nosec(self) -> bool:
@@ -399,6 +420,10 @@ class LwM2MServer:
             values["dtls_sessions"] = self._dtls.session_count()
             for name, value in vars_of(self._dtls.stats).items():
                 values[f"dtls_{name}"] = value
+        if (tls := self.coaps_tcp) is not None:
+            values["coaps_tcp_connections"] = tls.connection_count()
+            for name, value in vars_of(tls.stats).items():
+                values[f"coaps_tcp_{name}"] = value
         return values
 
     # ---- DeviceGateway ---------------------------------------------------------------------------------
@@ -505,11 +530,26 @@ class LwM2MServer:
             return True
 
     # ---- incoming requests ------------------------------------------------------------------------------
-    async def _handle_secure(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
-        identity = self._dtls.identity(remote) if self._dtls is not None else None
-        if identity is None:  # its session ended meanwhile
-            return Reply(codes.UNAUTHORIZED)
-        return await self._handle(message, payload, remote, identity)
+    def _dtls_identity(self, remote: Address) -> PeerIdentity | None:
+        return None if self._dtls is None else self._dtls.identity(remote)
+
+    def _tls_identity(self, remote: Address) -> PeerIdentity | None:
+        return None if self._coaps_tcp is None else self._coaps_tcp.identity(remote)
+
+    def _identified(self, identity_of: Callable[[Address], PeerIdentity | None]) -> tuple[Handler, NotificationHandler]:
+        """The handlers of a (D)TLS endpoint: each message carries the identity its peer's session proved."""
+
+        async def handle(message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
+            identity = identity_of(remote)
+            if identity is None:  # its session ended meanwhile
+                return Reply(codes.UNAUTHORIZED)
+            return await self._handle(message, payload, remote, identity)
+
+        def notification(message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
+            identity = identity_of(remote)
+            return False if identity is None else self._notification(message, remote, identity)
+
+        return handle, notification
 
     async def _handle(
         self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None = None
@@ -518,7 +558,7 @@ class LwM2MServer:
             self.stats.refused_identity += 1
             self._warn_once(
                 ("nosec", remote[0]),
-                "plain CoAP from %s refused: this service requires DTLS (start it with --allow-nosec to accept plain)",
+                "plain CoAP from %s refused: this service requires DTLS or TLS (--allow-nosec accepts plain CoAP)",
                 remote[0],
             )
             return Reply(codes.FORBIDDEN, payload=b"DTLS required")
@@ -557,7 +597,7 @@ class LwM2MServer:
             )
         if not allowed:
             self.stats.refused_identity += 1
-            who = "plain CoAP" if identity is None else f"DTLS identity {identity.name!r}"
+            who = "plain CoAP" if identity is None else f"(D)TLS identity {identity.name!r}"
             self._warn_once(
                 (what, registration.device_id, who),
                 "%s for %s refused: %s from %s:%d may not continue a registration made %s",
@@ -566,7 +606,7 @@ class LwM2MServer:
                 who,
                 remote[0],
                 remote[1],
-                "over DTLS by that device" if registration.secure else "over plain CoAP",
+                "over (D)TLS by that device" if registration.secure else "over plain CoAP",
             )
         return allowed
 
@@ -620,7 +660,7 @@ class LwM2MServer:
                 "identity is not the endpoint name"
                 if not child
                 else "the device has a PSK of its own"
-                if self._dtls is not None and self._dtls.has_psk(endpoint_name)
+                if self._has_psk(endpoint_name)
                 else ""
             )
             if why:
@@ -690,12 +730,17 @@ class LwM2MServer:
         ]
         return Reply(codes.CREATED, location)
 
+    def _has_psk(self, endpoint_name: str) -> bool:
+        """Does a listener's keyring hold a PSK for this name (both listeners are given the same keyring)?"""
+        listener = self._dtls or self.coaps_tcp
+        return listener is not None and listener.has_psk(endpoint_name)
+
     def _refuse_identity(self, identity: str, endpoint_name: str, why: str) -> Reply:
         self.stats.refused += 1
         self.stats.refused_identity += 1
         self._warn_once(
             ("register", identity, endpoint_name),
-            "register refused: DTLS identity %r may not register endpoint name %r: %s",
+            "register refused: (D)TLS identity %r may not register endpoint name %r: %s",
             identity,
             endpoint_name,
             why,
@@ -789,10 +834,6 @@ class LwM2MServer:
         return Reply(codes.CHANGED)
 
     # ---- notifications --------------------------------------------------------------------------------
-    def _notification_secure(self, message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
-        identity = self._dtls.identity(remote) if self._dtls is not None else None
-        return False if identity is None else self._notification(message, remote, identity)
-
     def _notification(
         self, message: CoapMessage, remote: Address, identity: PeerIdentity | None = None
     ) -> bool | Awaitable[bool]:
@@ -1011,8 +1052,8 @@ class LwM2MServer:
         return device
 
     def _endpoint_for(self, device: _Device) -> CoapEndpoint:
-        for stream in self._streams:  # a device registered over TCP is asked on its connection
-            if stream.connected(device.registration.address):
+        for stream in self._streams:  # a device registered over TCP (TLS) is asked on its plain (TLS) connection
+            if stream.secure == device.registration.secure and stream.connected(device.registration.address):
                 return stream.endpoint
         endpoint = self._secure if device.registration.secure else self._endpoint
         if endpoint is None:

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
 from devicehub._core import CoapError, coap_decode, coap_encode, coap_encode_uint
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.dtls import PeerIdentity
+from devicehub.lwm2m.security import ClientCredentials, PeerIdentity
+from devicehub.lwm2m.tls_stream import TlsAcceptor, connect_tls
 from devicehub.lwm2m.transport import Address, CoapEndpoint
 
 log = logging.getLogger("devicehub.coap.tcp")
@@ -38,7 +38,6 @@ OPT_BLOCK_WISE = 4  # in a CSM (§5.3.2)
 OPT_BAD_CSM_OPTION = 2  # in an Abort (§5.6)
 DEFAULT_MAX_MESSAGE = 1152  # §5.3.1: what a peer may assume before the CSM
 MAX_MESSAGE = 65_535  # what we take in one frame (the same bound as one UDP datagram)
-ALPN = "coap"  # §4.1: TLS connections negotiate this protocol
 
 
 class FrameError(ValueError):
@@ -131,6 +130,7 @@ class _Connection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         host, port = transport.get_extra_info("peername")[:2]
         self.peer = (str(host), int(port))
+        self.identity = transport.get_extra_info("peer_identity")  # over TLS (lwm2m/tls_stream.py): who it proved
         if not self._owner.accept(self):
             return
         # §5.3: our CSM goes first, before anything else we send
@@ -245,8 +245,10 @@ class _Frames:
     # the DatagramTransport face the endpoint uses
     def sendto(self, data: bytes, addr: Address) -> None:
         connection = self.connections.get((addr[0], addr[1]))
-        if connection is None or len(data) < 4:
-            self.stats.dropped += 1  # the connection is gone: the exchange above times out
+        if connection is None or not connection.open or len(data) < 4:
+            self.stats.dropped += 1
+            if len(data) >= 4 and (data[0] >> 4) & 0x3 == codes.CON:  # the connection is gone: the exchange fails
+                self.endpoint.datagram_received(bytes([0x70, 0, data[2], data[3]]), addr)  # at once, as a Reset
             return
         mtype, tkl, code = (data[0] >> 4) & 0x3, data[0] & 0x0F, data[1]
         if code == codes.EMPTY:
@@ -266,9 +268,10 @@ class _Frames:
 
 
 class StreamListener:
-    """A CoAP-over-TCP (or -TLS) listener feeding one CoapEndpoint; `identity(address)` as the DTLS listener's."""
+    """A CoAP-over-TCP (or, with `tls`, -TLS) listener feeding one CoapEndpoint; `identity(address)` as the DTLS
+    listener's."""
 
-    def __init__(self, endpoint: CoapEndpoint, *, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, endpoint: CoapEndpoint, *, tls: TlsAcceptor | None = None) -> None:
         self._frames = _Frames(endpoint, self._admit)
         self._endpoint = endpoint
         self._tls = tls
@@ -277,6 +280,10 @@ class StreamListener:
     @property
     def secure(self) -> bool:
         return self._tls is not None
+
+    @property
+    def tls(self) -> TlsAcceptor | None:
+        return self._tls
 
     @property
     def stats(self) -> StreamStats:
@@ -288,7 +295,12 @@ class StreamListener:
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self._frames), host, port, ssl=self._tls)
+        acceptor = self._tls
+        if acceptor is None:
+            self._server = await loop.create_server(lambda: _Connection(self._frames), host, port)
+        else:
+            self._server = await loop.create_server(lambda: acceptor.protocol(_Connection(self._frames)), host, port)
+            acceptor.start()
         self._frames._server = self._server
         self._endpoint.connection_made(cast(asyncio.DatagramTransport, self._frames))
 
@@ -318,18 +330,23 @@ class StreamListener:
         for connection in list(self._frames.connections.values()):
             connection.write(RELEASE, b"", b"")  # §5.5: we are going away
         await self._endpoint.close()  # closes the connections
+        if self._tls is not None:
+            await self._tls.close()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
 
 
-async def connect(host: str, port: int, endpoint: CoapEndpoint, *, tls: ssl.SSLContext | None = None) -> Address:
-    """The client side: one connection to a server under `endpoint`; returns the server's address as the endpoint
-    knows it (requests go to that address)."""
+async def connect(
+    host: str, port: int, endpoint: CoapEndpoint, *, security: ClientCredentials | None = None
+) -> Address:
+    """The client side: one connection to a server under `endpoint`, over TLS with `security` (`coaps+tcp://`);
+    returns the server's address as the endpoint knows it (requests go to that address)."""
     frames = _Frames(endpoint)
-    loop = asyncio.get_running_loop()
-    _, connection = await loop.create_connection(
-        lambda: _Connection(frames), host, port, ssl=tls, server_hostname=host if tls is not None else None
-    )
+    connection = _Connection(frames)
+    if security is None:
+        await asyncio.get_running_loop().create_connection(lambda: connection, host, port)
+    else:
+        await connect_tls(host, port, connection, security)
     endpoint.connection_made(cast(asyncio.DatagramTransport, frames))
     return connection.peer

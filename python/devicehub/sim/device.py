@@ -18,10 +18,11 @@ from typing import Any
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes, tcp
-from devicehub.lwm2m.dtls_client import ClientCredentials, DtlsClient
+from devicehub.lwm2m.dtls_client import DtlsClient
 from devicehub.lwm2m.errors import DeviceError, DeviceReset, DeviceTimeout
 from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink
+from devicehub.lwm2m.security import ClientCredentials
 from devicehub.lwm2m.transport import ACK_TIMEOUT, BLOCK_SIZE, MAX_RETRANSMIT, Address, CoapEndpoint, Reply
 from devicehub.sim import attributes
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError
@@ -160,7 +161,7 @@ class SimDevice:
         self.model = model if model is not None else standard_model(endpoint_name, lifetime, clock.now)
         self.ack_timeout, self.max_retransmit = ack_timeout, max_retransmit
         self.oma = oma if oma is not None else OmaBehaviour()
-        self.security = security  # CoAPs (issue 13 #7): the server is then a DTLS listener
+        self.security = security  # CoAPs (issue 13 #7): the server is then a DTLS listener (with `tcp`, a TLS one)
         self.tcp = tcp  # CoAP over TCP (RFC 8323, issue 13 #7): one connection to the server
         self.update_timing: tuple[float, int] | None = None  # (ACK timeout, retransmissions) of Updates only
         self.registration_query: list[str] = []  # more Register parameters (an Edge child's `gw=`)
@@ -197,7 +198,7 @@ class SimDevice:
                 block_size=self.oma.block_size,
                 max_payload=self.oma.max_payload,
             )
-            self.server = await tcp.connect(self.server[0], self.server[1], endpoint)
+            self.server = await tcp.connect(self.server[0], self.server[1], endpoint, security=self.security)
             self._endpoint = endpoint
         elif self.security is not None:
             endpoint = CoapEndpoint(

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import SimulateSettings
-from devicehub.lwm2m.dtls_client import ClientCredentials, client_credentials
+from devicehub.lwm2m.security import ClientCredentials, client_credentials
 from devicehub.lwm2m.transport import Address
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
@@ -42,16 +42,17 @@ COUNTERS = (
 
 
 def server_address(uri: str) -> Address:
-    """`coap://host:port`, `coap+tcp://host:port` or `coaps://host:port` → (host, port); the port defaults to 5683
-    or 5684."""
+    """`coap://host:port`, `coap+tcp://host:port`, `coaps://host:port` or `coaps+tcp://host:port` → (host, port);
+    the port defaults to 5683, or 5684 for the secure schemes (RFC 7252 §6.2, RFC 8323 §8.2)."""
     parts = urlsplit(uri)
-    if parts.scheme not in ("coap", "coaps", "coap+tcp") or not parts.hostname:
+    if parts.scheme not in ("coap", "coaps", "coap+tcp", "coaps+tcp") or not parts.hostname:
         raise ValueError(f"--server must look like coap://host:5683 or coaps://host:5684, not {uri!r}")
-    return parts.hostname, parts.port or (5684 if parts.scheme == "coaps" else 5683)
+    return parts.hostname, parts.port or (5684 if parts.scheme.startswith("coaps") else 5683)
 
 
 def credentials(settings: SimulateSettings, endpoint_name: str) -> ClientCredentials | None:
-    """The DTLS credentials of one device for a `coaps://` server (issue 13 #7), as `dtls_client.client_credentials`."""
+    """The (D)TLS credentials of one device for a `coaps://` or `coaps+tcp://` server (issue 13 #7), as
+    `security.client_credentials`."""
     return client_credentials(
         settings.server,
         endpoint_name,
@@ -101,7 +102,7 @@ class Fleet:
                 host=spec.host,
                 oma=oma,
                 security=credentials(settings, spec.name),
-                tcp=settings.server.startswith("coap+tcp:"),
+                tcp=settings.server.startswith(("coap+tcp:", "coaps+tcp:")),
             )
             for spec in self.specs
         ]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.dtls_client import ClientCredentials
+from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.apps import until

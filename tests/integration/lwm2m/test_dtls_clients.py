@@ -3,7 +3,6 @@ libcoap3-bin) with a PSK and with a certificate, registering and being read; eac
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
@@ -11,38 +10,12 @@ import pytest
 
 from devicehub.node import Node
 from support.device_pki import TestCa
-from support.node import eventually, run, running_node
+from support.node import run, running_node
 from support.ports import free_udp_port
-from support.third_party import coap_client_binary
+from support.third_party import certificate_args, coap_client, refusals, refused_client
 
 NAME = "dtls-device-00001"  # Pelion: a PSK endpoint name has 16-64 characters
 KEY = "sixteen-byte-key-of-dtls-device1"  # coap-client -k takes the key as text
-
-
-async def start_client(*args: str, wait: float = 0.0) -> asyncio.subprocess.Process:
-    """coap-client-openssl with `args`; with `wait` it keeps its session open that long (-B) after the answer."""
-    extra = ["-B", str(wait)] if wait else []
-    return await asyncio.create_subprocess_exec(
-        coap_client_binary(), *extra, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-
-
-async def coap_client(*args: str, wait: float = 0.0) -> tuple[int, str]:
-    process = await start_client(*args, wait=wait)
-    out, _ = await asyncio.wait_for(process.communicate(), 30)
-    return process.returncode or 0, out.decode(errors="replace")
-
-
-async def refused_client(caplog: pytest.LogCaptureFixture, *args: str) -> list[str]:
-    """Run a client the service refuses; once the refusal is logged the client (still retrying) is stopped."""
-    process = await start_client(*args)
-    try:
-        await eventually(lambda: bool(refusals(caplog)), 20)
-    finally:
-        if process.returncode is None:
-            process.kill()
-        await process.communicate()
-    return refusals(caplog)
 
 
 def register_uri(node: Node, name: str = NAME) -> str:
@@ -51,10 +24,6 @@ def register_uri(node: Node, name: str = NAME) -> str:
 
 async def account(node: Node) -> str:
     return (await node.accounts.create_account("tenant")).id
-
-
-def refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "refused" in r.getMessage()]
 
 
 def secure_node(tmp_path: Path, **options: object) -> object:
@@ -123,8 +92,8 @@ def test_refusals_are_logged_once_with_their_reason(
                 "wrong key": ["-u", NAME, "-k", "another-key-entirely-16"],
                 "unknown identity": ["-u", "nobody-knows-this-1", "-k", KEY],
                 "identity is not the endpoint name": ["-u", NAME, "-k", KEY],
-                "expired certificate": _cert(trusted.issue(NAME, expired=True)),
-                "untrusted certificate": _cert(stranger.issue(NAME)),
+                "expired certificate": certificate_args(trusted.issue(NAME, expired=True)),
+                "untrusted certificate": certificate_args(stranger.issue(NAME)),
             }[case]
             if case == "identity is not the endpoint name":
                 uri = register_uri(node, "some-other-device-01")
@@ -151,10 +120,11 @@ def test_plain_coap_is_refused_without_allow_nosec_and_said_once(
             assert not node.lwm2m._devices
             found = refusals(caplog)
             assert len(found) == 1 and "--allow-nosec" in found[0], found
-            assert node.security() == {"dtls": True, "coaps_port": node.coaps_port, "allow_nosec": False}
+            assert node.security() == {
+                "dtls": True,
+                "coaps_port": node.coaps_port,
+                "coaps_tcp_port": None,
+                "allow_nosec": False,
+            }
 
     run(main())
-
-
-def _cert(issued: object) -> list[str]:
-    return ["-c", str(issued.cert_file), "-j", str(issued.key_file), "-n"]  # type: ignore[attr-defined]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.dtls_client import ClientCredentials
 from devicehub.lwm2m.errors import DeviceError
+from devicehub.lwm2m.security import ClientCredentials
 from devicehub.lwm2m.transport import EXCHANGE_LIFETIME
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice

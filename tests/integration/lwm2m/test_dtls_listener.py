@@ -10,8 +10,8 @@ from typing import Any
 from mbedtls import tls
 
 from devicehub.clock import ManualClock
-from devicehub.lwm2m.dtls import HANDSHAKE_OVER, DtlsListener, Keyring, server_certificate
-from devicehub.lwm2m.dtls_client import ClientCredentials
+from devicehub.lwm2m.dtls import DtlsListener, server_certificate
+from devicehub.lwm2m.security import HANDSHAKE_OVER, ClientCredentials, Keyring
 from devicehub.lwm2m.transport import CoapEndpoint, Reply
 from support.node import eventually, run
 

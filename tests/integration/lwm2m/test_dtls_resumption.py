@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from devicehub.clock import SystemClock
-from devicehub.lwm2m.dtls_client import ClientCredentials
 from devicehub.lwm2m.errors import DeviceTimeout
+from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.node import run, running_node

@@ -180,7 +180,12 @@ def test_readyz_fails_while_redis_is_down_and_health_stays_alive(tmp_path: Path)
                         ready = await r.json()
                         assert ready["checks"] == {"store": "ok", "lwm2m_listener": "ok"}
                         # issue 13 #4: the device security policy is stated (no DTLS port here; --dev takes NoSec)
-                        assert ready["security"] == {"dtls": False, "coaps_port": None, "allow_nosec": True}
+                        assert ready["security"] == {
+                            "dtls": False,
+                            "coaps_port": None,
+                            "allow_nosec": True,
+                            "coaps_tcp_port": None,
+                        }
                     stop_redis.set()
                     await stopped.wait()
                     async with http.get("/readyz") as r:

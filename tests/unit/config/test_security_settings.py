@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from devicehub.config import ServeSettings, SimulateSettings, parse
 from devicehub.node import Node
-from devicehub.sim.fleet import credentials, server_address
+from devicehub.sim.fleet import Fleet, credentials, server_address
 
 
 def test_dtls_is_on_and_plain_coap_off_unless_asked_for() -> None:
@@ -25,3 +25,16 @@ def test_simulator_takes_coaps_uris_and_psk_credentials() -> None:
         "0011223344556677",
     )
     assert credentials(parse(SimulateSettings, []), "sim-1") is None
+
+
+def test_coaps_tcp_is_off_unless_given_and_the_simulator_speaks_it() -> None:
+    assert parse(ServeSettings, []).coaps_tcp_port == 0
+    assert parse(ServeSettings, ["--coaps-tcp-port", "5685"]).coaps_tcp_port == 5685
+    assert server_address("coaps+tcp://10.0.0.1") == ("10.0.0.1", 5684)  # RFC 8323 §8.2: its default port
+    settings = parse(SimulateSettings, ["--server", "coaps+tcp://127.0.0.1:5685", "--psk-key", "00112233"])
+    member = credentials(settings, "sim-3")
+    assert member is not None and (member.psk_identity, member.psk_key) == ("sim-3", bytes.fromhex("00112233"))
+    fleet = Fleet(settings)
+    assert [(d.tcp, d.security) for d in fleet.devices] == [
+        (True, credentials(settings, d.endpoint_name)) for d in fleet.devices
+    ]

@@ -1,0 +1,341 @@
+"""TLS over TCP for CoAP (`coaps+tcp://`, RFC 8323 §2, §8.2; issue 13 #5): Mbed TLS on memory buffers under an
+asyncio stream protocol.
+
+Python's ssl module has no PSK suites before 3.13, so TLS runs in python-mbedtls, as DTLS does, with the same
+suites, keyring and identity rules (lwm2m/security.py). `TlsStream` is the protocol of one TCP connection: it
+drives the handshake and, once the peer is authenticated, hands the decrypted byte stream to an inner protocol
+(the RFC 8323 framing of lwm2m/tcp.py) through a transport whose `get_extra_info("peer_identity")` says who the
+peer proved to be; what the inner protocol writes goes out as records.
+
+The server side, `TlsAcceptor`, runs at most `max_handshakes` handshakes at once (a connection beyond is closed
+at once), ends a handshake not over within `handshake_timeout` seconds (the clock is injected), logs each refused
+handshake once with its reason, and ends the connections whose credential a new keyring no longer holds (`load`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from mbedtls import tls
+from mbedtls.exceptions import TLSError
+
+from devicehub.clock import Clock
+from devicehub.lwm2m.security import (
+    MAX_RECORD,
+    ClientCredentials,
+    Keyring,
+    PeerIdentity,
+    PskLookup,
+    authenticate,
+    failure_reason,
+    server_options,
+    step_handshake,
+)
+from devicehub.lwm2m.transport import Address
+
+log = logging.getLogger("devicehub.coaps_tcp")
+
+ALPN = "coap"  # RFC 8323 §4.1: the ALPN protocol of CoAP over TLS
+HANDSHAKE_TIMEOUT = 10.0
+MAX_HANDSHAKES = 256
+SWEEP_INTERVAL = 1.0
+# python-mbedtls buffers are 32 KiB rings: bytes go in, and plaintext goes out, one record's worth at a time
+CHUNK = MAX_RECORD
+
+
+@dataclass(slots=True)
+class TlsStats:
+    handshakes: int = 0
+    refused: int = 0
+    busy: int = 0
+    handshake_timeouts: int = 0
+    revoked: int = 0
+
+
+class _Plain(asyncio.Transport):
+    """What the inner protocol writes to and closes: the plaintext face of one `TlsStream`."""
+
+    def __init__(self, stream: TlsStream, extra: dict[str, Any]) -> None:
+        super().__init__(extra)
+        self._stream = stream
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._stream.send(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self._stream.closing
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def abort(self) -> None:
+        self._stream.abort()
+
+
+class TlsStream(asyncio.Protocol):
+    """One TLS connection over TCP; server side with an `acceptor`, client side without (then `ready` tells)."""
+
+    def __init__(
+        self,
+        buffer: tls.TLSWrappedBuffer,
+        inner: asyncio.Protocol,
+        scratch: bytearray,
+        acceptor: TlsAcceptor | None = None,
+    ) -> None:
+        self._buffer = buffer
+        self._inner = inner
+        self._scratch = scratch  # the read buffer, shared by a server's connections: records are copied out of it
+        self._acceptor = acceptor
+        self._transport: asyncio.Transport | None = None
+        self._plain: _Plain | None = None  # set once the peer is authenticated
+        self.peer: Address = ("", 0)
+        self.identity: PeerIdentity | None = None
+        self.psk_identity: str | None = None
+        self.started_at = 0.0
+        self.ready: asyncio.Future[None] | None = None if acceptor else asyncio.get_running_loop().create_future()
+
+    # ---- the TCP side ---------------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        host, port = transport.get_extra_info("peername")[:2]
+        self.peer = (str(host), int(port))
+        if self._acceptor is None:
+            self._handshake()  # the client speaks first: ClientHello
+        elif not self._acceptor.admit(self):
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        if self._acceptor is not None:
+            self._acceptor.lost(self)
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_exception(ConnectionError(f"TLS connection to {self.peer[0]}:{self.peer[1]} closed"))
+        if self._plain is not None:
+            self._inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        for start in range(0, len(data), CHUNK):
+            if self.closing:
+                return
+            try:
+                self._buffer.receive_from_network(data if len(data) <= CHUNK else data[start : start + CHUNK])
+            except (TLSError, BufferError):
+                self.abort()
+                return
+            if self._plain is None:
+                self._handshake()
+            else:
+                self._read()
+
+    @property
+    def closing(self) -> bool:
+        return self._transport is None or self._transport.is_closing()
+
+    # ---- the handshake --------------------------------------------------------------------------------
+    def _handshake(self) -> None:
+        acceptor = self._acceptor
+        lookup = acceptor.lookup if acceptor is not None else None
+        if lookup is not None:
+            lookup.offered = None
+        try:
+            if not step_handshake(self._buffer, self._flush):
+                return
+        except TLSError as error:  # the alert is sent
+            if acceptor is not None and lookup is not None:
+                acceptor.refuse(self, failure_reason(error, lookup.offered or self.psk_identity, lookup.keyring))
+            elif self.ready is not None and not self.ready.done():
+                self.ready.set_exception(ConnectionError(f"TLS handshake failed: {error}"))
+            self.abort()
+            return
+        finally:
+            if lookup is not None:
+                self.psk_identity = lookup.offered or self.psk_identity
+        if acceptor is not None:
+            identity, reason = authenticate(self._buffer, self.psk_identity, acceptor.lookup.keyring, acceptor.now())
+            if identity is None:
+                acceptor.refuse(self, reason)
+                self.close()
+                return
+            self.identity = identity
+            acceptor.established(self)
+        assert self._transport is not None
+        extra = {
+            "peername": self._transport.get_extra_info("peername"),
+            "sockname": self._transport.get_extra_info("sockname"),
+            "peer_identity": self.identity,
+            "cipher": self._buffer.cipher(),
+        }
+        self._plain = _Plain(self, extra)
+        self._inner.connection_made(self._plain)
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_result(None)
+        self._read()
+
+    # ---- records ---------------------------------------------------------------------------------------
+    def _read(self) -> None:
+        scratch = self._scratch
+        while not self.closing:
+            try:
+                size = self._buffer.readinto(scratch, MAX_RECORD)  # type: ignore[arg-type]  # the stub says bytes
+            except tls.WantReadError:
+                return
+            except TLSError:  # close_notify, end of stream or a fatal alert: the connection is over
+                self.abort()
+                return
+            if not size:
+                return
+            self._inner.data_received(bytes(scratch[:size]))
+
+    def send(self, data: bytes) -> None:
+        if self._plain is None or self.closing:
+            return
+        try:
+            for start in range(0, len(data), CHUNK):  # one record at a time: the output ring holds two at most
+                self._buffer.write(data[start : start + CHUNK])
+                self._flush()
+        except TLSError:
+            self.abort()
+
+    def _flush(self) -> None:
+        buffer = self._buffer
+        while buffer._output_buffer:
+            chunk = buffer.peek_outgoing(CHUNK)
+            buffer.consume_outgoing(len(chunk))
+            if self._transport is not None:
+                self._transport.write(chunk)
+
+    # ---- ending ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """close_notify, then close the TCP connection once what is written has gone."""
+        if self.closing:
+            return
+        if self._plain is not None:
+            try:
+                self._buffer.shutdown()
+            except TLSError:
+                pass
+            self._flush()
+        assert self._transport is not None
+        self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+
+class TlsAcceptor:
+    """The server side of `coaps+tcp://`: its Mbed TLS context, keyring and bounds; see the module docstring."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        certificate: tuple[bytes, bytes],
+        *,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        max_handshakes: int = MAX_HANDSHAKES,
+    ) -> None:
+        self._clock = clock
+        self._handshake_timeout = handshake_timeout
+        self._max_handshakes = max_handshakes
+        self.lookup = PskLookup()
+        config = tls.TLSConfiguration(
+            lowest_supported_version=tls.TLSVersion.TLSv1_2,
+            highest_supported_version=tls.TLSVersion.TLSv1_2,
+            inner_protocols=(ALPN.encode(),),
+            **server_options(certificate, self.lookup),
+        )
+        self._context = tls.ServerContext(config)
+        self._scratch = bytearray(MAX_RECORD)
+        self._handshaking: dict[TlsStream, None] = {}  # in arrival order
+        self._streams: set[TlsStream] = set()  # authenticated
+        self._sweeper: asyncio.Task[None] | None = None
+        self.stats = TlsStats()
+
+    def protocol(self, inner: asyncio.Protocol) -> TlsStream:
+        return TlsStream(self._context.wrap_buffers(), inner, self._scratch, self)
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def start(self) -> None:
+        self._sweeper = asyncio.create_task(self._sweep_forever(), name="coaps-tcp-handshakes")
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
+
+    # ---- credentials ---------------------------------------------------------------------------------
+    def load(self, keyring: Keyring) -> None:
+        """Take a new keyring; connections whose credential it no longer holds end (issue 13 #4)."""
+        self.lookup.keyring = keyring
+        for stream in list(self._streams):
+            if stream.identity is not None and not keyring.still_trusts(stream.identity):
+                self.stats.revoked += 1
+                log.info(
+                    "TLS connection of %s from %s:%d ended: its credential was revoked",
+                    stream.identity.name,
+                    *stream.peer,
+                )
+                stream.close()
+                self._streams.discard(stream)
+
+    def has_psk(self, identity: str) -> bool:
+        return identity in self.lookup.keyring.psks
+
+    def connection_count(self) -> int:
+        return len(self._streams)
+
+    # ---- what the streams report ---------------------------------------------------------------------
+    def admit(self, stream: TlsStream) -> bool:
+        if len(self._handshaking) >= self._max_handshakes:
+            self.stats.busy += 1
+            return False
+        stream.started_at = self._clock.now()
+        self._handshaking[stream] = None
+        return True
+
+    def established(self, stream: TlsStream) -> None:
+        self._handshaking.pop(stream, None)
+        self._streams.add(stream)
+        self.stats.handshakes += 1
+        assert stream.identity is not None
+        log.debug("TLS connection of %s (%s) from %s:%d", stream.identity.name, stream.identity.method, *stream.peer)
+
+    def refuse(self, stream: TlsStream, reason: str) -> None:
+        self._handshaking.pop(stream, None)
+        self.stats.refused += 1
+        log.warning("TLS handshake from %s:%d refused: %s", stream.peer[0], stream.peer[1], reason)
+
+    def lost(self, stream: TlsStream) -> None:
+        self._handshaking.pop(stream, None)
+        self._streams.discard(stream)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await self._clock.sleep(SWEEP_INTERVAL)
+            now = self._clock.now()
+            for stream in list(self._handshaking):
+                if now - stream.started_at <= self._handshake_timeout:
+                    break  # the rest started later
+                self.stats.handshake_timeouts += 1
+                self.refuse(stream, f"handshake not finished within {self._handshake_timeout:g} s")
+                stream.abort()
+
+
+async def connect_tls(host: str, port: int, inner: asyncio.Protocol, credentials: ClientCredentials) -> TlsStream:
+    """The client side: a TLS connection to `host:port` with a PSK or a certificate; returns once `inner` has it.
+    ConnectionError when the handshake fails or the server closes the connection."""
+    context = tls.ClientContext(credentials.configuration(stream=True))
+    loop = asyncio.get_running_loop()
+    _, stream = await loop.create_connection(
+        lambda: TlsStream(context.wrap_buffers(None), inner, bytearray(MAX_RECORD)), host, port
+    )
+    assert stream.ready is not None
+    await stream.ready
+    return stream
