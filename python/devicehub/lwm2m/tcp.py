@@ -11,6 +11,8 @@ above (block-wise, de-dup, handlers, the LwM2M server) stays as it is, as with t
 Signaling (§5): each side sends a CSM (7.01) first and the peer's first frame must be one; Ping (7.02) is answered
 with Pong (7.03); Release (7.04) and Abort (7.05) end the connection. A malformed frame, a frame above our
 Max-Message-Size or a missing CSM is answered with Abort and closes that connection only.
+Over TLS (`coaps+tcp://`) the connection sits on a `TlsStream` (lwm2m/tls_stream.py), whose transport tells the
+identity its handshake proved; the framing is the same.
 The codec is Python: the header is a few bytes and the options are decoded by the Rust UDP codec after the
 translation, so a Rust twin would only move the nibble arithmetic (property-tested in tests/unit/lwm2m/test_tcp.py).
 """
