@@ -13,7 +13,8 @@ and then with doubling waits (RFC 7252 back-off, three sends), so a dead link sh
 keepalive_time + 10.5 × keepalive_interval after the last answer (spec §2.6: the status can lag).
 
 The link is the simulator's: `coap://`, `coaps://` (DTLS with a PSK or a certificate, `security`; the handshake
-comes with each Register, so a service not up yet shows as `connecting`/`error` and is retried) or `coap+tcp://`.
+comes with each Register, so a service not up yet shows as `connecting`/`error` and is retried), `coap+tcp://`
+or `coaps+tcp://` (TLS with the same credentials, lwm2m/tls_stream.py).
 """
 
 from __future__ import annotations

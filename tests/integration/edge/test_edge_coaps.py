@@ -1,5 +1,5 @@
-"""Edge Core over coaps:// and coap+tcp:// (issue 13 #7). Over DTLS the gateway registers with its PSK, its
-children register under the gateway's identity (`gw=` that identity), and the service keeps the identity rules
+"""Edge Core over coaps://, coaps+tcp:// and coap+tcp:// (issue 13 #7). Over (D)TLS the gateway registers with its
+PSK, its children register under the gateway's identity (`gw=` that identity), and the service keeps the identity rules
 for them: no child that has credentials of its own or registered itself, and nobody but the gateway continues a
 child's registration. Over TCP each child has a connection of its own."""
 
@@ -155,5 +155,37 @@ def test_edge_core_over_coap_tcp_registers_itself_and_its_child_on_connections_o
                 read = await node.lwm2m.request(child.device.device_id, "GET", "/3303/0/5700")
                 assert (read.code, read.payload) == (codes.CONTENT, b"7.5")
                 await translator.ws.close()
+
+    run(scenario())
+
+
+def test_edge_core_over_coaps_tcp_registers_itself_and_its_child_under_its_psk(tmp_path: Path) -> None:
+    """The same over TLS over TCP (`coaps+tcp://`): each child has a TLS connection of its own, with the gateway's
+    PSK, and registers under the gateway's identity."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path / "svc", dev=False, allow_nosec=False, coaps_tcp_port=free_tcp_port()) as node:
+            account = await tenant(node)
+            server = f"coaps+tcp://127.0.0.1:{node.coaps_tcp_port}"
+            async with edge_core(tmp_path, 0, server=server, endpoint_name=GATEWAY, psk_key=KEY.hex()) as core:
+                await until(lambda: core.client.status.status == "connected")
+                async with local_session(tmp_path) as local:
+                    translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
+                    assert (await translator.call("protocol_translator_register", {"name": "pt"}))["result"] == "ok"
+                    added = await translator.call("device_register", {"deviceId": "child-1", "objects": objects(3.5)})
+                    assert added["result"] == "ok", added
+                    child = core.children.get("child-1")
+                    assert child is not None and child.device.device_id is not None and child.device.tcp
+                    registration = node.lwm2m._devices[child.device.device_id].registration
+                    assert (registration.secure, registration.gateway, registration.account_id) == (
+                        True,
+                        GATEWAY,
+                        account,
+                    )
+                    read = await node.lwm2m.request(child.device.device_id, "GET", "/3303/0/5700")
+                    assert (read.code, read.payload) == (codes.CONTENT, b"3.5")
+                    tls = node.lwm2m.coaps_tcp
+                    assert tls is not None and tls.connection_count() == 2 and tls.stats.handshakes == 2
+                    await translator.ws.close()
 
     run(scenario())
