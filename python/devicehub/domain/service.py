@@ -26,6 +26,7 @@ from devicehub.errors import (
     ResourceNotFound,
     ValidationFailed,
 )
+from devicehub.interning import InternTable
 from devicehub.lwm2m.content import mime_for
 from devicehub.lwm2m.ports import Admission, Registration, ResourceLink
 from devicehub.store.base import Store
@@ -45,9 +46,17 @@ SEEN_REFRESH_S = 3600.0
 MAX_RULE_PATHS = 4096  # resource paths over all of a key's rules: each is matched at every registration
 
 
+def _resource_info(path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None) -> ResourceInfo:
+    return ResourceInfo(path=path, rt=rt, ct=ct, obs=obs, iface=iface)
+
+
+# the device records of a fleet share their equal resource entries, as the links they come from do
+_RESOURCE_INFOS: InternTable[ResourceInfo] = InternTable(_resource_info)
+
+
 def _resources(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
     return tuple(
-        ResourceInfo(path=link.path, rt=link.rt, ct=link.ct, obs=link.obs or link.aobs is not None, iface=link.iface)
+        _RESOURCE_INFOS.get((link.path, link.rt, link.ct, link.obs or link.aobs is not None, link.iface))
         for link in links
         if not link.deleted
     )
@@ -173,6 +182,10 @@ class DeviceService:
 
     async def deregistered(self, registration: Registration) -> None:
         await self._gone(registration, expired=False)
+
+    def registered_record(self, device_id: str) -> Device | None:
+        """The record this node keeps in memory for a registered device (what notifications are routed with)."""
+        return self._devices.get(device_id)
 
     async def expired(self, registration: Registration) -> None:
         await self._gone(registration, expired=True)

@@ -35,7 +35,7 @@ from devicehub.lwm2m.content import ContentError, decode_values, encode_text_val
 from devicehub.lwm2m.dtls import DtlsListener
 from devicehub.lwm2m.errors import DeviceError, NotRegistered
 from devicehub.lwm2m.expiry import ExpiryHeap
-from devicehub.lwm2m.links import LinkFormatError, parse_links
+from devicehub.lwm2m.links import LinkFormatError, parse_links, shared_link
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.security import PeerIdentity
@@ -1107,9 +1107,7 @@ def _registration(record: RegistrationRecord) -> Registration:
         lifetime=record.lifetime,
         binding=record.binding,
         lwm2m_version=record.lwm2m_version,
-        links=tuple(
-            ResourceLink(path=k.path, rt=k.rt, ct=k.ct, obs=k.obs, iface=k.iface, aobs=k.aobs) for k in record.links
-        ),
+        links=tuple(shared_link(k.path, k.rt, k.ct, k.obs, k.iface, k.aobs) for k in record.links),
         address=(record.host, record.port),
         registered_at=record.registered_at,
         updated_at=record.updated_at,

@@ -31,6 +31,26 @@ def test_register_answers_location_with_account_and_device_id_and_lists_the_devi
     run(scenario())
 
 
+def test_devices_registering_equal_links_share_one_copy_of_each_link_and_resource_record(tmp_path: Path) -> None:
+    """Issue 16 (memory per device): a fleet's equal links, and the resource records built from them, are one
+    object each, not one per device; a link that differs (its own value) is its own."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "share-1") as one, device(node, "share-2") as two:
+            first, second = (node.lwm2m.registration(sim.device_id or "") for sim in (one, two))
+            assert first is not None and second is not None
+            by_path = {link.path: link for link in second.links}
+            shared = [link for link in first.links if link == by_path.get(link.path)]
+            assert len(shared) >= 10 and all(by_path[link.path] is link for link in shared)
+            kept = [node.devices.registered_record(r.device_id) for r in (first, second)]
+            assert kept[0] is not None and kept[1] is not None
+            info = {r.path: r for r in kept[1].resources}
+            assert {r.path for r in kept[0].resources} == set(info) and len(info) >= 10
+            assert all(info[r.path] is r for r in kept[0].resources)
+
+    run(scenario())
+
+
 def test_device_id_is_stable_across_re_registrations(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path) as node, device(node, "stable-1") as sim:
