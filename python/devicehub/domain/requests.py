@@ -48,10 +48,12 @@ class RequestQueue:
         self._workers.clear()
 
     async def submit(self, request: DeviceRequest) -> None:
+        """Queue the request (refused with DuplicateAsyncId while its async-id is pending, QueueFull beyond
+        MAX_QUEUE: the store checks both in the step that queues it, so concurrent submits cannot both pass)."""
+        await self._store.enqueue_request(request, MAX_QUEUE)
         if _is_write(request):
             # spec §3.1: the write is accepted → desired value pending, timestamped at issue time
             await self._record_desired(request, PENDING)
-        await self._store.enqueue_request(request)
         self.kick(request.device_id)
 
     def kick(self, device_id: str) -> None:
