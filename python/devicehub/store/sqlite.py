@@ -146,6 +146,14 @@ def _disk_fault(error: BaseException) -> bool:
     )
 
 
+def _roll_back(db: sqlite3.Connection) -> None:
+    if db.in_transaction:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite may have rolled back already: what the caller does next does not depend on it
+
+
 def _add_device_columns(db: sqlite3.Connection) -> None:
     present = {str(row[1]) for row in db.execute("PRAGMA table_info(devices)")}
     missing = [name for name in _DEVICE_COLUMNS if name not in present]
@@ -237,19 +245,41 @@ class SqliteStore:
                 if not future.done():
                     future.set_exception(error) if isinstance(error, Exception) else future.cancel()
             self._waiting = []
-            raise
+            if not isinstance(error, Exception):
+                raise  # cancelled: the task ends cancelled; an error went to every caller instead
         finally:
             self._combiner = None
 
     def _run_batch(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], bool]]) -> list[tuple[bool, Any]]:
-        """Writer thread: one transaction for the batch, each work in a savepoint of its own; an error rolls back
-        only its own work. When SQLite ends the transaction itself (a full disk, an I/O error) or the commit fails,
-        the batch is rolled back and every work runs again alone, so each caller gets the outcome it would have had."""
+        """Writer thread: one transaction for the whole batch. Every statement hands the GIL back and forth with the
+        event loop, so the common case adds only BEGIN and COMMIT; when a work fails, the transaction is rolled back
+        and the batch runs again with a savepoint per work (`_isolated`), so an error undoes only its own work."""
         if len(batch) == 1:
             return [self._alone(*batch[0])]
         db = self._db
         if db is None:
             return [(False, RuntimeError("store is not open"))] * len(batch)
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            db.execute("BEGIN")
+            for work, keep in batch:
+                result = work(db)
+                if keep and isinstance(result, sqlite3.Cursor):
+                    raise TypeError("a store read must fetch its rows inside the writer thread")
+                outcomes.append((True, result if keep else None))
+            db.execute("COMMIT")
+        except Exception:
+            _roll_back(db)
+            return self._isolated(db, batch)
+        self.write_health.succeeded()
+        return outcomes
+
+    def _isolated(
+        self, db: sqlite3.Connection, batch: list[tuple[Callable[[sqlite3.Connection], Any], bool]]
+    ) -> list[tuple[bool, Any]]:
+        """One transaction, a savepoint per work: a failing work is rolled back alone and its error is its outcome.
+        When SQLite ends the transaction itself (a full disk, an I/O error) or the commit fails, every work runs
+        again alone, so each caller gets the outcome it would have had without the batch."""
         outcomes: list[tuple[bool, Any]] = []
         try:
             db.execute("BEGIN")
@@ -270,11 +300,7 @@ class SqliteStore:
                     outcomes.append((True, result if keep else None))
             db.execute("COMMIT")
         except Exception:
-            if db.in_transaction:
-                try:
-                    db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass  # SQLite may have rolled back already; the works run again alone below either way
+            _roll_back(db)
             return [self._alone(work, keep) for work, keep in batch]
         if any(ok for ok, _ in outcomes):
             self.write_health.succeeded()
@@ -343,8 +369,8 @@ class SqliteStore:
 
     async def close(self) -> None:
         await self._reported.close()
-        if self._combiner is not None:
-            await asyncio.shield(self._combiner)  # what callers were told to wait for is written before closing
+        if self._combiner is not None:  # what callers were told to wait for is written before closing
+            await asyncio.wait([self._combiner])  # (a failure went to those callers: not raised here)
 
         def disconnect() -> None:
             if self._db is not None:
