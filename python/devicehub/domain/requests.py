@@ -92,14 +92,17 @@ class RequestQueue:
         """Delivers what the queue holds, in order; reads it again only when kicked since (or for a retry), so a
         request costs one read of the queue, not a second one that finds it empty. (Requests queued by another node
         are found at the device's next kick, as before.)"""
-        while device_id in self._kicked:
-            self._kicked.discard(device_id)
-            for request in await self._store.pending_requests(device_id):
-                if not self._reachable(device_id):
-                    return
-                if not await self._deliver(request):  # a failed attempt with retries left: the queue is read again
-                    self._kicked.add(device_id)
-                    break
+        try:
+            while device_id in self._kicked:
+                self._kicked.discard(device_id)
+                for request in await self._store.pending_requests(device_id):
+                    if not self._reachable(device_id):
+                        return
+                    if not await self._deliver(request):  # failed, retries left: the queue is read again
+                        self._kicked.add(device_id)
+                        break
+        finally:
+            self._kicked.discard(device_id)  # the next kick starts a worker, which reads the queue
 
     async def _deliver(self, request: DeviceRequest) -> bool:
         """False when the attempt failed and the request stays queued for a retry."""
