@@ -126,6 +126,12 @@ class PayloadTooLarge(DevicehubError):
     type = "payload_too_large"
 
 
+class DuplicateAsyncId(BadRequest):
+    """The async-id is still pending for this key."""
+
+    token = "DUPLICATE_ASYNC_ID"
+
+
 class QueueFull(DevicehubError):
     """The device's request queue is full."""
 

@@ -35,6 +35,7 @@ class RequestQueue:
         self._sink = sink
         self._router = router
         self._workers: dict[str, asyncio.Task[None]] = {}
+        self._kicked: set[str] = set()  # devices whose queue changed (or may have) since their worker last read it
         self._expiry_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -48,14 +49,17 @@ class RequestQueue:
         self._workers.clear()
 
     async def submit(self, request: DeviceRequest) -> None:
+        """Queue the request (refused with DuplicateAsyncId while its async-id is pending, QueueFull beyond
+        MAX_QUEUE: the store checks both in the step that queues it, so concurrent submits cannot both pass)."""
+        await self._store.enqueue_request(request, MAX_QUEUE)
         if _is_write(request):
             # spec §3.1: the write is accepted → desired value pending, timestamped at issue time
             await self._record_desired(request, PENDING)
-        await self._store.enqueue_request(request)
         self.kick(request.device_id)
 
     def kick(self, device_id: str) -> None:
         """The device may be reachable now (it registered, updated, or a request arrived)."""
+        self._kicked.add(device_id)  # a worker running reads the queue again once through what it read
         worker = self._workers.get(device_id)
         if worker is None or worker.done():
             worker = self._workers[device_id] = asyncio.create_task(self._drain(device_id))
@@ -68,6 +72,7 @@ class RequestQueue:
 
     async def forget(self, device_id: str) -> list[DeviceRequest]:
         """The device was removed: stop its worker; returns the requests that were still waiting for it."""
+        self._kicked.discard(device_id)
         worker = self._workers.pop(device_id, None)
         if worker is not None and not worker.done():
             worker.cancel()
@@ -84,23 +89,33 @@ class RequestQueue:
         return True
 
     async def _drain(self, device_id: str) -> None:
-        while True:
-            pending = await self._store.pending_requests(device_id)
-            if not pending or not self._reachable(device_id):
-                return
-            await self._deliver(pending[0])
+        """Delivers what the queue holds, in order; reads it again only when kicked since (or for a retry), so a
+        request costs one read of the queue, not a second one that finds it empty. (Requests queued by another node
+        are found at the device's next kick, as before.)"""
+        try:
+            while device_id in self._kicked:
+                self._kicked.discard(device_id)
+                for request in await self._store.pending_requests(device_id):
+                    if not self._reachable(device_id):
+                        return
+                    if not await self._deliver(request):  # failed, retries left: the queue is read again
+                        self._kicked.add(device_id)
+                        break
+        finally:
+            self._kicked.discard(device_id)  # the next kick starts a worker, which reads the queue
 
-    async def _deliver(self, request: DeviceRequest) -> None:
+    async def _deliver(self, request: DeviceRequest) -> bool:
+        """False when the attempt failed and the request stays queued for a retry."""
         if request.expires_at <= self._clock.now():
             await self._fail(request, 429, "REQUEST_EXPIRED")
-            return
+            return True
         path = request.uri.partition("?")[0]
         content_format = known_cf(request.content_type) if request.content_type else None
         accept = known_cf(request.accept) if request.accept else None
         if (request.content_type and content_format is None) or (request.accept and accept is None):
             # issue 12 §6: the API refuses these; one queued before that rule is failed, never sent bare
             await self._fail(request, 400, "UNSUPPORTED_CONTENT_FORMAT")
-            return
+            return True
         if content_format is None and request.payload and request.method in ("PUT", "POST"):
             content_format = TEXT
         try:
@@ -118,13 +133,13 @@ class RequestQueue:
                 await self._store.update_request(
                     msgspec.structs.replace(request, retries_left=request.retries_left - 1)
                 )
-                return
+                return False
             await self._fail(request, error.status, error.token)  # 504 TIMEOUT only for silence
-            return
+            return True
         except Exception:  # a fault of ours, not of the device: no retry would mend it
             log.exception("request %s to %s could not be sent", request.async_id, request.device_id)
             await self._fail(request, 500, "INTERNAL_ERROR")
-            return
+            return True
         await self._store.remove_request(request.key_id, request.async_id)
         status = http_status(response)
         if request.method == "GET" and response.success and response.payload:
@@ -145,6 +160,7 @@ class RequestQueue:
                 content_type=mime_for(response.content_format),
             ),
         )
+        return True
 
     async def _fail(self, request: DeviceRequest, status: int, error: str) -> None:
         await self._store.remove_request(request.key_id, request.async_id)

@@ -15,14 +15,13 @@ from devicehub.domain.accounts import Principal, new_id
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent, ResourceEntry
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
-from devicehub.domain.requests import MAX_QUEUE, RequestQueue
+from devicehub.domain.requests import RequestQueue
 from devicehub.domain.subscriptions import SubscriptionRouter
 from devicehub.errors import (
     BadRequest,
     DeviceNotFound,
     FieldError,
     NotFound,
-    QueueFull,
     ResourceNotFound,
     ValidationFailed,
 )
@@ -379,10 +378,6 @@ class DeviceService:
             raise ValidationFailed("method must be GET, PUT, POST or DELETE")
         path, _, query = uri.partition("?")
         normalised = normalise(path, wildcard=False, field="uri") + (("?" + query) if query else "")
-        if await self._store.find_request(principal.key_id, async_id) is not None:
-            raise BadRequest(f"async-id {async_id!r} is still pending", token="DUPLICATE_ASYNC_ID")
-        if len(await self._store.pending_requests(device_id)) >= MAX_QUEUE:
-            raise QueueFull(f"{MAX_QUEUE} requests already wait for this device")
         # wire-format.md: defaults 0 / 7200 s, for a queue-mode device 2 / 259 200 s
         retries = retry if retry is not None else (2 if device.queue_mode else 0)
         expiry = expiry_seconds if expiry_seconds is not None else (259_200 if device.queue_mode else 7200)

@@ -139,8 +139,10 @@ class SubscriptionRouter:
     # --- resource subscriptions ----------------------------------------------------------------
     async def subscribe(self, key_id: str, device: Device, pattern: str, async_id: str) -> None:
         await self._store.add_subscription(key_id, device.id, pattern)
-        self._routes.setdefault(device.id, []).append((key_id, pattern))
-        self._drop_cache(device.id)
+        routes = self._routes.setdefault(device.id, [])
+        if (key_id, pattern) not in routes:  # subscribing again adds no route (nor an index rebuild per call)
+            routes.append((key_id, pattern))
+            self._drop_cache(device.id)
         self._spawn(self._observe(device, [pattern], key_id, async_id))
 
     async def unsubscribe(self, key_id: str, device_id: str, pattern: str) -> bool:

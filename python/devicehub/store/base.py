@@ -158,7 +158,10 @@ class Store(Protocol):
     async def drop_head_events(self, key_id: str, count: int) -> None: ...
 
     # device-request queue (guaranteed delivery, survives restarts) ----------------------------
-    async def enqueue_request(self, request: DeviceRequest) -> None: ...
+    async def enqueue_request(self, request: DeviceRequest, max_pending: int = 0) -> None:
+        """Queued in one step, or refused: DuplicateAsyncId while the key's async-id is pending, QueueFull when the
+        device has `max_pending` requests waiting already (0: no bound)."""
+
     async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
         """In enqueue order."""
 

@@ -19,6 +19,7 @@ from redis.backoff import ExponentialBackoff
 
 from devicehub.store import revocations
 from devicehub.store.device_query import Condition, DeviceQuery
+from devicehub.store.enqueue import check_enqueued
 from devicehub.store.records import (
     Account,
     ApiKey,
@@ -114,6 +115,7 @@ class RedisStore:
         self._remove_reg = self._redis.register_script((_LUA / "remove_registration.lua").read_text())
         self._put_bootstrap = self._redis.register_script((_LUA / "put_bootstrap_config.lua").read_text())
         self._delete_bootstrap = self._redis.register_script((_LUA / "delete_bootstrap_config.lua").read_text())
+        self._enqueue = self._redis.register_script((_LUA / "enqueue_request.lua").read_text())
         await self._index_existing_devices()
 
     async def close(self) -> None:
@@ -621,15 +623,18 @@ class RedisStore:
             await self.redis.ltrim(self._k("events", key_id), count, -1)
 
     # ---- device-request queue -----------------------------------------------------------------------
-    async def enqueue_request(self, request: DeviceRequest) -> None:
-        seq = await self.redis.incr(self._k("reqseq"))
-        member = f"{request.key_id}{SEP}{request.async_id}"
-        if not await self.redis.set(self._k("req", request.key_id, request.async_id), _encode(request), nx=True):
-            raise ValueError(f"async-id {request.async_id!r} is pending")
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.zadd(self._k("reqs", request.device_id), {member: seq})
-            tx.zadd(self._k("reqs"), {member: seq})
-            await tx.execute()
+    async def enqueue_request(self, request: DeviceRequest, max_pending: int = 0) -> None:
+        # one round trip, and the checks and the insert cannot interleave with another node's (enqueue_request.lua)
+        outcome = await self._enqueue(
+            keys=[
+                self._k("req", request.key_id, request.async_id),
+                self._k("reqs", request.device_id),
+                self._k("reqs"),
+                self._k("reqseq"),
+            ],
+            args=[_encode(request), f"{request.key_id}{SEP}{request.async_id}", max_pending],
+        )
+        check_enqueued(int(outcome), request, max_pending)
 
     async def _requests(self, index: str) -> list[DeviceRequest]:
         members = [_text(m) for m in await self.redis.zrange(index, 0, -1)]

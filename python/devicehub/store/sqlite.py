@@ -5,13 +5,15 @@ Reported values (the snapshot's hot path: one per device notification) are coale
 flush first, so callers read their own writes and a graceful stop loses nothing. A `kill -9` can lose at most
 the values of the last flush interval — the same bound as the channel journal (README, "Durability").
 
-Every write runs on one dedicated writer thread (style rule 12: the event loop never blocks on disk), each inside
-one transaction, so a failing call leaves nothing half-written. The REST hot paths' reads (keys, accounts,
-devices, snapshots, subscriptions, pending requests) run on a small pool of reader threads with their own
-read-only connections (issue 15): WAL lets them read the last committed state while the writer works, so a read
-never waits behind queued writes; every write is awaited by its caller, so a later read sees it. Devices and
-snapshots once read are served from memory (store/read_cache.py), kept current by this store's own writes.
-Records are kept as msgpack blobs beside the columns that queries filter on; the blobs use the same msgspec
+Every write runs on one dedicated writer thread (style rule 12: the event loop never blocks on disk). Writes are
+combined (issue 15): those that arrive while a transaction runs wait and go into the next one together, one hand-off
+to the thread and one commit for all of them; each runs inside its own savepoint, so a failing call leaves nothing
+half-written and fails alone, and no caller hears its result before the transaction holding it committed. The REST
+hot paths' reads (keys, accounts, devices, snapshots, subscriptions, pending requests) run on a small pool of reader
+threads with their own read-only connections (issue 15): WAL lets them read the last committed state while the
+writer works, so a read never waits behind queued writes; every write is awaited by its caller, so a later read sees
+it. Devices and snapshots once read are served from memory (store/read_cache.py), kept current by this store's own
+writes. Records are kept as msgpack blobs beside the columns that queries filter on; the blobs use the same msgspec
 Structs as every other backend.
 """
 
@@ -29,6 +31,7 @@ import msgspec
 
 from devicehub.errors import StorageUnavailable
 from devicehub.store.device_query import DeviceQuery
+from devicehub.store.enqueue import DUPLICATE, QUEUE_FULL, QUEUED, check_enqueued
 from devicehub.store.health import WriteHealth
 from devicehub.store.read_cache import ReadCache
 from devicehub.store.records import (
@@ -55,6 +58,7 @@ T = TypeVar("T")
 
 DB_FILE = "devicehub.sqlite3"
 REPORTED_FLUSH_S = 0.05
+MAX_BATCH = 256  # writes combined into one transaction at most
 READERS = 2  # reader threads (connections); reads are short point lookups, the GIL bounds what more would give
 
 _SCHEMA = """
@@ -120,6 +124,7 @@ CREATE INDEX IF NOT EXISTS devices_updated ON devices (account_id, updated_at);
 """
 _SQL_OPS = {"eq": "=", "neq": "!=", "gte": ">=", "lte": "<=", "in": "IN", "nin": "NOT IN"}
 
+_Work = tuple[Callable[[sqlite3.Connection], Any], bool, "asyncio.Future[Any]"]  # work, keep its result, caller
 _encode = msgspec.msgpack.Encoder().encode
 _RULES = msgspec.msgpack.Decoder(list[PresubscriptionRule])
 _DECODERS: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
@@ -131,6 +136,22 @@ def _decode(kind: type[T], data: bytes) -> T:
         decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
     value: T = decoder.decode(data)
     return value
+
+
+def _disk_fault(error: BaseException) -> bool:
+    """SQLITE_FULL and SQLITE_IOERR (with its extended codes): the disk, not the request, is at fault."""
+    return isinstance(error, sqlite3.OperationalError) and error.sqlite_errorcode & 0xFF in (
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_IOERR,
+    )
+
+
+def _roll_back(db: sqlite3.Connection) -> None:
+    if db.in_transaction:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite may have rolled back already: what the caller does next does not depend on it
 
 
 def _add_device_columns(db: sqlite3.Connection) -> None:
@@ -182,16 +203,114 @@ class SqliteStore:
         self._cache = ReadCache()  # devices and snapshots in memory: this process is the database's one writer
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
         self.write_health = WriteHealth()
+        self._waiting: list[_Work] = []  # work for the writer thread's next transaction
+        self._combiner: asyncio.Task[None] | None = None  # hands `_waiting` to the thread while there is any
 
     # Issue 14 #6: a cursor released on the event-loop thread resets a cached statement the writer thread may be
     # running (sqlite3.InterfaceError). So no cursor leaves the writer thread: `_write` drops whatever the work
     # returns inside the thread, and `_read` accepts only fetched values (rows, ints, records), never a cursor.
     async def _write(self, work: Callable[[sqlite3.Connection], object]) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work, False)
+        await self._submit(work, False)
 
     async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        result: T = await asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work, True)
+        result: T = await self._submit(work, True)
         return result
+
+    def _submit(self, work: Callable[[sqlite3.Connection], Any], keep: bool) -> asyncio.Future[Any]:
+        """Queue work for the writer thread's next transaction; the future resolves once that transaction ended."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._waiting.append((work, keep, future))
+        if self._combiner is None:
+            self._combiner = loop.create_task(self._combine())
+        return future
+
+    async def _combine(self) -> None:
+        """Hands the waiting work to the writer thread, a batch at a time, until none waits (then it ends)."""
+        loop = asyncio.get_running_loop()
+        batch: list[_Work] = []
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
+                outcomes = await loop.run_in_executor(self._thread, self._run_batch, [(w, k) for w, k, _ in batch])
+                for (_, _, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    if not future.done():  # a caller cancelled meanwhile: its work ran all the same
+                        if ok:
+                            future.set_result(value)
+                        else:
+                            future.set_exception(value)
+                batch = []
+        except BaseException as error:  # the executor is gone or this task was cancelled: nobody waits forever
+            for _, _, future in (*batch, *self._waiting):
+                if not future.done():
+                    future.set_exception(error) if isinstance(error, Exception) else future.cancel()
+            self._waiting = []
+            if not isinstance(error, Exception):
+                raise  # cancelled: the task ends cancelled; an error went to every caller instead
+        finally:
+            self._combiner = None
+
+    def _run_batch(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], bool]]) -> list[tuple[bool, Any]]:
+        """Writer thread: one transaction for the whole batch. Every statement hands the GIL back and forth with the
+        event loop, so the common case adds only BEGIN and COMMIT; when a work fails, the transaction is rolled back
+        and the batch runs again with a savepoint per work (`_isolated`), so an error undoes only its own work."""
+        if len(batch) == 1:
+            return [self._alone(*batch[0])]
+        db = self._db
+        if db is None:
+            return [(False, RuntimeError("store is not open"))] * len(batch)
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            db.execute("BEGIN")
+            for work, keep in batch:
+                result = work(db)
+                if keep and isinstance(result, sqlite3.Cursor):
+                    raise TypeError("a store read must fetch its rows inside the writer thread")
+                outcomes.append((True, result if keep else None))
+            db.execute("COMMIT")
+        except Exception:
+            _roll_back(db)
+            return self._isolated(db, batch)
+        self.write_health.succeeded()
+        return outcomes
+
+    def _isolated(
+        self, db: sqlite3.Connection, batch: list[tuple[Callable[[sqlite3.Connection], Any], bool]]
+    ) -> list[tuple[bool, Any]]:
+        """One transaction, a savepoint per work: a failing work is rolled back alone and its error is its outcome.
+        When SQLite ends the transaction itself (a full disk, an I/O error) or the commit fails, every work runs
+        again alone, so each caller gets the outcome it would have had without the batch."""
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            db.execute("BEGIN")
+            for work, keep in batch:
+                db.execute("SAVEPOINT combined")
+                try:
+                    result = work(db)
+                    if keep and isinstance(result, sqlite3.Cursor):
+                        raise TypeError("a store read must fetch its rows inside the writer thread")
+                except Exception as error:
+                    if not db.in_transaction or _disk_fault(error):
+                        raise
+                    db.execute("ROLLBACK TO combined")
+                    db.execute("RELEASE combined")
+                    outcomes.append((False, error))
+                else:
+                    db.execute("RELEASE combined")
+                    outcomes.append((True, result if keep else None))
+            db.execute("COMMIT")
+        except Exception:
+            _roll_back(db)
+            return [self._alone(work, keep) for work, keep in batch]
+        if any(ok for ok, _ in outcomes):
+            self.write_health.succeeded()
+        return outcomes
+
+    def _alone(self, work: Callable[[sqlite3.Connection], Any], keep: bool) -> tuple[bool, Any]:
+        try:
+            return True, self._transaction(work, keep)
+        except Exception as error:
+            return False, error
 
     async def _query(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """A read on a reader thread: sees every committed write, never queues behind the writer."""
@@ -220,8 +339,7 @@ class SqliteStore:
             with db:  # commits on success, rolls back on any exception
                 result = work(db)
         except sqlite3.OperationalError as error:
-            # SQLITE_FULL and SQLITE_IOERR (with its extended codes): the disk, not the request, is at fault
-            if error.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+            if not _disk_fault(error):
                 raise
             self.write_health.failed(str(error))
             raise StorageUnavailable("the service cannot store changes right now") from error
@@ -251,6 +369,8 @@ class SqliteStore:
 
     async def close(self) -> None:
         await self._reported.close()
+        if self._combiner is not None:  # what callers were told to wait for is written before closing
+            await asyncio.wait([self._combiner])  # (a failure went to those callers: not raised here)
 
         def disconnect() -> None:
             if self._db is not None:
@@ -711,13 +831,22 @@ class SqliteStore:
         )
 
     # ---- device-request queue -----------------------------------------------------------------------
-    async def enqueue_request(self, request: DeviceRequest) -> None:
-        await self._write(
-            lambda db: db.execute(
-                "INSERT INTO requests (key_id, async_id, device_id, data) VALUES (?, ?, ?, ?)",
-                (request.key_id, request.async_id, request.device_id, _encode(request)),
-            )
-        )
+    async def enqueue_request(self, request: DeviceRequest, max_pending: int = 0) -> None:
+        def work(db: sqlite3.Connection) -> int:
+            if max_pending > 0:
+                waiting = db.execute("SELECT count(*) FROM requests WHERE device_id = ?", (request.device_id,))
+                if int(waiting.fetchone()[0]) >= max_pending:
+                    return QUEUE_FULL
+            try:
+                db.execute(
+                    "INSERT INTO requests (key_id, async_id, device_id, data) VALUES (?, ?, ?, ?)",
+                    (request.key_id, request.async_id, request.device_id, _encode(request)),
+                )
+            except sqlite3.IntegrityError:  # UNIQUE (key_id, async_id): still pending
+                return DUPLICATE
+            return QUEUED
+
+        check_enqueued(await self._read(work), request, max_pending)
 
     async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
         return await self._all(

@@ -4,10 +4,6 @@ its transaction open, and the reads the hot endpoints make are answered meanwhil
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import msgspec
@@ -24,28 +20,10 @@ from devicehub.store.records import (
     SnapshotResource,
 )
 from devicehub.store.sqlite import SqliteStore
+from support.stall import stalled_writer
 
 TIMES = {"created_at": 1.0, "updated_at": 1.0, "last_seen_at": 1.0}
 WAIT = 10.0  # bound on each wait below; they end on a condition, never on the timeout
-
-
-@asynccontextmanager
-async def stalled_writer(store: SqliteStore) -> AsyncIterator[asyncio.Task[None]]:
-    """A write that holds the writer thread and SQLite's write lock until the block ends."""
-    entered, release = threading.Event(), threading.Event()
-
-    def work(db: sqlite3.Connection) -> None:
-        db.execute("INSERT INTO enrollments (endpoint_name, account_id) VALUES ('stalled', 'a1')")
-        entered.set()
-        release.wait(WAIT)
-
-    task = asyncio.ensure_future(store._write(work))
-    try:
-        assert await asyncio.get_running_loop().run_in_executor(None, entered.wait, WAIT)
-        yield task
-    finally:
-        release.set()
-        await task
 
 
 def test_hot_path_reads_are_answered_while_a_write_is_stalled(tmp_path: Path) -> None:

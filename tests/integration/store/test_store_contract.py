@@ -8,7 +8,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import msgspec
+import pytest
 
+from devicehub.errors import DuplicateAsyncId, QueueFull
 from devicehub.store.base import Store
 from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.records import (
@@ -291,6 +293,30 @@ def test_request_queue_keeps_enqueue_order_and_updates(make_store: StoreFactory)
         assert not await store.remove_request("k1", "b")
         assert [r.async_id for r in await store.all_pending_requests()] == ["a", "c"]
         assert await store.count_pending_requests() == 2
+
+    run(make_store, scenario)
+
+
+def test_enqueue_refuses_a_pending_async_id_and_a_full_queue_in_the_step_that_queues(make_store: StoreFactory) -> None:
+    """Issue 15: the duplicate and queue-length checks are the store's, in one step with the insert, so concurrent
+    submits of one async-id queue it once and the others get DuplicateAsyncId (not a storage error)."""
+
+    async def scenario(store: Store) -> None:
+        outcomes = await asyncio.gather(
+            *(store.enqueue_request(request("same"), 3) for _ in range(5)), return_exceptions=True
+        )
+        assert outcomes.count(None) == 1
+        assert all(isinstance(o, DuplicateAsyncId) for o in outcomes if o is not None)
+        await store.enqueue_request(request("same", key="k2"), 3)  # the async-id is per key
+        await store.enqueue_request(request("two"), 3)
+        with pytest.raises(QueueFull):
+            await store.enqueue_request(request("three"), 3)
+        await store.enqueue_request(request("elsewhere", "d2"), 3)  # the bound is per device
+        await store.enqueue_request(request("unbounded"))
+        assert [r.async_id for r in await store.pending_requests("d1")] == ["same", "same", "two", "unbounded"]
+        assert await store.remove_request("k1", "same")
+        await store.enqueue_request(request("same"), 4)  # no longer pending: accepted again
+        assert [r.async_id for r in await store.all_pending_requests()][-1] == "same"
 
     run(make_store, scenario)
 

@@ -1,0 +1,33 @@
+"""A write that holds the SQLite store's writer thread (and SQLite's write lock) until released: what queues behind
+it, and what must not, is then observable without any sleep."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from devicehub.store.sqlite import SqliteStore
+
+WAIT = 10.0  # bound on each wait; they end on a condition, never on the timeout
+
+
+@asynccontextmanager
+async def stalled_writer(store: SqliteStore) -> AsyncIterator[asyncio.Task[None]]:
+    """A write that holds the writer thread and SQLite's write lock until the block ends."""
+    entered, release = threading.Event(), threading.Event()
+
+    def work(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO enrollments (endpoint_name, account_id) VALUES ('stalled', 'a1')")
+        entered.set()
+        release.wait(WAIT)
+
+    task = asyncio.ensure_future(store._write(work))
+    try:
+        assert await asyncio.get_running_loop().run_in_executor(None, entered.wait, WAIT)
+        yield task
+    finally:
+        release.set()
+        await task
