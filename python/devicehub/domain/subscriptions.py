@@ -12,6 +12,7 @@ from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
 from devicehub.domain.paths import name_matches, observe_targets
 from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
+from devicehub.errors import Unavailable
 from devicehub.lwm2m.codes import http_status as coap_http_status
 from devicehub.lwm2m.content import (
     LWM2M_CBOR,
@@ -223,7 +224,14 @@ class SubscriptionRouter:
                     continue
                 status = http_status(response)
                 if response.success:
-                    await self._store.set_subscribed(device.id, target, True)
+                    try:
+                        await self._store.set_subscribed(device.id, target, True)
+                    except Unavailable:
+                        # the store reports its own outage (once a minute); the observation stands and the
+                        # requester still gets its answer, only the echo's `subscribed` flag stays behind
+                        log.info(
+                            "observe %s%s: its subscribed flag was not stored (store unavailable)", device.id, target
+                        )
                 if async_id is not None:
                     # wire-format.md: 412 there if the resource is not observable
                     await self._sink.publish(
@@ -269,7 +277,12 @@ class SubscriptionRouter:
     def _spawn(self, coro: object) -> None:
         task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # said here, not as "never retrieved" at exit
+            log.error("observe task failed", exc_info=task.exception())
 
     async def stop(self) -> None:
         for task in list(self._tasks):

@@ -489,7 +489,12 @@ class LwM2MServer:
                 self.stats.notifications += 1
                 self._deliver(device_id, path, response.content_format, response.payload, response.observe)
             if self._store is not None:
-                await self._store.put_observation(_observation_record(device, token, observation))
+                try:
+                    await self._store.put_observation(_observation_record(device, token, observation))
+                except Unavailable:
+                    # the store reports its outage itself; the stream works in this process, only a restart
+                    # meanwhile would not know its token (the device is observed again when it registers)
+                    log.info("observation %s%s not stored (store unavailable)", device_id, path)
         return _response(response)
 
     def observed(self, device_id: str, path: str) -> bool:

@@ -4,11 +4,14 @@ device on real UDP: `payload`, `ct` and `max-age` are always there; `error` only
 from __future__ import annotations
 
 import base64
+import logging
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
+from devicehub.errors import StorageUnavailable
 from support.apps import EventReader, websocket_app
 from support.node import device, run, running_node
 
@@ -59,3 +62,37 @@ def test_a_device_error_answer_is_status_and_payload_not_error(tmp_path: Path) -
             assert read_only["status"] == 405 and "error" not in read_only and read_only["payload"] == ""
 
     run(scenario())
+
+
+def test_a_subscription_whose_observation_cannot_be_stored_still_answers_and_notifies(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The full-disk run found it: the observe behind a subscription stored its token and the `subscribed` flag,
+    and a store failure there killed the background task ("Task exception was never retrieved"), so the
+    application never got its async-response. Now the stream works in this process and the failure is a line."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "nostore-1", flavor="oma") as sim:
+            device_id = sim.device_id or ""
+
+            async def cannot_store(*_args: Any) -> None:
+                raise StorageUnavailable("the service cannot store changes right now")
+
+            node.store.put_observation = cannot_store  # type: ignore[method-assign]
+            node.store.set_subscribed = cannot_store  # type: ignore[method-assign]
+            async with websocket_app(node) as (http, events):
+                async with http.put(f"/v2/subscriptions/{device_id}/3303/0/5700") as r:
+                    assert r.status == 202, await r.text()
+                    async_id = (await r.json())["async-response-id"]
+                answer = await events.wait_for("async-responses", lambda e: e["id"] == async_id)
+                assert answer["status"] == 200
+                sim.set_value("/3303/0/5700", 31.5)
+                await events.wait_for(  # the value change reaches the application through the stream
+                    "notifications",
+                    lambda e: e["path"] == "/3303/0/5700" and base64.b64decode(e["payload"]) == b"31.5",
+                )
+
+    with caplog.at_level(logging.INFO):
+        run(scenario())
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    assert any("not stored (store unavailable)" in r.getMessage() for r in caplog.records)
