@@ -1,7 +1,7 @@
 """Type stubs for `devicehub._core`, the Rust core (checked by `python -m mypy.stubtest devicehub._core`)."""
 
 from collections.abc import Sequence
-from typing import Final, TypeAlias, final
+from typing import Final, Self, TypeAlias, final
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -24,6 +24,7 @@ __all__ = [
     "ChannelQueue",
     "CoapError",
     "CoapMessage",
+    "CoapNotification",
     "CoreError",
     "LinkFormatError",
     "QueueError",
@@ -234,6 +235,16 @@ def coap_encode(
 
 def coap_encode_uint(value: int) -> bytes:
     """Minimal big-endian unsigned option value (0 → empty)."""
+
+@final
+class CoapNotification:
+    """One observation's notification encoded once; `encode` fills in the message ID, Observe value
+    and payload (the simulator's hot path: no options list is built per notification)."""
+
+    def __new__(cls, mtype: int, code: int, token: bytes, options: Sequence[tuple[int, bytes]]) -> Self: ...
+    def encode(self, mid: int, observe: int, payload: bytes) -> bytes:
+        """The datagram of one notification: the bytes `coap_encode` gives with Observe `observe` added;
+        raises CoapError for an Observe value over 2**24-1 or a datagram over 64 KiB."""
 
 # ---- SenML CBOR (112) and LwM2M CBOR (11544) --------------------------------------------------
 
