@@ -26,6 +26,7 @@ __all__ = [
     "CoapMessage",
     "CoapNotification",
     "CoreError",
+    "LatencyHistogram",
     "LinkFormatError",
     "QueueError",
     "TlvError",
@@ -268,3 +269,27 @@ _LinkFields: TypeAlias = tuple[str, str | None, int | None, bool, str | None, by
 def parse_links(payload: bytes) -> list[_LinkFields]:
     """Every object, instance or resource link of a Register/Update payload as tuples in
     `ResourceLink` field order; raises `LinkFormatError` with the pure parser's message."""
+
+# ---- latency histogram -------------------------------------------------------------------------
+
+@final
+class LatencyHistogram:
+    """Values (the simulator records latencies in microseconds) in log buckets: percentiles within
+    1.6 % of the value, fixed memory. Mutable: `record` adds to it."""
+
+    def __new__(cls) -> Self: ...
+    def record(self, value: int) -> None:
+        """Record one value (negative values count as 0)."""
+    def merge(self, other: LatencyHistogram) -> None:
+        """Add every value of `other`."""
+    def percentile(self, percentile: float) -> int:
+        """The value below or at which `percentile` % of the values lie (0 when empty): the highest value of
+        its bucket, at most the largest value recorded."""
+    @property
+    def count(self) -> int: ...
+    @property
+    def min(self) -> int: ...
+    @property
+    def max(self) -> int: ...
+    @property
+    def mean(self) -> float: ...
