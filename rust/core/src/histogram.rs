@@ -98,13 +98,15 @@ impl Histogram {
     }
 
     /// The value below or at which `percentile` % of the values lie (0 when empty): the highest
-    /// value of the bucket holding the value of rank ⌈p/100 · count⌉, at most the maximum.
+    /// value of the bucket holding the value of rank p/100 · count rounded to the nearest (as
+    /// HdrHistogram's `getValueAtPercentile`: a ceiling would turn 99.9 % of 10 000 into rank
+    /// 9 991, 0.999 · 10 000 being 9 990.000…2 in binary), at most the maximum.
     pub fn percentile(&self, percentile: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
         let p = percentile.clamp(0.0, 100.0);
-        let rank = ((p / 100.0 * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let rank = ((p / 100.0 * self.count as f64 + 0.5) as u64).clamp(1, self.count);
         let mut seen = 0;
         for (i, &n) in self.counts.iter().enumerate() {
             seen += n;
@@ -169,6 +171,16 @@ mod tests {
         }
         assert_eq!(h.percentile(100.0), 10_000);
         assert_eq!(h.percentile(0.0), 1);
+    }
+
+    #[test]
+    fn rank_rounds_to_the_nearest_as_hdrhistogram() {
+        let mut h = Histogram::new();
+        h.record_n(2_000, 9_900);
+        h.record_n(50_000, 90);
+        h.record_n(1_000_000, 10);
+        assert_eq!(h.percentile(99.9), highest(index(50_000)));
+        assert_eq!(h.percentile(99.95), 1_000_000);
     }
 
     #[test]
