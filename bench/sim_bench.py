@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +216,10 @@ def e2e(args: argparse.Namespace) -> None:
                 "--duration",
                 str(args.seconds),
             ]
+            before = _datagrams_in(service.base_url)
+            started = time.perf_counter()
             run = subprocess.run(command, capture_output=True, text=True, timeout=args.seconds + 120)
+            datagrams_in = (_datagrams_in(service.base_url) - before) / (time.perf_counter() - started)
             load = os.getloadavg()
         finally:
             service.stop()
@@ -232,6 +236,7 @@ def e2e(args: argparse.Namespace) -> None:
         "received_per_s": latency.get("received_per_s"),
         "latency_ms": latency,
         "simulator": report["notifications"],
+        "service_datagrams_in_per_s": round(datagrams_in),
         "load_average": load,
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
@@ -244,6 +249,15 @@ def e2e(args: argparse.Namespace) -> None:
         f"latency p50 {latency['p50']} p90 {latency['p90']} p99 {latency['p99']} p99.9 {latency['p99.9']} "
         f"max {latency['max']} ms; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
     )
+
+
+def _datagrams_in(base_url: str) -> float:
+    """Datagrams the service has received on its CoAP endpoint (its /metrics)."""
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith('devicehub_coap_datagrams_total{direction="in"} '):
+                return float(line.split()[-1])
+    return 0.0
 
 
 def main() -> None:

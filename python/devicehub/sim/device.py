@@ -708,7 +708,9 @@ class SimDevice:
         self._hot, self._hot_checked = None, False
 
     def _find_hot(self) -> _Hot | None:
-        """The first observation the hot path can notify (see `hot_notify`), its notification encoded once."""
+        """The newest observation the hot path can notify (see `hot_notify`), its notification encoded once: the
+        server's own Observe of a resource comes after the Pelion flavour's auto-observation of it, and the server
+        then knows the resource by its own token."""
         self._hot_checked = True
         confirmable = (
             self.flavor == PELION if self.confirmable_notifications is None else self.confirmable_notifications
@@ -717,7 +719,7 @@ class SimDevice:
             return None
         if self.oma.block_size < HOT_MIN_BLOCK:
             return None
-        for observer in self._observers.values():
+        for observer in reversed(self._observers.values()):
             resource = self.model.resource(observer.path)
             if resource is None or resource.kind not in (INT, FLOAT) or resource.executable:
                 continue

@@ -297,7 +297,8 @@ async def start_probe(settings: SimulateSettings, clock: Clock) -> LatencyProbe 
     the presubscription only if it is there when the device registers."""
     if not settings.app:
         return None
-    probe = LatencyProbe(settings.app, settings.api_key, clock)
+    flavors = {spec.flavor for spec in devices(settings, scenario_of(settings))}
+    probe = LatencyProbe(settings.app, settings.api_key, clock, flavors)
     await probe.start()
     return probe
 

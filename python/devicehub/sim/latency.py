@@ -10,6 +10,7 @@ import binascii
 import contextlib
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import aiohttp
@@ -20,9 +21,9 @@ from devicehub.clock import Clock
 from devicehub.sim.objects import BATTERY, TEMPERATURE
 
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9))
-# the resources the hot path notifies: the Pelion flavour's auto-observed battery, the temperature an OMA device
-# is observed on once a presubscription asks for it
-PATHS = [BATTERY, TEMPERATURE]
+# the resource the hot path notifies, by flavour: the Pelion flavour's auto-observed battery, the temperature an
+# OMA device is observed on once a presubscription asks for it
+PATHS = {"pelion": BATTERY, "oma": TEMPERATURE}
 MAX_FRAME = 16 * 1024 * 1024
 
 
@@ -35,11 +36,13 @@ class _Message(msgspec.Struct):
 
 
 class LatencyProbe:
-    """The application end: presubscribes to `PATHS` (added to the account's presubscriptions, which are put back
-    on `stop`), opens the WebSocket channel and records now − the payload's send time, in microseconds."""
+    """The application end: presubscribes to the `PATHS` of the fleet's `flavors` (added to the account's
+    presubscriptions, which are put back on `stop`), opens the WebSocket channel and records now − the payload's
+    send time, in microseconds."""
 
-    def __init__(self, app: str, api_key: str, clock: Clock) -> None:
+    def __init__(self, app: str, api_key: str, clock: Clock, flavors: Iterable[str] = ("pelion", "oma")) -> None:
         self.app, self.api_key, self.clock = app.rstrip("/"), api_key, clock
+        self.paths = sorted({PATHS[flavor] for flavor in flavors})
         self.histogram = LatencyHistogram()
         self.unstamped = 0  # notifications whose payload is no send time (sent on the normal path)
         self.per_second: Counter[int] = Counter()  # notifications received in each whole second of the clock
@@ -55,7 +58,7 @@ class LatencyProbe:
         async with self._http.get("/v2/subscriptions") as response:
             response.raise_for_status()
             self._previous = await response.json()
-        wanted = [*self._previous, {"resource-path": PATHS}]
+        wanted = [*self._previous, {"resource-path": self.paths}]
         async with self._http.put("/v2/subscriptions", json=wanted) as response:
             response.raise_for_status()
         async with self._http.put("/v2/notification/websocket", json={}) as response:
