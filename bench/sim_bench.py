@@ -229,7 +229,7 @@ def e2e(args: argparse.Namespace) -> None:
     report = json.loads(lines[-1].removeprefix("report: "))
     latency = report["latency_ms"]
     result = {
-        "command": " ".join(["devicehub", *command[3:]]),
+        "command": " ".join(["devicehub", *command[3:]]).replace(service.api_key, "KEY"),
         "devices": args.devices,
         "offered_per_s": args.rate,
         "workers": args.workers,
