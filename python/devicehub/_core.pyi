@@ -1,7 +1,7 @@
 """Type stubs for `devicehub._core`, the Rust core (checked by `python -m mypy.stubtest devicehub._core`)."""
 
 from collections.abc import Sequence
-from typing import Final, TypeAlias, final
+from typing import Final, Self, TypeAlias, final
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -24,7 +24,9 @@ __all__ = [
     "ChannelQueue",
     "CoapError",
     "CoapMessage",
+    "CoapNotification",
     "CoreError",
+    "LatencyHistogram",
     "LinkFormatError",
     "QueueError",
     "TlvError",
@@ -235,6 +237,16 @@ def coap_encode(
 def coap_encode_uint(value: int) -> bytes:
     """Minimal big-endian unsigned option value (0 → empty)."""
 
+@final
+class CoapNotification:
+    """One observation's notification encoded once; `encode` fills in the message ID, Observe value
+    and payload (the simulator's hot path: no options list is built per notification)."""
+
+    def __new__(cls, mtype: int, code: int, token: bytes, options: Sequence[tuple[int, bytes]]) -> Self: ...
+    def encode(self, mid: int, observe: int, payload: bytes) -> bytes:
+        """The datagram of one notification: the bytes `coap_encode` gives with Observe `observe` added;
+        raises CoapError for an Observe value over 2**24-1 or a datagram over 64 KiB."""
+
 # ---- SenML CBOR (112) and LwM2M CBOR (11544) --------------------------------------------------
 
 _CborValue: TypeAlias = int | float | bool | str | bytes  # an objlnk is text "oid:iid"
@@ -257,3 +269,27 @@ _LinkFields: TypeAlias = tuple[str, str | None, int | None, bool, str | None, by
 def parse_links(payload: bytes) -> list[_LinkFields]:
     """Every object, instance or resource link of a Register/Update payload as tuples in
     `ResourceLink` field order; raises `LinkFormatError` with the pure parser's message."""
+
+# ---- latency histogram -------------------------------------------------------------------------
+
+@final
+class LatencyHistogram:
+    """Values (the simulator records latencies in microseconds) in log buckets: percentiles within
+    1.6 % of the value, fixed memory. Mutable: `record` adds to it."""
+
+    def __new__(cls) -> Self: ...
+    def record(self, value: int) -> None:
+        """Record one value (negative values count as 0)."""
+    def merge(self, other: LatencyHistogram) -> None:
+        """Add every value of `other`."""
+    def percentile(self, percentile: float) -> int:
+        """The value below or at which `percentile` % of the values lie (0 when empty): the highest value of
+        its bucket, at most the largest value recorded."""
+    @property
+    def count(self) -> int: ...
+    @property
+    def min(self) -> int: ...
+    @property
+    def max(self) -> int: ...
+    @property
+    def mean(self) -> float: ...

@@ -181,6 +181,22 @@ class SimulateSettings:
     scenario: str = field(
         default="", metadata={"help": "JSON or TOML scenario file: device groups, rates, churn (overrides the above)"}
     )
+    hot_path: bool = field(
+        default=False,
+        metadata={
+            "help": "every value change at --rate is a notification of the device's observed resource, sent from a "
+            "datagram encoded once, in batches (NON only; CON, attributes, DTLS and TCP take the normal path)"
+        },
+    )
+    app: str = field(
+        default="",
+        metadata={
+            "url": ("http", "https"),
+            "help": "http://host:port of the service's REST API: measure device → application latency on a "
+            "WebSocket channel there (with --api-key; the hot path's notifications then carry their send time)",
+        },
+    )
+    api_key: str = field(default="", metadata={"help": "API key of --app (its account's channel is used)"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -241,6 +241,15 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._next_mid = (self._next_mid + 1) & 0xFFFF
         return self._next_mid
 
+    def new_mid(self) -> int:
+        """A message ID for a datagram encoded outside the endpoint (the simulator's pre-encoded notifications)."""
+        self._next_mid = (self._next_mid + 1) & 0xFFFF
+        return self._next_mid
+
+    def send_datagram(self, data: bytes, remote: Address) -> None:
+        """Send a datagram encoded outside the endpoint (the simulator's pre-encoded notifications)."""
+        self._send(data, remote)
+
     def _send(self, data: bytes, remote: Address) -> None:
         if self._transport is None:
             raise EndpointClosed("endpoint closed")

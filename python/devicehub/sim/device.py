@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from devicehub._core import CoapMessage, coap_encode_uint
+from devicehub._core import CoapMessage, CoapNotification, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes, tcp
 from devicehub.lwm2m.dtls_client import DtlsClient
@@ -87,6 +87,19 @@ class _Observer:
     last_value: float | None = None
     pending: asyncio.TimerHandle | None = None
     periodic: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Hot:
+    """An observation the hot path notifies: its resource and its notification encoded once."""
+
+    observer: _Observer
+    resource: Resource
+    template: CoapNotification
+    integer: bool
+
+
+HOT_MIN_BLOCK = 64  # the hot path sends one datagram: its payload (a send time: 17 bytes) must fit one block
 
 
 @dataclass(slots=True)
@@ -184,6 +197,8 @@ class SimDevice:
         # the format answering an instance/object read without Accept (None: TLV; Anjay 1.2 picks a CBOR one)
         self.multi_value_format: int | None = None
         self._attributes: dict[str, dict[str, float]] = {}
+        self._hot: _Hot | None = None  # the observation the hot path notifies, once looked for
+        self._hot_checked = False
         self._auto_token = random.randrange(1, 1024).to_bytes(2, "big")
         self._tasks: set[asyncio.Task[None]] = set()
         self._lifecycle: asyncio.Task[None] | None = None
@@ -343,6 +358,7 @@ class SimDevice:
         for observer in self._observers.values():
             self._cancel_timers(observer)
         self._observers.clear()  # a new registration ends every observation (lwm2m-device-side.md §4)
+        self._hot_changed()
         if self._dtls is not None and not self._dtls.established:
             await self._dtls.handshake()
         try:
@@ -360,6 +376,7 @@ class SimDevice:
         self.counters.registrations += 1
         if self.flavor == PELION:
             self._observers[self._auto_token] = _Observer(path=BATTERY, token=self._auto_token, accept=None)
+            self._hot_changed()
         self.registered.set()
 
     async def update(self, links: list[ResourceLink] | None = None) -> int:
@@ -462,6 +479,7 @@ class SimDevice:
             self.counters.errors += 1
 
     def _drop_observer(self, token: bytes) -> None:
+        self._hot_changed()
         observer = self._observers.pop(token, None)
         if observer is not None:
             self._cancel_timers(observer)
@@ -547,6 +565,7 @@ class SimDevice:
         if observer is None or observer.path != path:
             observer = _Observer(path=path, token=message.token, accept=message.accept)
             self._observers[message.token] = observer
+            self._hot_changed()
         elif self.oma.restart_observe_seq:
             observer.seq = 0  # a re-observe opens a new stream at 0
         observer.last_sent_at = self.clock.now()
@@ -613,6 +632,7 @@ class SimDevice:
         except attributes.BadAttribute as error:
             return Reply(codes.BAD_REQUEST, payload=str(error).encode()[:100])
         self.log.attribute_queries.append((path, list(query)))
+        self._hot_changed()
         for observer in self._observers.values():
             if observer.path == path or observer.path.startswith(path + "/") or path.startswith(observer.path + "/"):
                 self._start_periodic(observer)
@@ -643,15 +663,73 @@ class SimDevice:
             return
         while True:
             await self.clock.sleep(rng.expovariate(rate))
-            if not self.registered.is_set():
+            self.vary_once(rng)
+
+    def vary_once(self, rng: random.Random) -> None:
+        """One change of the sensor: the temperature moves, and the battery drains one time in twenty."""
+        if not self.registered.is_set():
+            return
+        temperature = self.model.resource(TEMPERATURE)
+        assert temperature is not None
+        self.set_value(TEMPERATURE, round(float(temperature.value) + rng.uniform(-0.5, 0.5), 2))
+        if rng.random() < 0.05:
+            battery = self.model.resource(BATTERY)
+            assert battery is not None
+            self.set_value(BATTERY, max(int(battery.value) - 1, 0))
+
+    # ---- the notification hot path (issue 16 #4) -------------------------------------------------------
+    def hot_notify(self, now: float, step: float, payload: bytes | None = None) -> bool:
+        """Change the observed resource's value by `step` (an integer one by 1 towards the sign of `step`, within
+        0-100) and send its notification from the observation's datagram encoded once: only the message ID,
+        Observe and payload are filled in. `payload` (a send time, to measure latency) replaces the value's text.
+
+        False, with nothing sent or changed, when this device cannot take the hot path now: not registered, no
+        observation of a number in plain text, confirmable notifications (they wait for an ACK), notification
+        attributes (pmin, pmax, gt, lt, st are judged on the normal path), DTLS or TCP; the caller then takes the
+        normal path (`vary_once`)."""
+        hot = self._hot if self._hot_checked else self._find_hot()
+        if hot is None or not self.registered.is_set():
+            return False
+        resource, observer, endpoint = hot.resource, hot.observer, self._endpoint
+        assert endpoint is not None
+        if step:
+            if hot.integer:
+                resource.value = min(max(int(resource.value) + (1 if step > 0 else -1), 0), 100)
+            else:
+                resource.value = round(float(resource.value) + step, 2)
+        observer.seq = (observer.seq + 1) & 0xFFFFFF
+        observer.last_sent_at = now
+        datagram = hot.template.encode(endpoint.new_mid(), observer.seq, payload or resource.text())
+        endpoint.send_datagram(datagram, self.server)
+        self.counters.notifications += 1
+        return True
+
+    def _hot_changed(self) -> None:
+        self._hot, self._hot_checked = None, False
+
+    def _find_hot(self) -> _Hot | None:
+        """The newest observation the hot path can notify (see `hot_notify`), its notification encoded once: the
+        server's own Observe of a resource comes after the Pelion flavour's auto-observation of it, and the server
+        then knows the resource by its own token."""
+        self._hot_checked = True
+        confirmable = (
+            self.flavor == PELION if self.confirmable_notifications is None else self.confirmable_notifications
+        )
+        if confirmable or self._attributes or self.tcp or self.security is not None:
+            return None
+        if self.oma.block_size < HOT_MIN_BLOCK:
+            return None
+        for observer in reversed(self._observers.values()):
+            resource = self.model.resource(observer.path)
+            if resource is None or resource.kind not in (INT, FLOAT) or resource.executable:
                 continue
-            temperature = self.model.resource(TEMPERATURE)
-            assert temperature is not None
-            self.set_value(TEMPERATURE, round(float(temperature.value) + rng.uniform(-0.5, 0.5), 2))
-            if rng.random() < 0.05:
-                battery = self.model.resource(BATTERY)
-                assert battery is not None
-                self.set_value(BATTERY, max(int(battery.value) - 1, 0))
+            if observer.accept not in (None, TEXT_CF):
+                continue
+            reply = self._read(observer.path, observer.accept)  # the options the normal path sends
+            template = CoapNotification(codes.NON, reply.code, observer.token, reply.options)
+            self._hot = _Hot(observer, resource, template, resource.kind == INT)
+            return self._hot
+        return None
 
 
 def _max_age(response: CoapMessage) -> float:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import multiprocessing
 import os
@@ -22,9 +23,12 @@ from devicehub.lwm2m.security import ClientCredentials, client_credentials
 from devicehub.lwm2m.transport import Address
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
+from devicehub.sim.latency import LatencyProbe
 from devicehub.sim.scenario import Churn, DeviceSpec, devices, scenario_of
 
 PROGRESS_INTERVAL = 1.0
+HOT_TICK = 0.002  # the hot path's loop turn: the notifications owed since the last one go out as one batch
+HOT_MAX_OWED_S = 1.0  # notifications owed beyond a second's worth are dropped (counted as `hot_behind`)
 DEREGISTER_WAIT_S = 60.0
 COUNTERS = (
     "registrations",
@@ -113,6 +117,8 @@ class Fleet:
                 device.bootstrap = BootstrapClient(device.model, self.clock, device.endpoint_name, settings.bootstrap)
         self.restarts = 0
         self.vanished = 0
+        self.hot_sent = 0  # notifications the hot path sent (the rest of the changes took the normal path)
+        self.hot_behind = 0  # changes the hot path could not send in time (the process is at full CPU)
         self._varying: list[asyncio.Task[None]] = []
         self._churning: asyncio.Task[None] | None = None
 
@@ -121,11 +127,43 @@ class Fleet:
         gap = 1.0 / self.register_rate if self.register_rate > 0 else 0.0
         if self.churn.restart > 0 or self.churn.vanish > 0:
             self._churning = asyncio.create_task(self._churn())
+        if self.settings.hot_path:
+            self._varying.append(asyncio.create_task(self._pace()))
         for spec, device in zip(self.specs, self.devices, strict=True):
             await device.start()
-            self._varying.append(asyncio.create_task(device.vary(spec.rate, random.Random(self.rng.random()))))
+            if not self.settings.hot_path:
+                self._varying.append(asyncio.create_task(device.vary(spec.rate, random.Random(self.rng.random()))))
             if gap:
                 await self.clock.sleep(gap)
+
+    async def _pace(self) -> None:
+        """The hot path: the devices' value changes as one Poisson stream (the sum of theirs: each change goes to a
+        device drawn in proportion to its rate), sent in one batch per loop turn."""
+        rates = [spec.rate for spec in self.specs]
+        total = sum(rates)
+        if total <= 0 or not self.devices:
+            return
+        cumulative = list(itertools.accumulate(rates))
+        rng, clock, devices = random.Random(self.rng.random()), self.clock, self.devices
+        stamp = bool(self.settings.app)  # the payload is the send time, for the application to measure latency
+        owed, last = 0.0, clock.now()
+        while True:
+            await clock.sleep(HOT_TICK)
+            now = clock.now()
+            owed += total * (now - last)
+            last = now
+            if owed > total * HOT_MAX_OWED_S:
+                self.hot_behind += int(owed - total * HOT_MAX_OWED_S)
+                owed = total * HOT_MAX_OWED_S
+            batch = int(owed)
+            owed -= batch
+            uniform = rng.uniform
+            for device in rng.choices(devices, cum_weights=cumulative, k=batch):
+                payload = f"{clock.now():.6f}".encode() if stamp else None
+                if device.hot_notify(now, uniform(-0.5, 0.5), payload):
+                    self.hot_sent += 1
+                else:
+                    device.vary_once(rng)
 
     async def _churn(self) -> None:
         """Restart or drop a random device now and then (rates per device per hour, scenario `churn`)."""
@@ -168,6 +206,7 @@ class Fleet:
         totals["registered"] = sum(d.registered.is_set() for d in self.devices)
         totals["notifying"] = sum(d.counters.notifications > 0 for d in self.devices)
         totals["restarts"], totals["vanished"] = self.restarts, self.vanished
+        totals["hot_sent"], totals["hot_behind"] = self.hot_sent, self.hot_behind
         return totals
 
     def progress(self) -> str:
@@ -209,10 +248,10 @@ class _Report:
         if self.all_registered_after is None and totals["devices"] and totals["registered"] == totals["devices"]:
             self.all_registered_after = time.monotonic() - self.started
 
-    def final(self, totals: dict[str, int]) -> dict[str, Any]:
+    def final(self, totals: dict[str, int], probe: LatencyProbe | None = None) -> dict[str, Any]:
         elapsed = time.monotonic() - self.started
         ramp = self.all_registered_after
-        return {
+        report = {
             "devices": totals["devices"],
             "registered": totals["registered"],
             "seconds": round(elapsed, 2),
@@ -230,10 +269,15 @@ class _Report:
                 "sent": totals["notifications"],
                 "acked": totals["acked"],
                 "per_s": round(totals["notifications"] / elapsed, 1) if elapsed else 0.0,
+                "hot_path": totals.get("hot_sent", 0),
+                "hot_behind": totals.get("hot_behind", 0),
             },
             "churn": {"restarts": totals["restarts"], "vanished": totals["vanished"]},
             "workers": self.workers,
         }
+        if probe is not None:  # device send → application receive, milliseconds
+            report["latency_ms"] = probe.summary()
+        return report
 
 
 def _sum(snapshots: list[dict[str, int]]) -> dict[str, int]:
@@ -248,10 +292,22 @@ def _print_progress(line: str, live: bool) -> None:
     print(("\r" if live else "") + line, end="" if live else "\n", file=sys.stderr, flush=True)
 
 
-async def simulate(settings: SimulateSettings) -> int:
+async def start_probe(settings: SimulateSettings, clock: Clock) -> LatencyProbe | None:
+    """The application end of `--app` (sim/latency.py), before any device registers: an OMA device is observed on
+    the presubscription only if it is there when the device registers."""
+    if not settings.app:
+        return None
+    flavors = {spec.flavor for spec in devices(settings, scenario_of(settings))}
+    probe = LatencyProbe(settings.app, settings.api_key, clock, flavors)
+    await probe.start()
+    return probe
+
+
+async def simulate(settings: SimulateSettings, clock: Clock | None = None) -> int:
     if settings.workers > 1:
         return await _simulate_in_workers(settings)
-    fleet = Fleet(settings)
+    fleet = Fleet(settings, clock)
+    probe = await start_probe(settings, fleet.clock)
     stop = _stop_event(settings.duration or scenario_of(settings).duration or 0.0)
     report = _Report([{"worker": 0, "pid": os.getpid(), "devices": len(fleet.devices)}])
     starting = asyncio.create_task(fleet.start())
@@ -262,11 +318,13 @@ async def simulate(settings: SimulateSettings) -> int:
         except TimeoutError:
             pass
         report.see(fleet.snapshot())
-        _print_progress(fleet.progress(), live)
+        _print_progress(fleet.progress() + (probe.progress() if probe else ""), live)
     starting.cancel()
     await asyncio.gather(starting, return_exceptions=True)
     totals = fleet.snapshot()
-    print("report: " + json.dumps(report.final(totals)), flush=True)
+    print("report: " + json.dumps(report.final(totals, probe)), flush=True)
+    if probe is not None:
+        await probe.stop()
     await fleet.stop()
     print(("\n" if live else "") + "stopped: " + fleet.progress(), file=sys.stderr, flush=True)
     if fleet.ever_registered() == 0:
@@ -306,7 +364,12 @@ def _worker(settings: SimulateSettings, index: int, reports: Any, done: Any) -> 
         reports.put((index, os.getpid(), fleet.snapshot(), True))  # the report need not wait for de-registrations
         await fleet.stop()
 
-    asyncio.run(main())
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
+        asyncio.run(main())
 
 
 async def _simulate_in_workers(settings: SimulateSettings) -> int:
@@ -317,6 +380,7 @@ async def _simulate_in_workers(settings: SimulateSettings) -> int:
         context.Process(target=_worker, args=(settings, index, reports, done), name=f"simulate-{index}", daemon=True)
         for index in range(settings.workers)
     ]
+    probe = await start_probe(settings, SystemClock())
     for process in processes:
         process.start()
     stop = _stop_event(settings.duration or scenario_of(settings).duration or 0.0)
@@ -345,7 +409,9 @@ async def _simulate_in_workers(settings: SimulateSettings) -> int:
         if latest:
             totals = _sum(list(latest.values()))
             report.see(totals)
-            _print_progress(progress_line(totals, bootstrap=bool(settings.bootstrap)), live)
+            _print_progress(
+                progress_line(totals, bootstrap=bool(settings.bootstrap)) + (probe.progress() if probe else ""), live
+            )
         if any(not p.is_alive() for p in processes) and len(finished) < len(processes):
             print("\na worker process died", file=sys.stderr)
             stop.set()
@@ -359,7 +425,9 @@ async def _simulate_in_workers(settings: SimulateSettings) -> int:
     report.workers = [
         {"worker": i, "pid": pids.get(i), "devices": latest.get(i, {}).get("devices", 0)} for i in range(len(processes))
     ]
-    print("report: " + json.dumps(report.final(totals)), flush=True)
+    print("report: " + json.dumps(report.final(totals, probe)), flush=True)
+    if probe is not None:
+        await probe.stop()
     for process in processes:  # the devices de-register on the way out
         process.join(timeout=DEREGISTER_WAIT_S)
     print(

@@ -7,6 +7,7 @@
 //! shortest delta/length forms.
 //!
 //! - [`decode`] / [`encode`] / [`encode_parts_into`]: the message codec.
+//! - [`NotificationTemplate`]: Observe notifications encoded once, patched per notification.
 //! - [`options`]: option numbers, the uint option codec and the per-option checks.
 //! - [`CoapError`]: every way a datagram can be malformed or a message unencodable.
 
@@ -14,6 +15,7 @@ mod decode;
 mod encode;
 mod error;
 mod message;
+mod notify;
 pub mod options;
 
 #[cfg(test)]
@@ -23,6 +25,7 @@ pub use decode::decode;
 pub use encode::{encode, encode_into, encode_parts_into, encoded_len};
 pub use error::CoapError;
 pub use message::{Block, CoapOption, Message, MessageType};
+pub use notify::NotificationTemplate;
 
 /// Largest datagram `decode` accepts and `encode` produces: 64 KiB. A UDP datagram cannot be
 /// larger (65 507 B over IPv4), and the bound caps the work and memory one hostile input costs.

@@ -4,10 +4,12 @@
 //! - [`tlv`]: the OMA-TLV codec (LwM2M 1.0 §6.4.3).
 //! - [`cbor`]: the SenML CBOR (112) and LwM2M CBOR (11544) codecs.
 //! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
+//! - [`histogram`]: the log-bucket latency histogram of the simulator's report.
 //! - [`links`]: the CoRE link format (RFC 6690) of Register and Update payloads.
 
 pub mod cbor;
 pub mod coap;
+pub mod histogram;
 pub mod links;
 pub mod queue;
 pub mod tlv;

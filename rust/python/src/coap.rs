@@ -189,8 +189,59 @@ fn coap_encode_uint(value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     }
 }
 
+/// One observation's notification encoded once; `encode` fills in the message ID, Observe value
+/// and payload (the simulator's hot path: no options list is built per notification).
+#[pyclass(module = "devicehub._core", name = "CoapNotification", frozen)]
+pub struct PyCoapNotification {
+    template: coap::NotificationTemplate,
+}
+
+#[pymethods]
+impl PyCoapNotification {
+    #[new]
+    #[pyo3(text_signature = "(mtype, code, token, options)")]
+    fn new(
+        mtype: i64,
+        code: i64,
+        token: &[u8],
+        options: Vec<(i64, Bound<'_, PyBytes>)>,
+    ) -> PyResult<Self> {
+        let mtype = MessageType::try_from(ranged::<u8>("CoAP message type", mtype, 3)?)
+            .map_err(PyCoapError)?;
+        let code = ranged::<u8>("CoAP code", code, 0xFF)?;
+        let mut refs = Vec::with_capacity(options.len());
+        for (number, value) in &options {
+            refs.push((
+                ranged::<u16>("CoAP option number", *number, 0xFFFF)?,
+                value.as_bytes(),
+            ));
+        }
+        let template =
+            coap::NotificationTemplate::new(mtype, code, token, &refs).map_err(PyCoapError)?;
+        Ok(Self { template })
+    }
+
+    /// The datagram of one notification.
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        mid: i64,
+        observe: i64,
+        payload: &[u8],
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let mid = ranged::<u16>("CoAP message ID", mid, 0xFFFF)?;
+        let observe = ranged::<u32>("Observe value", observe, 0xFF_FFFF)?;
+        let mut out = Vec::new();
+        self.template
+            .encode_into(&mut out, mid, observe, payload)
+            .map_err(PyCoapError)?;
+        Ok(PyBytes::new(py, &out))
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCoapMessage>()?;
+    m.add_class::<PyCoapNotification>()?;
     m.add_function(wrap_pyfunction!(coap_decode, m)?)?;
     m.add_function(wrap_pyfunction!(coap_encode, m)?)?;
     m.add_function(wrap_pyfunction!(coap_encode_uint, m)?)?;

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod cbor;
 mod coap;
 mod errors;
+mod histogram;
 mod links;
 mod queue;
 mod tlv;
@@ -18,5 +19,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     coap::register(m)?;
     cbor::register(m)?;
     links::register(m)?;
+    histogram::register(m)?;
     Ok(())
 }

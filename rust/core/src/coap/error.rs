@@ -67,6 +67,9 @@ pub enum CoapError {
         /// The longest allowed value.
         max: usize,
     },
+    /// A notification template given an Observe option: each notification supplies its own.
+    #[error("a CoAP notification template must not carry the Observe option")]
+    ObserveInTemplate,
     /// A Block1/Block2 size exponent of 7, which is reserved (RFC 7959 §2.2).
     #[error("CoAP option {number} uses the reserved block size exponent 7")]
     ReservedBlockSize {

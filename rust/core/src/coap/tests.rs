@@ -620,3 +620,99 @@ fn the_first_unrecognised_critical_option_is_named() {
     let m = request(&[(URI_PATH, b"rd"), (36, b""), (65535, b""), (101, b"")]);
     assert_eq!(m.unrecognised_critical(), Some(101)); // wire order is by number
 }
+
+// ---- notification templates ----------------------------------------------------------------------
+
+/// What the plain encoder writes for the notification a template fills in.
+fn encoded_notification(
+    mtype: MessageType,
+    token: &[u8],
+    options: &[(u16, &[u8])],
+    mid: u16,
+    observe: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let value = encode_uint(u64::from(observe));
+    let mut all: Vec<(u16, &[u8])> = options.to_vec();
+    all.push((OBSERVE, &value));
+    let mut out = Vec::new();
+    encode_parts_into(&mut out, mtype, 0x45, mid, token, &mut all, payload).unwrap();
+    out
+}
+
+/// Wakaama's NON notification above, from a template: the same bytes.
+#[test]
+fn template_gives_wakaama_non_notification() {
+    let template = NotificationTemplate::new(
+        MessageType::NonConfirmable,
+        0x45,
+        &hex("9a6d2c69"),
+        &[(CONTENT_FORMAT, &[0x2d, 0x16])],
+    )
+    .unwrap();
+    let bytes = hex("54 45 1234 9a6d2c69 61 07 62 2d16 ff 080a0b c10114 c403c1f00000 c005");
+    let payload = hex("080a0b c10114 c403c1f00000 c005");
+    assert_eq!(template.encode(0x1234, 7, &payload).unwrap(), bytes);
+}
+
+/// Every Observe length (0-3 bytes), options on both sides of Observe (ETag 4 before; Content-
+/// Format, Max-Age and a number needing a 2-byte delta after), with and without a payload.
+#[test]
+fn template_matches_encoder_at_every_observe_length() {
+    let cases: [&[(u16, &[u8])]; 4] = [
+        &[],
+        &[(CONTENT_FORMAT, &[])],
+        &[(4, b"etag"), (CONTENT_FORMAT, &[0x2d, 0x16]), (14, &[60])],
+        &[(1, b"m"), (2048, b"far"), (CONTENT_FORMAT, &[42])],
+    ];
+    for options in cases {
+        for mtype in [MessageType::Confirmable, MessageType::NonConfirmable] {
+            let template = NotificationTemplate::new(mtype, 0x45, &[2, 5], options).unwrap();
+            for observe in [0, 1, 255, 256, 0xFFFF, 0x1_0000, 0xFF_FFFF] {
+                for payload in [&b""[..], b"21.5", &[7; 300]] {
+                    assert_eq!(
+                        template.encode(0xBEEF, observe, payload).unwrap(),
+                        encoded_notification(mtype, &[2, 5], options, 0xBEEF, observe, payload)
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn template_refuses_observe_option_and_large_observe() {
+    assert_eq!(
+        NotificationTemplate::new(MessageType::NonConfirmable, 0x45, &[1], &[(OBSERVE, &[1])]),
+        Err(CoapError::ObserveInTemplate)
+    );
+    let template = NotificationTemplate::new(MessageType::NonConfirmable, 0x45, &[1], &[]).unwrap();
+    let mut out = vec![9];
+    assert!(template.encode_into(&mut out, 1, 0x100_0000, b"x").is_err());
+    assert!(template
+        .encode_into(&mut out, 1, 1, &vec![0; MAX_MESSAGE_LEN])
+        .is_err());
+    assert_eq!(out, [9]); // unchanged on error
+    assert_eq!(
+        NotificationTemplate::new(MessageType::NonConfirmable, 0x45, &[0; 9], &[]),
+        Err(CoapError::BadTokenLength(9))
+    );
+}
+
+proptest! {
+    #[test]
+    fn template_is_the_encoder(
+        token in proptest::collection::vec(any::<u8>(), 0..=8),
+        numbers in proptest::collection::vec(prop_oneof![1u16..6, 7u16..300, 300u16..3000], 0..5),
+        mid in any::<u16>(),
+        observe in 0u32..=0xFF_FFFF,
+        payload in proptest::collection::vec(any::<u8>(), 0..40),
+    ) {
+        let options: Vec<(u16, &[u8])> = numbers.iter().map(|&n| (n, &b"value"[..n as usize % 6])).collect();
+        let template = NotificationTemplate::new(MessageType::NonConfirmable, 0x45, &token, &options).unwrap();
+        prop_assert_eq!(
+            template.encode(mid, observe, &payload).unwrap(),
+            encoded_notification(MessageType::NonConfirmable, &token, &options, mid, observe, &payload)
+        );
+    }
+}

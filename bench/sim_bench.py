@@ -1,0 +1,279 @@
+"""The simulator's notification hot path, measured alone and end to end (issue 16 #4).
+
+Alone (default): `--devices` Pelion-flavoured devices (NON notifications) of one `Fleet` in this process register
+with a counting UDP sink in another process (tests/support/lwm2m_sink.py: it answers Register and only counts), so
+the simulator is what is measured. Offered `--rate` notifications/s in total (more than one process can send), each
+variant runs `--seconds` and reports notifications sent per second of wall time and per CPU-second of this
+process (the figure that does not depend on what else runs on the machine), and what the sink received:
+- `bare`: the baseline, a Python loop sending one fixed datagram from one non-blocking socket (the ceiling);
+- `normal`: the normal path: each change is `set_value`, a notification task, `coap_encode`, the transport;
+- `hot`: the hot path (`--hot-path`): pre-encoded datagrams, a batch per loop turn.
+Writes bench/results/sim-alone.json.
+
+`--e2e`: `devicehub serve` (embedded store) + `devicehub simulate --hot-path --non --app … --workers 2` (the
+product's own simulator, from its CLI) whose parent process is the WebSocket application; reports the events/s the
+application received (median of whole seconds), the latency percentiles of the simulator's report and the load
+average. Writes bench/results/sim-e2e.json.
+
+Reproduce: `python bench/sim_bench.py --devices 1000 --rate 100000 --seconds 5` and
+`python bench/sim_bench.py --e2e --devices 2000 --rate 22000 --seconds 20`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from devicehub._core import coap_encode  # noqa: E402
+from devicehub.config import SimulateSettings  # noqa: E402
+from devicehub.lwm2m import codes  # noqa: E402
+from devicehub.sim.fleet import Fleet  # noqa: E402
+from devicehub.sim.objects import BATTERY  # noqa: E402
+from support.lwm2m_sink import start_sink  # noqa: E402
+from support.service import ServiceProcess  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TICK = 0.002
+
+
+def sink_process(port: Any, received: Any, ready: Any) -> None:
+    async def main() -> None:
+        sink, address = await start_sink()
+        port.value = address[1]
+        ready.set()
+        while True:
+            await asyncio.sleep(0.05)
+            received.value = sink.notifications
+
+    uvloop.run(main())
+
+
+class Sink:
+    """The counting sink in its own process."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.port = context.Value("i", 0, lock=False)
+        self.received = context.Value("q", 0, lock=False)
+        ready = context.Event()
+        self.process = context.Process(target=sink_process, args=(self.port, self.received, ready), daemon=True)
+        self.process.start()
+        ready.wait(30)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.join()
+
+
+def _figures(sent: int, received_before: int, sink: Sink, wall: float, cpu: float) -> dict[str, float]:
+    time.sleep(0.2)  # the sink publishes its count every 50 ms
+    return {
+        "sent_per_s": round(sent / wall),
+        "sent_per_cpu_s": round(sent / cpu) if cpu else 0,
+        "received_per_s": round((sink.received.value - received_before) / wall),
+        "cpu_share": round(cpu / wall, 2),
+    }
+
+
+def bare(sink: Sink, seconds: float) -> dict[str, float]:
+    """A fixed NON notification sent from one non-blocking socket as fast as a Python loop goes."""
+    datagram = coap_encode(codes.NON, codes.CONTENT, 1, b"\x01\x02", [(codes.OBSERVE, b"\x01")], b"21.5")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    address = ("127.0.0.1", sink.port.value)
+    before, sent = sink.received.value, 0
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    end = wall0 + seconds
+    while time.perf_counter() < end:
+        for _ in range(1000):
+            try:
+                sock.sendto(datagram, address)
+                sent += 1
+            except BlockingIOError:
+                pass
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    sock.close()
+    return _figures(sent, before, sink, wall, cpu)
+
+
+async def _fleet(sink: Sink, args: argparse.Namespace, hot: bool) -> dict[str, float]:
+    settings = SimulateSettings(
+        server=f"coap://127.0.0.1:{sink.port.value}",
+        count=args.devices,
+        rate=args.rate / args.devices if hot else 0.0,  # the normal path: the pacer below makes the changes
+        register_rate=0,
+        non=True,
+        hot_path=hot,
+        lifetime=3600,
+    )
+    fleet = Fleet(settings, seed=1)
+    await fleet.start()
+    await asyncio.wait_for(fleet.wait_registered(), 60)
+    pacer = None if hot else asyncio.create_task(_normal_pacer(fleet, args.rate))
+    await asyncio.sleep(1.0)  # warm up
+    before_sent, before_received = _sent(fleet), sink.received.value
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    await asyncio.sleep(args.seconds)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    sent = _sent(fleet) - before_sent
+    if pacer is not None:
+        pacer.cancel()
+    figures = _figures(sent, before_received, sink, wall, cpu)
+    await fleet.stop()
+    return figures
+
+
+def _sent(fleet: Fleet) -> int:
+    return sum(device.counters.notifications for device in fleet.devices)
+
+
+async def _normal_pacer(fleet: Fleet, rate: float) -> None:
+    """The normal path at `rate` in total: a batch per loop turn, each change a `set_value` of the battery."""
+    loop = asyncio.get_running_loop()
+    devices, turn, owed, last = fleet.devices, 0, 0.0, loop.time()
+    while True:
+        await asyncio.sleep(TICK)
+        now = loop.time()
+        owed += rate * (now - last)
+        last = now
+        owed = min(owed, rate)
+        for _ in range(int(owed)):
+            device = devices[turn % len(devices)]
+            turn += 1
+            device.set_value(BATTERY, turn % 100)
+        owed -= int(owed)
+
+
+def alone(args: argparse.Namespace) -> None:
+    sink = Sink()
+    try:
+        result: dict[str, Any] = {"bare": bare(sink, args.seconds)}
+        result["normal"] = uvloop.run(_fleet(sink, args, hot=False))
+        result["hot"] = uvloop.run(_fleet(sink, args, hot=True))
+    finally:
+        sink.stop()
+    result.update(
+        devices=args.devices,
+        offered_per_s=args.rate,
+        seconds=args.seconds,
+        load_average=os.getloadavg(),
+        cpus=os.cpu_count(),
+        machine=platform.machine(),
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "sim-alone.json").write_text(json.dumps(result, indent=2) + "\n")
+    b, n, h = result["bare"], result["normal"], result["hot"]
+    print(
+        f"sim alone ({args.devices} devices, offered {args.rate:,.0f}/s): hot path {h['sent_per_s']:,}/s "
+        f"({h['sent_per_cpu_s']:,} per CPU-second), normal path {n['sent_per_s']:,}/s "
+        f"({n['sent_per_cpu_s']:,}/CPU-s), bare Python sendto loop {b['sent_per_s']:,}/s "
+        f"({b['sent_per_cpu_s']:,}/CPU-s); load average {result['load_average'][0]:.2f} on {os.cpu_count()} CPUs"
+    )
+
+
+def e2e(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        service = ServiceProcess(data_dir=Path(tmp) / "data").start()
+        try:
+            command = [
+                sys.executable,
+                "-m",
+                "devicehub",
+                "simulate",
+                "--server",
+                service.coap_uri,
+                "--count",
+                str(args.devices),
+                "--rate",
+                str(args.rate / args.devices),
+                "--register-rate",
+                str(args.register_rate),
+                "--hot-path",
+                "--non",
+                "--workers",
+                str(args.workers),
+                "--app",
+                service.base_url,
+                "--api-key",
+                service.api_key,
+                "--duration",
+                str(args.seconds),
+            ]
+            before = _datagrams_in(service.base_url)
+            started = time.perf_counter()
+            run = subprocess.run(command, capture_output=True, text=True, timeout=args.seconds + 120)
+            datagrams_in = (_datagrams_in(service.base_url) - before) / (time.perf_counter() - started)
+            load = os.getloadavg()
+        finally:
+            service.stop()
+    lines = [line for line in run.stdout.splitlines() if line.startswith("report: ")]
+    if not lines:
+        raise SystemExit(f"simulate gave no report:\n{run.stdout}\n{run.stderr[-3000:]}")
+    report = json.loads(lines[-1].removeprefix("report: "))
+    latency = report["latency_ms"]
+    result = {
+        "command": " ".join(["devicehub", *command[3:]]).replace(service.api_key, "KEY"),
+        "devices": args.devices,
+        "offered_per_s": args.rate,
+        "workers": args.workers,
+        "received_per_s": latency.get("received_per_s"),
+        "latency_ms": latency,
+        "simulator": report["notifications"],
+        "service_datagrams_in_per_s": round(datagrams_in),
+        "load_average": load,
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "sim-e2e.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"sim e2e: one WebSocket channel received {latency.get('received_per_s', 0):,} events/s (median second) "
+        f"from `devicehub simulate` ({args.devices} devices, offered {args.rate:,.0f}/s, {args.workers} workers); "
+        f"latency p50 {latency['p50']} p90 {latency['p90']} p99 {latency['p99']} p99.9 {latency['p99.9']} "
+        f"max {latency['max']} ms; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
+    )
+
+
+def _datagrams_in(base_url: str) -> float:
+    """Datagrams the service has received on its CoAP endpoint (its /metrics)."""
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith('devicehub_coap_datagrams_total{direction="in"} '):
+                return float(line.split()[-1])
+    return 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--devices", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=100_000.0, help="offered notifications per second in total")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--e2e", action="store_true", help="serve + simulate --app: one WebSocket channel")
+    parser.add_argument("--workers", type=int, default=2, help="--e2e: simulate's worker processes")
+    parser.add_argument("--register-rate", type=float, default=2000.0, help="--e2e: registrations per second")
+    parser.add_argument("--smoke", action="store_true", help="a few seconds, small figures")
+    args = parser.parse_args()
+    if args.smoke:
+        args.devices, args.rate, args.seconds = 20, 2000.0, 1.0
+    e2e(args) if args.e2e else alone(args)
+
+
+if __name__ == "__main__":
+    main()
