@@ -48,6 +48,7 @@ __all__ = [
     "tlv_read_float",
     "tlv_read_int",
     "tlv_read_objlnk",
+    "udp_send_batch",
 ]
 
 __version__: str
@@ -257,3 +258,10 @@ _LinkFields: TypeAlias = tuple[str, str | None, int | None, bool, str | None, by
 def parse_links(payload: bytes) -> list[_LinkFields]:
     """Every object, instance or resource link of a Register/Update payload as tuples in
     `ResourceLink` field order; raises `LinkFormatError` with the pure parser's message."""
+
+def udp_send_batch(fd: int, datagrams: Sequence[tuple[bytes, tuple[str, int]]]) -> int:
+    """Send every (payload, (host, port)) on the UDP socket `fd` with as few `sendmmsg` calls as it takes,
+    without blocking; return how many went out, in order from the first (fewer when the socket would block).
+
+    Raises ValueError (before sending any) for a host that is not an IP address literal, OSError when not even
+    the first datagram could be sent, and OSError everywhere but Linux."""

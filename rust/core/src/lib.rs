@@ -5,9 +5,12 @@
 //! - [`cbor`]: the SenML CBOR (112) and LwM2M CBOR (11544) codecs.
 //! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
 //! - [`links`]: the CoRE link format (RFC 6690) of Register and Update payloads.
+//! - [`udp`]: batched UDP sends and receives (`sendmmsg`/`recvmmsg`, Linux only).
 
 pub mod cbor;
 pub mod coap;
 pub mod links;
 pub mod queue;
 pub mod tlv;
+#[cfg(target_os = "linux")]
+pub mod udp;

@@ -8,6 +8,7 @@ mod errors;
 mod links;
 mod queue;
 mod tlv;
+mod udp;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -18,5 +19,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     coap::register(m)?;
     cbor::register(m)?;
     links::register(m)?;
+    udp::register(m)?;
     Ok(())
 }
