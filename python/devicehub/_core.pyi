@@ -50,6 +50,7 @@ __all__ = [
     "tlv_read_float",
     "tlv_read_int",
     "tlv_read_objlnk",
+    "udp_send_batch",
 ]
 
 __version__: str
@@ -293,3 +294,10 @@ class LatencyHistogram:
     def max(self) -> int: ...
     @property
     def mean(self) -> float: ...
+
+def udp_send_batch(fd: int, datagrams: Sequence[tuple[bytes, tuple[str, int]]]) -> int:
+    """Send every (payload, (host, port)) on the UDP socket `fd` with as few `sendmmsg` calls as it takes,
+    without blocking; return how many went out, in order from the first (fewer when the socket would block).
+
+    Raises ValueError (before sending any) for a host that is not an IP address literal, OSError when not even
+    the first datagram could be sent, and OSError everywhere but Linux."""

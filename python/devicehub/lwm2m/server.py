@@ -176,6 +176,7 @@ class LwM2MServer:
     async def start(self, host: str, port: int) -> None:
         endpoint = self._new_endpoint("coap", self._handle, self._notification)
         await asyncio.get_running_loop().create_datagram_endpoint(lambda: endpoint, local_addr=(host, port))
+        endpoint.send_in_batches()
         self._endpoint = endpoint
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
 

@@ -18,12 +18,13 @@ import asyncio
 import logging
 import os
 import random
+import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from devicehub._core import CoapError, CoapMessage, coap_decode, coap_encode, coap_encode_uint
+from devicehub._core import CoapError, CoapMessage, coap_decode, coap_encode, coap_encode_uint, udp_send_batch
 from devicehub.clock import Clock
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
@@ -31,6 +32,9 @@ from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeo
 from devicehub.ratelimit import TokenBuckets
 
 log = logging.getLogger("devicehub.coap")
+
+# sendmmsg(2) is Linux's: elsewhere the replies of a loop turn still go out together, one sendto each
+SEND_BATCHES = sys.platform == "linux"
 
 Address = tuple[str, int]
 Options = list[tuple[int, bytes]]
@@ -84,6 +88,7 @@ NotificationHandler = Callable[[CoapMessage, Address], "bool | Awaitable[bool]"]
 class Stats:
     received: int = 0
     sent: int = 0
+    sent_in_batches: int = 0  # of `sent`, those that went out in one sendmmsg with others of their loop turn
     malformed: int = 0
     duplicates: int = 0
     rejected: int = 0
@@ -175,6 +180,9 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._block1_bytes = 0
         self._rates = TokenBuckets(clock, limits.requests_per_second, limits.request_burst)
         self._tasks: set[asyncio.Task[None]] = set()
+        # ACK/RST of notifications produced in this loop turn, flushed together at its end (issue 15 #2)
+        self._replies: list[tuple[bytes, Address]] = []
+        self._socket_fd: int | None = None  # the plain UDP socket's, once the owner says the transport is one
         self.stats = Stats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -207,13 +215,21 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             ),
             local_addr=(host, port),
         )
+        protocol.send_in_batches()
         return protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.DatagramTransport, transport)
 
+    def send_in_batches(self) -> None:
+        """The transport is a plain UDP socket (not a DTLS or TCP adapter): the replies of one loop turn go out in
+        one sendmmsg on its descriptor (Linux). Called by whoever created the socket, right after."""
+        socket = self._transport.get_extra_info("socket") if self._transport is not None else None
+        self._socket_fd = socket.fileno() if SEND_BATCHES and socket is not None else None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._socket_fd = None
         for exchange in list(self._by_token.values()):
             if not exchange.done.done():
                 exchange.done.set_exception(EndpointClosed("endpoint closed"))
@@ -255,6 +271,32 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             raise EndpointClosed("endpoint closed")
         self._transport.sendto(data, remote)
         self.stats.sent += 1
+
+    def _send_soon(self, data: bytes, remote: Address) -> None:
+        """Send at the end of this loop turn together with the turn's other replies (one system call on Linux)."""
+        if self._transport is None:
+            raise EndpointClosed("endpoint closed")
+        self._replies.append((data, remote))
+        if len(self._replies) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_replies)
+
+    def _flush_replies(self) -> None:
+        replies, self._replies = self._replies, []
+        transport = self._transport
+        if transport is None:
+            return  # closed meanwhile: as a sendto on a closed transport, nothing goes out
+        sent = 0
+        # with datagrams already queued in the transport (the socket would block), the fd would jump the queue;
+        # the plain UDP transports (asyncio's, uvloop's) have get_write_buffer_size, typeshed's DatagramTransport not
+        if self._socket_fd is not None and len(replies) > 1 and not cast(Any, transport).get_write_buffer_size():
+            try:
+                sent = udp_send_batch(self._socket_fd, replies)
+                self.stats.sent_in_batches += sent
+            except (OSError, ValueError):  # the first would block or failed, or a host the kernel call cannot take
+                sent = 0
+        for data, remote in replies[sent:]:
+            transport.sendto(data, remote)  # buffers what would block; errors reach error_received
+        self.stats.sent += len(replies)
 
     def error_received(self, exc: Exception) -> None:
         # asyncio reports a failed sendto (or an ICMP error) here, not to the sender: count it, the sender's
@@ -549,7 +591,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             kind = codes.ACK if accepted else codes.RST
             reply = coap_encode(kind, 0, message.mid, b"", [], b"")
             self._remember(remote, message.mid, reply)
-            self._send(reply, remote)
+            self._send_soon(reply, remote)
 
     def _duplicate(self, message: CoapMessage, remote: Address) -> bool:
         """True for a retransmission already seen; the cached reply (if any) is sent again."""

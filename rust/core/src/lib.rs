@@ -6,6 +6,7 @@
 //! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
 //! - [`histogram`]: the log-bucket latency histogram of the simulator's report.
 //! - [`links`]: the CoRE link format (RFC 6690) of Register and Update payloads.
+//! - [`udp`]: batched UDP sends and receives (`sendmmsg`/`recvmmsg`, Linux only).
 
 pub mod cbor;
 pub mod coap;
@@ -13,3 +14,5 @@ pub mod histogram;
 pub mod links;
 pub mod queue;
 pub mod tlv;
+#[cfg(target_os = "linux")]
+pub mod udp;

@@ -9,6 +9,7 @@ mod histogram;
 mod links;
 mod queue;
 mod tlv;
+mod udp;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -20,5 +21,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cbor::register(m)?;
     links::register(m)?;
     histogram::register(m)?;
+    udp::register(m)?;
     Ok(())
 }

@@ -1,0 +1,307 @@
+//! Batched UDP I/O on a socket the caller owns: `sendmmsg` and `recvmmsg` (Linux), so that the datagrams
+//! one event-loop turn produces (or finds waiting) cost one system call instead of one each.
+//!
+//! Non-blocking: a full send buffer (or an empty receive queue) ends the batch early and the count says how
+//! far it got; the caller keeps the rest (its own non-blocking transport queues them as before).
+
+use std::io;
+use std::mem;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+
+/// At most this many datagrams go to one `sendmmsg`/`recvmmsg` call (the kernel's UIO_MAXIOV is 1024).
+pub const MAX_BATCH: usize = 1024;
+
+/// A `sockaddr_in`/`sockaddr_in6` built from a `SocketAddr`, and its length.
+fn to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid (unspecified) value.
+    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr type.
+            let sin = unsafe { &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr = libc::in_addr {
+                s_addr: u32::from(*v4.ip()).to_be(),
+            };
+            mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: as above.
+            let sin6 = unsafe { &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_flowinfo = v6.flowinfo();
+            sin6.sin6_addr = libc::in6_addr {
+                s6_addr: v6.ip().octets(),
+            };
+            sin6.sin6_scope_id = v6.scope_id();
+            mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+/// The `SocketAddr` in a `sockaddr_storage` the kernel filled; None for a family other than IPv4/IPv6.
+fn from_sockaddr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match storage.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let sin = unsafe { &*(storage as *const _ as *const libc::sockaddr_in) };
+            let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let sin6 = unsafe { &*(storage as *const _ as *const libc::sockaddr_in6) };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// Sends `datagrams` (payload, destination) on `fd` with as few `sendmmsg` calls as it takes, without blocking.
+/// Returns how many went out in order from the first: fewer than all when the socket would block
+/// (`EAGAIN`) after the first; an error when the very first could not be sent (`EAGAIN` included).
+pub fn send_batch(fd: RawFd, datagrams: &[(&[u8], SocketAddr)]) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < datagrams.len() {
+        let chunk = &datagrams[sent..(sent + MAX_BATCH).min(datagrams.len())];
+        let mut addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
+            chunk.iter().map(|(_, a)| to_sockaddr(a)).collect();
+        let mut iovs: Vec<libc::iovec> = chunk
+            .iter()
+            .map(|(data, _)| libc::iovec {
+                iov_base: data.as_ptr() as *mut libc::c_void,
+                iov_len: data.len(),
+            })
+            .collect();
+        let mut headers: Vec<libc::mmsghdr> = iovs
+            .iter_mut()
+            .zip(addrs.iter_mut())
+            .map(|(iov, (storage, len))| {
+                // SAFETY: msghdr is plain old data; the fields that matter are set below.
+                let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+                hdr.msg_name = storage as *mut _ as *mut libc::c_void;
+                hdr.msg_namelen = *len;
+                hdr.msg_iov = iov as *mut libc::iovec;
+                hdr.msg_iovlen = 1;
+                libc::mmsghdr {
+                    msg_hdr: hdr,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        // SAFETY: headers, iovecs and addresses live until the call returns; the payloads are borrowed.
+        let n = unsafe {
+            libc::sendmmsg(
+                fd,
+                headers.as_mut_ptr(),
+                headers.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return if sent > 0 { Ok(sent) } else { Err(error) };
+        }
+        sent += n as usize;
+        if (n as usize) < chunk.len() {
+            break; // the kernel stopped early (a full buffer, or an error it reports on the next call)
+        }
+    }
+    Ok(sent)
+}
+
+/// Receives up to `max` waiting datagrams from `fd` in one `recvmmsg` call, without blocking, each with its
+/// sender; an empty vector when none is waiting. A datagram longer than `size` is cut to `size` bytes: pass one
+/// more than the largest datagram accepted to recognise one too long.
+pub fn recv_batch(fd: RawFd, max: usize, size: usize) -> io::Result<Vec<(Vec<u8>, SocketAddr)>> {
+    let max = max.clamp(1, MAX_BATCH);
+    let mut buffers = vec![0u8; max * size];
+    // SAFETY: sockaddr_storage is plain old data.
+    let mut addrs: Vec<libc::sockaddr_storage> = vec![unsafe { mem::zeroed() }; max];
+    let mut iovs: Vec<libc::iovec> = buffers
+        .chunks_mut(size.max(1))
+        .take(max)
+        .map(|buf| libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        })
+        .collect();
+    let mut headers: Vec<libc::mmsghdr> = iovs
+        .iter_mut()
+        .zip(addrs.iter_mut())
+        .map(|(iov, storage)| {
+            // SAFETY: as in send_batch.
+            let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+            hdr.msg_name = storage as *mut _ as *mut libc::c_void;
+            hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            hdr.msg_iov = iov as *mut libc::iovec;
+            hdr.msg_iovlen = 1;
+            libc::mmsghdr {
+                msg_hdr: hdr,
+                msg_len: 0,
+            }
+        })
+        .collect();
+    let n = loop {
+        // SAFETY: every header points at a live buffer and address of this function.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                headers.as_mut_ptr(),
+                headers.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n >= 0 {
+            break n as usize;
+        }
+        let error = io::Error::last_os_error();
+        match error.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(Vec::new()),
+            _ => return Err(error),
+        }
+    };
+    let mut out = Vec::with_capacity(n);
+    for (i, header) in headers.iter().take(n).enumerate() {
+        if let Some(addr) = from_sockaddr(&addrs[i]) {
+            let start = i * size;
+            out.push((
+                buffers[start..start + header.msg_len as usize].to_vec(),
+                addr,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    fn pair() -> (UdpSocket, UdpSocket) {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn send_batch_delivers_every_datagram_in_order_to_its_destination() {
+        let (a, b) = pair();
+        let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let payloads: Vec<Vec<u8>> = (0u16..300).map(|i| i.to_be_bytes().to_vec()).collect();
+        let (to_b, to_c) = (b.local_addr().unwrap(), c.local_addr().unwrap());
+        let batch: Vec<(&[u8], SocketAddr)> = payloads
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_slice(), if i % 2 == 0 { to_b } else { to_c }))
+            .collect();
+        assert_eq!(send_batch(a.as_raw_fd(), &batch).unwrap(), 300);
+        let mut buf = [0u8; 16];
+        for (socket, parity) in [(&b, 0u16), (&c, 1)] {
+            for i in (0u16..300).filter(|i| i % 2 == parity) {
+                let (n, from) = socket.recv_from(&mut buf).unwrap();
+                assert_eq!(&buf[..n], &i.to_be_bytes());
+                assert_eq!(from, a.local_addr().unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn send_batch_of_nothing_sends_nothing() {
+        let (a, _) = pair();
+        assert_eq!(send_batch(a.as_raw_fd(), &[]).unwrap(), 0);
+    }
+
+    #[test]
+    fn send_batch_over_ipv6_loopback() {
+        let Ok(a) = UdpSocket::bind("[::1]:0") else {
+            return; // no IPv6 on this host
+        };
+        let b = UdpSocket::bind("[::1]:0").unwrap();
+        b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let to = b.local_addr().unwrap();
+        assert_eq!(
+            send_batch(a.as_raw_fd(), &[(b"\x60\x00\x12\x34", to)]).unwrap(),
+            1
+        );
+        let mut buf = [0u8; 8];
+        let (n, from) = b.recv_from(&mut buf).unwrap();
+        assert_eq!(
+            (&buf[..n], from),
+            (&b"\x60\x00\x12\x34"[..], a.local_addr().unwrap())
+        );
+    }
+
+    #[test]
+    fn recv_batch_takes_every_waiting_datagram_with_its_sender() {
+        let (a, b) = pair();
+        let to = b.local_addr().unwrap();
+        for i in 0u8..50 {
+            a.send_to(&[i; 3], to).unwrap();
+        }
+        let mut got = Vec::new();
+        // loopback delivery is synchronous, yet read until all are in rather than count on it
+        for _ in 0..1000 {
+            got.extend(recv_batch(b.as_raw_fd(), 32, 1153).unwrap());
+            if got.len() == 50 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(got.len(), 50);
+        for (i, (data, from)) in got.iter().enumerate() {
+            assert_eq!(data, &vec![i as u8; 3]);
+            assert_eq!(*from, a.local_addr().unwrap());
+        }
+    }
+
+    #[test]
+    fn recv_batch_on_an_empty_socket_is_empty_not_blocking() {
+        let (_, b) = pair();
+        assert!(recv_batch(b.as_raw_fd(), 8, 64).unwrap().is_empty());
+    }
+
+    #[test]
+    fn recv_batch_cuts_a_datagram_longer_than_its_buffer() {
+        let (a, b) = pair();
+        a.send_to(&[7u8; 100], b.local_addr().unwrap()).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..1000 {
+            got = recv_batch(b.as_raw_fd(), 4, 10).unwrap();
+            if !got.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(got[0].0, vec![7u8; 10]);
+    }
+
+    #[test]
+    fn send_batch_on_a_closed_descriptor_is_an_error() {
+        let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        assert!(send_batch(-1, &[(b"x", to)]).is_err());
+    }
+}
