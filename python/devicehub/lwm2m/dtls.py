@@ -160,16 +160,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         self._idle_timeout = idle_timeout
         self._on_end = on_end
         self._lookup = _PskLookup()
-        cert_der, key_der = certificate
-        config = tls.DTLSConfiguration(
-            ciphers=PSK_SUITES + CERT_SUITES,
-            lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
-            highest_supported_version=tls.DTLSVersion.DTLSv1_2,
-            certificate_chain=((mbedtls_x509.CRT.from_DER(cert_der),), mbedtls_pk.ECC.from_DER(key_der)),
-            validate_certificates=False,  # authmode OPTIONAL: our own check decides and says why (docstring)
-            pre_shared_key_store=self._lookup,
-        )
-        self._context = tls.ServerContext(config)
+        self._context = tls.ServerContext(server_configuration(certificate, self._lookup))
         self._sessions: dict[Address, _Session] = {}
         self._scratch = bytearray(MAX_RECORD)  # one read buffer, reused: records are copied out of it
         self._handshaking = 0
@@ -396,6 +387,20 @@ class DtlsListener(asyncio.DatagramProtocol):
                     self._refuse(address, f"handshake not finished within {self._handshake_timeout:g} s")
                 elif session.identity is not None and now - session.last_seen > self._idle_timeout:
                     self._end(address, notify=True)
+
+
+def server_configuration(certificate: tuple[bytes, bytes], psks: Mapping[str, bytes]) -> tls.DTLSConfiguration:
+    """The listener's Mbed TLS configuration: DTLS 1.2 only, the LwM2M suites, the server's certificate and key
+    (DER), pre-shared keys looked up in `psks` by identity (bench/micro/dtls_library_bench.py measures it)."""
+    cert_der, key_der = certificate
+    return tls.DTLSConfiguration(
+        ciphers=PSK_SUITES + CERT_SUITES,
+        lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
+        highest_supported_version=tls.DTLSVersion.DTLSv1_2,
+        certificate_chain=((mbedtls_x509.CRT.from_DER(cert_der),), mbedtls_pk.ECC.from_DER(key_der)),
+        validate_certificates=False,  # authmode OPTIONAL: our own check decides and says why (docstring)
+        pre_shared_key_store=psks,
+    )
 
 
 def _is_client_hello(data: bytes) -> bool:
