@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -126,12 +126,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         self._idle_timeout = idle_timeout
         self._on_end = on_end
         self._lookup = PskLookup()
-        config = tls.DTLSConfiguration(
-            lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
-            highest_supported_version=tls.DTLSVersion.DTLSv1_2,
-            **server_options(certificate, self._lookup),
-        )
-        self._context = tls.ServerContext(config)
+        self._context = tls.ServerContext(server_configuration(certificate, self._lookup))
         self._sessions: dict[Address, _Session] = {}
         self._scratch = bytearray(MAX_RECORD)  # one read buffer, reused: records are copied out of it
         self._handshaking = 0
@@ -332,6 +327,16 @@ class DtlsListener(asyncio.DatagramProtocol):
                     self._refuse(address, f"handshake not finished within {self._handshake_timeout:g} s")
                 elif session.identity is not None and now - session.last_seen > self._idle_timeout:
                     self._end(address, notify=True)
+
+
+def server_configuration(certificate: tuple[bytes, bytes], psks: Mapping[str, bytes]) -> tls.DTLSConfiguration:
+    """The listener's Mbed TLS configuration: DTLS 1.2 only, and what both listeners share (security.server_options:
+    the LwM2M suites, our certificate, PSKs looked up in `psks`); bench/micro/dtls_library_bench.py measures it."""
+    return tls.DTLSConfiguration(
+        lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
+        highest_supported_version=tls.DTLSVersion.DTLSv1_2,
+        **server_options(certificate, psks),
+    )
 
 
 def _is_client_hello(data: bytes) -> bool:

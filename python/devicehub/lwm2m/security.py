@@ -71,7 +71,7 @@ class PskLookup(Mapping[str, bytes]):
         return len(self.keyring.psks)
 
 
-def server_options(certificate: tuple[bytes, bytes], lookup: PskLookup) -> dict[str, Any]:
+def server_options(certificate: tuple[bytes, bytes], lookup: Mapping[str, bytes]) -> dict[str, Any]:
     """The Mbed TLS configuration both listeners share: PSK and certificate suites, our certificate, the PSK store;
     authmode OPTIONAL (`validate_certificates=False`): `authenticate` decides, so a refusal says why."""
     cert_der, key_der = certificate
