@@ -12,12 +12,15 @@ from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.subscriptions import SubscriptionRouter, http_status
+from devicehub.errors import Unavailable
 from devicehub.lwm2m.content import TEXT, known_cf, mime_for
 from devicehub.lwm2m.errors import DeviceError
+from devicehub.store import unreachable
 from devicehub.store.base import Store
 from devicehub.store.records import DesiredValue, DeviceRequest, LastSuccess
 
 log = logging.getLogger("devicehub.requests")
+UNAVAILABLE_LOG_S = 60.0
 
 MAX_QUEUE = 20  # wire-format.md: per-device queue of 20 requests
 PENDING, SUCCESS, FAILURE = 0, 1, 2  # spec §3.1
@@ -35,6 +38,8 @@ class RequestQueue:
         self._sink = sink
         self._router = router
         self._workers: dict[str, asyncio.Task[None]] = {}
+        self.store_misses = 0  # workers that could not read their queue: the store was unavailable
+        self._said_unavailable_at = float("-inf")
         self._kicked: set[str] = set()  # devices whose queue changed (or may have) since their worker last read it
         self._expiry_task: asyncio.Task[None] | None = None
 
@@ -69,6 +74,19 @@ class RequestQueue:
     def _leave(self, device_id: str, worker: asyncio.Task[None]) -> None:
         if self._workers.get(device_id) is worker:
             del self._workers[device_id]
+        error = None if worker.cancelled() else worker.exception()
+        if error is None:
+            return
+        if isinstance(error, Unavailable) or unreachable(error):
+            # a storm can hold every store connection: the requests stay queued and the device's next kick (its
+            # next Update or a new request) reads them again; said once a minute, not once per device
+            self.store_misses += 1
+            now = self._clock.now()
+            if now - self._said_unavailable_at >= UNAVAILABLE_LOG_S:
+                self._said_unavailable_at = now
+                log.warning("request queues not read (store unavailable: %s); %d so far", error, self.store_misses)
+        else:
+            log.error("request worker of %s failed", device_id, exc_info=error)
 
     async def forget(self, device_id: str) -> list[DeviceRequest]:
         """The device was removed: stop its worker; returns the requests that were still waiting for it."""

@@ -30,6 +30,7 @@ from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
 from devicehub.ratelimit import TokenBuckets
+from devicehub.store import unreachable
 
 log = logging.getLogger("devicehub.coap")
 
@@ -46,6 +47,7 @@ MAX_RETRANSMIT = 4
 EXCHANGE_LIFETIME = 247.0
 MAX_TRANSMIT_WAIT = 93.0
 UNAVAILABLE_RETRY_S = (30, 90)  # Max-Age of a 5.03 answered while the store cannot write
+UNAVAILABLE_LOG_S = 60.0
 MAX_BODY = 1 << 20  # Block-wise bodies are capped at 1 MiB (issue 8)
 MAX_DATAGRAM = 65_535
 BLOCK_SZX = 6  # 1024-byte blocks, the largest RFC 7959 allows
@@ -89,6 +91,7 @@ class Stats:
     received: int = 0
     sent: int = 0
     sent_in_batches: int = 0  # of `sent`, those that went out in one sendmmsg with others of their loop turn
+    store_unavailable: int = 0  # requests answered 5.03 + Max-Age because the store could not write or answer
     malformed: int = 0
     duplicates: int = 0
     rejected: int = 0
@@ -184,6 +187,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._replies: list[tuple[bytes, Address]] = []
         self._socket_fd: int | None = None  # the plain UDP socket's, once the owner says the transport is one
         self.stats = Stats()
+        self._said_unavailable_at = float("-inf")
 
     # ---- lifecycle --------------------------------------------------------------------------------
     @classmethod
@@ -760,16 +764,29 @@ class CoapEndpoint(asyncio.DatagramProtocol):
     async def _answer(self, message: CoapMessage, payload: bytes, remote: Address) -> None:
         try:
             reply = await self._on_request(message, payload, remote)
-        except Unavailable:
-            # the store cannot write (it logs that once a minute): the device retries after Max-Age, RFC 7252 §5.9.3.4
-            # spread over a range, so devices refused together do not come back together
-            max_age = [(codes.MAX_AGE, coap_encode_uint(random.randint(*UNAVAILABLE_RETRY_S)))]
-            reply = Reply(codes.SERVICE_UNAVAILABLE, max_age)
-        except Exception:
-            log.exception("request handler failed for %s from %s:%d", message.uri_path, remote[0], remote[1])
-            reply = Reply(codes.INTERNAL_ERROR)
+        except Exception as error:
+            if isinstance(error, Unavailable) or unreachable(error):
+                # the store cannot write or does not answer (Redis down, or every pooled connection busy in a storm):
+                # the device retries after Max-Age, RFC 7252 §5.9.3.4, spread over a range so that devices refused
+                # together do not come back together
+                self._say_unavailable(error)
+                max_age = [(codes.MAX_AGE, coap_encode_uint(random.randint(*UNAVAILABLE_RETRY_S)))]
+                reply = Reply(codes.SERVICE_UNAVAILABLE, max_age)
+            else:
+                log.exception("request handler failed for %s from %s:%d", message.uri_path, remote[0], remote[1])
+                reply = Reply(codes.INTERNAL_ERROR)
         if reply is not None:
             self._reply(message, remote, reply)
+
+    def _say_unavailable(self, error: Exception) -> None:
+        """Counted each time; said once a minute (the SQLite store says its own outage: only the rest is said here)."""
+        self.stats.store_unavailable += 1
+        now = self._clock.now()
+        if not isinstance(error, Unavailable) and now - self._said_unavailable_at >= UNAVAILABLE_LOG_S:
+            self._said_unavailable_at = now
+            log.warning(
+                "requests answered 5.03: the store does not answer (%s); %d so far", error, self.stats.store_unavailable
+            )
 
     def _reply(self, message: CoapMessage, remote: Address, reply: Reply) -> None:
         if reply.code >> 5 == 2 and reply.code != codes.CONTINUE:

@@ -277,3 +277,35 @@ def test_a_flood_of_notifications_with_unknown_tokens_is_looked_up_once_per_toke
                 await eventually(lambda: calls[remembered] == 2)
 
     run(scenario())
+
+
+def test_a_store_that_does_not_answer_gets_the_device_5_03_with_max_age_and_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The Redis storm found it: with every pooled connection busy, admission raised redis' ConnectionError and
+    each Register got 5.00 and a traceback in the log. A store that does not answer is the service being busy: the
+    device gets 5.03 + Max-Age (it retries later, RFC 7252 §5.9.3.4) and the log says so once a minute."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    async def scenario() -> None:
+        clock = ManualClock()
+
+        async def no_store(message: CoapMessage, payload: bytes, remote: Address) -> Reply:
+            raise RedisConnectionError("No connection available.")
+
+        server = await CoapEndpoint.bind("127.0.0.1", 0, clock, no_store)
+        client = await _client()
+        try:
+            answers = [await client.request(server.address, codes.POST, [(codes.URI_PATH, b"rd")]) for _ in range(3)]
+            assert [a.code for a in answers] == [codes.SERVICE_UNAVAILABLE] * 3
+            max_ages = [int.from_bytes(dict(a.options)[codes.MAX_AGE], "big") for a in answers]
+            assert all(30 <= seconds <= 90 for seconds in max_ages), max_ages
+            assert server.stats.store_unavailable == 3
+        finally:
+            await client.close()
+            await server.close()
+
+    with caplog.at_level("INFO"):
+        run(scenario())
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]
+    assert len([r for r in caplog.records if "the store does not answer" in r.getMessage()]) == 1

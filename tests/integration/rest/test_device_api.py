@@ -6,12 +6,15 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from devicehub.clock import ManualClock
+from devicehub.errors import StorageUnavailable
 from support.apps import websocket_app as app
 from support.node import device, eventually, run, running_node
 
@@ -266,3 +269,41 @@ def test_request_workers_leave_when_done_so_registrations_leave_no_task_behind(t
                     assert await node.store.pending_requests(busy.device_id or "") == []  # delivered, then left
 
     run(scenario())
+
+
+def test_a_request_worker_that_cannot_read_its_queue_leaves_quietly_and_the_next_kick_delivers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Redis storm found it: re-registering devices each kick their request worker, and when the store could
+    not answer (every pooled connection busy) each worker died with "Task exception was never retrieved". Now the
+    requests stay queued, the miss is counted and said once, and the device's next kick delivers them."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "miss-1") as sim:
+            device_id = sim.device_id or ""
+            queue = node.devices.requests
+            real = node.store.pending_requests
+            failures = 2
+
+            async def flaky(device: str) -> list[Any]:
+                nonlocal failures
+                if failures:
+                    failures -= 1
+                    raise StorageUnavailable("the service cannot store changes right now")
+                return await real(device)
+
+            node.store.pending_requests = flaky  # type: ignore[method-assign]
+            async with app(node) as (http, events):
+                await request(http, device_id, "m1", {"method": "GET", "uri": "/3/0/0"})  # its worker misses
+                await eventually(lambda: queue.store_misses == 1 and not queue.draining())
+                queue.kick(device_id)  # misses again
+                await eventually(lambda: queue.store_misses == 2 and not queue.draining())
+                queue.kick(device_id)  # what the device's next Update does
+                answer = await events.wait_for("async-responses", lambda e: e["id"] == "m1")
+                assert answer["status"] == 200
+
+    with caplog.at_level(logging.INFO):
+        run(scenario())
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    said = [r for r in caplog.records if "request queues not read" in r.getMessage()]
+    assert len(said) == 1  # once a minute, not once per miss
