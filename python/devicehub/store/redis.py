@@ -232,16 +232,20 @@ class RedisStore:
     async def put_device(self, device: Device) -> None:
         previous = await self.get_device(device.id)
         async with self.redis.pipeline(transaction=True) as tx:
-            if previous is not None:
-                tx.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
-                for index in self._device_indexes(previous):
-                    tx.zrem(index, device.id)
-            tx.set(self._k("device", device.id), _encode(device))
-            tx.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
-            for index in self._device_indexes(device):
-                tx.zadd(index, {device.id: 0})
-            tx.zadd(self._k("seen"), {device.id: device.last_seen_at})
+            self._write_device(tx, device, previous)
             await tx.execute()
+
+    def _write_device(self, tx: Any, device: Device, previous: Device | None) -> None:
+        """Queue on `tx` the record, its endpoint-name key and its indexes, replacing `previous`'s."""
+        if previous is not None:
+            tx.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
+            for index in self._device_indexes(previous):
+                tx.zrem(index, device.id)
+        tx.set(self._k("device", device.id), _encode(device))
+        tx.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
+        for index in self._device_indexes(device):
+            tx.zadd(index, {device.id: 0})
+        tx.zadd(self._k("seen"), {device.id: device.last_seen_at})
 
     async def get_device(self, device_id: str) -> Device | None:
         return await self._blob(Device, self._k("device", device_id))
@@ -262,16 +266,7 @@ class RedisStore:
             found = await reads.execute()
         async with self.redis.pipeline(transaction=True) as tx:
             for device, previous_blob, members in zip(devices, found[0::2], found[1::2], strict=True):
-                if previous_blob is not None:
-                    previous = _decode(Device, previous_blob)
-                    tx.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
-                    for index in self._device_indexes(previous):
-                        tx.zrem(index, device.id)
-                tx.set(self._k("device", device.id), _encode(device))
-                tx.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
-                for index in self._device_indexes(device):
-                    tx.zadd(index, {device.id: 0})
-                tx.zadd(self._k("seen"), {device.id: device.last_seen_at})
+                self._write_device(tx, device, None if previous_blob is None else _decode(Device, previous_blob))
                 if device.resources:
                     tx.zadd(
                         self._k("snap_paths", device.id), dict.fromkeys((r.path for r in device.resources), 0), nx=True
