@@ -559,13 +559,22 @@ class SqliteStore:
         if after is not None:
             where += " AND id < ?" if descending else " AND id > ?"
             args.append(after)
-        sql = f"SELECT id, data FROM devices WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
+        sql = f"SELECT id FROM devices WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
         cached = self._cache.device
 
         def work(db: sqlite3.Connection) -> list[Device]:
             # a cached record is what the device's last completed write stored (the cache follows each commit):
-            # decoding is the listing's main cost, so only what the cache lacks is decoded
-            return [cached(str(i)) or _decode(Device, data) for i, data in db.execute(sql, (*args, limit))]
+            # reading and decoding records is the listing's main cost, so only what the cache lacks is read
+            devices = []
+            for (device_id,) in db.execute(sql, (*args, limit)).fetchall():
+                device = cached(device_id)
+                if device is None:
+                    row = db.execute("SELECT data FROM devices WHERE id = ?", (device_id,)).fetchone()
+                    if row is None:  # deleted since the page was read
+                        continue
+                    device = _decode(Device, row[0])
+                devices.append(device)
+            return devices
 
         return await self._query(work)
 

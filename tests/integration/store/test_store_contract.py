@@ -99,7 +99,18 @@ def test_devices_are_unique_per_endpoint_and_listed_by_id_with_cursor_and_state(
         assert found is not None and found.state == "registered"
         assert await store.find_device(B, "ep1") is None
 
+    async def listed_after_reopen(store: Store) -> None:  # nothing cached yet: every record is read from disk
+        listed = await store.list_devices(A, state="registered")
+        assert [(d.id, d.state) for d in listed] == [
+            ("d0", "registered"),
+            ("d1", "registered"),
+            ("d2", "registered"),
+            ("d4", "registered"),
+        ]
+        assert [d.endpoint_name for d in await store.list_devices(A, after="d0", limit=2)] == ["ep1", "ep2"]
+
     run(make_store, scenario)
+    reopen(make_store, listed_after_reopen)
 
 
 def directory_device(n: int, *, account: str = A) -> Device:
