@@ -147,6 +147,9 @@ class LwM2MServer:
         self._endpoint: CoapEndpoint | None = None
         self._devices: dict[str, _Device] = {}
         self._by_address: dict[Address, str] = {}
+        # (account, endpoint name) → device id of registrations a (D)TLS identity made for itself, not behind another
+        # gateway: who may register children with `gw=` (issue 13 #7)
+        self._gateways: dict[tuple[str, str], str] = {}
         self._locks = KeyedLocks()
         self._expiry: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Future[None]] = set()
@@ -262,6 +265,7 @@ class LwM2MServer:
                 )
         self._devices[record.device_id] = device
         self._track(device)
+        self._note_gateway(device.registration)
         self._by_address[device.registration.address] = record.device_id
         await self._events.resumed(device.registration)
         return device
@@ -378,6 +382,16 @@ class LwM2MServer:
         if self._devices.get(device_id) is device:
             del self._devices[device_id]
             self._release(device.registration.address, device_id)
+            registration = device.registration
+            if self._gateways.get((registration.account_id, registration.endpoint_name)) == device_id:
+                del self._gateways[(registration.account_id, registration.endpoint_name)]
+
+    def _note_gateway(self, registration: Registration) -> None:
+        key = (registration.account_id, registration.endpoint_name)
+        if registration.secure and registration.gateway in ("", registration.endpoint_name):
+            self._gateways[key] = registration.device_id
+        elif self._gateways.get(key) == registration.device_id:
+            del self._gateways[key]
 
     def _release(self, address: Address, device_id: str) -> None:
         """Unmap `address` if it is still `device_id`'s: a NAT may have given it to another device since."""
@@ -669,6 +683,8 @@ class LwM2MServer:
                 if self._has_psk(endpoint_name)
                 else ""
             )
+            if not why and (identity.account_id, identity.name) not in self._gateways:
+                why = "the gateway has no registration of its own"
             if why:
                 return self._refuse_identity(identity.name, endpoint_name, why)
         if identity is None:
@@ -718,6 +734,8 @@ class LwM2MServer:
                     device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
             self._devices[admission.device_id] = device
             self._track(device)
+            if not child:
+                self._note_gateway(registration)
             self._by_address[remote] = admission.device_id
             # issue 16 #1: answered now; announced to the core and stored with the next batch
             self._enqueue(device, fresh=True)

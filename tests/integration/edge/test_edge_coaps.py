@@ -101,6 +101,11 @@ def test_a_gateway_identity_registers_no_device_with_credentials_and_continues_o
         async with secure_node(tmp_path) as node:
             await tenant(node)
             async with peer(node, GATEWAY) as gateway, peer(node, OTHER) as other:
+                # an identity is a gateway only while it holds a registration of its own: before, no children
+                code, _ = await register(gateway, "plain-child-0001", GATEWAY)
+                assert code == codes.FORBIDDEN
+                code, _ = await register(gateway, GATEWAY, "")
+                assert code == codes.CREATED
                 # a child name that has a PSK of its own speaks for itself: 4.03, logged with why
                 code, _ = await register(gateway, DEVICE, GATEWAY)
                 assert code == codes.FORBIDDEN
@@ -134,6 +139,8 @@ def test_a_gateway_identity_takes_no_registration_a_device_made_itself(tmp_path:
                 assert code == codes.CREATED
             await node.credentials.delete_psk(account, ca_device)  # as a certificate device: no PSK to look up
             async with peer(node, GATEWAY) as gateway:
+                code, _ = await register(gateway, GATEWAY, "")
+                assert code == codes.CREATED
                 code, _ = await register(gateway, ca_device, GATEWAY)
                 assert code == codes.FORBIDDEN
 
