@@ -65,22 +65,15 @@ def one_run(devices: int, register_rate: float, timeout: float) -> float:
         try:
             start = time.perf_counter()
             sim = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "devicehub",
-                    "simulate",
-                    "--server",
-                    service.coap_uri,
-                    "--count",
-                    str(devices),
+                service.simulate_command(
+                    devices,
                     "--prefix",
                     "ramp-",
                     "--rate",
                     "0",
                     "--register-rate",
                     str(register_rate),
-                ],
+                ),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

@@ -162,20 +162,13 @@ def main() -> int:
         # the per-key request limit (200/s by default) would answer 429: throughput is what is measured here
         service = ServiceProcess(data_dir=Path(tmp) / "data", extra_args=("--rate-limit", "0")).start()
         sim = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "devicehub",
-                "simulate",
-                "--server",
-                service.coap_uri,
-                "--count",
-                str(args.devices),
+            service.simulate_command(
+                args.devices,
                 "--prefix",
                 "wrk-",
                 "--rate",
                 "0.2",
-            ],
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -35,20 +35,13 @@ def main() -> int:
         # the per-key limit is switched off on purpose: this measures throughput, not the limiter
         service = ServiceProcess(data_dir=Path(tmp) / "data", extra_args=("--rate-limit", "0")).start()
         sim = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "devicehub",
-                "simulate",
-                "--server",
-                service.coap_uri,
-                "--count",
-                str(args.devices),
+            service.simulate_command(
+                args.devices,
                 "--prefix",
                 "load-",
                 "--rate",
                 "0.2",
-            ],
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -113,10 +113,8 @@ def simulator(
 ) -> subprocess.Popen[str]:
     workers = max(1, -(-devices // DEVICES_PER_WORKER))
     return subprocess.Popen(
-        [
-            sys.executable, "-m", "devicehub", "simulate",
-            "--server", service.coap_uri,
-            "--count", str(devices),
+        service.simulate_command(
+            devices,
             "--workers", str(workers),
             "--bind", f"127.0.{index}.0/24",
             "--prefix", f"scale-{index}-",
@@ -125,7 +123,7 @@ def simulator(
             "--lifetime", str(args.lifetime),
             "--register-rate", str(register_rate / workers),
             "--rate", str(rate),
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

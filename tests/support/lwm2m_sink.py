@@ -14,10 +14,12 @@ NOTIFICATION = 0x45  # 2.05 Content: what a notification carries
 
 class CountingSink(asyncio.DatagramProtocol):
     """Registrations get 2.01 with Location-Path `rd/<n>`, updates 2.04, de-registrations 2.02; a notification is
-    only counted (a CON one is acknowledged) and, with `keep`, kept as its datagram."""
+    only counted (a CON one is acknowledged) and, with `keep`, kept as its datagram; with `counter` (a shared
+    `multiprocessing.Value`), the count is also published there as it moves, for a process watching from outside."""
 
-    def __init__(self, *, keep: bool = False) -> None:
+    def __init__(self, *, keep: bool = False, counter: Any = None) -> None:
         self.notifications = 0
+        self.counter = counter
         self.registrations = 0
         self.kept: list[bytes] | None = [] if keep else None
         self.transport: asyncio.DatagramTransport | None = None
@@ -29,6 +31,8 @@ class CountingSink(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: Any) -> None:
         if len(data) > 1 and data[1] == NOTIFICATION:
             self.notifications += 1
+            if self.counter is not None:
+                self.counter.value = self.notifications
             if self.kept is not None:
                 self.kept.append(data)
                 self.received.set()
@@ -59,9 +63,13 @@ class CountingSink(asyncio.DatagramProtocol):
             self.transport.sendto(data, addr)
 
 
-async def start_sink(host: str = "127.0.0.1", *, keep: bool = False) -> tuple[CountingSink, tuple[str, int]]:
+async def start_sink(
+    host: str = "127.0.0.1", *, keep: bool = False, counter: Any = None
+) -> tuple[CountingSink, tuple[str, int]]:
     """A sink on a free port; close it with `sink.transport.close()`."""
     loop = asyncio.get_running_loop()
-    transport, sink = await loop.create_datagram_endpoint(lambda: CountingSink(keep=keep), local_addr=(host, 0))
+    transport, sink = await loop.create_datagram_endpoint(
+        lambda: CountingSink(keep=keep, counter=counter), local_addr=(host, 0)
+    )
     host, port = transport.get_extra_info("sockname")[:2]
     return sink, (str(host), int(port))

@@ -37,6 +37,20 @@ class ServiceProcess:
     def coap_uri(self) -> str:
         return f"coap://127.0.0.1:{self.coap_port}"
 
+    def simulate_command(self, count: int, *options: str) -> list[str]:
+        """`devicehub simulate` of `count` devices against this node's CoAP listener, as a process of its own."""
+        return [
+            sys.executable,
+            "-m",
+            "devicehub",
+            "simulate",
+            "--server",
+            self.coap_uri,
+            "--count",
+            str(count),
+            *options,
+        ]
+
     def start(self, timeout: float = 30.0) -> ServiceProcess:
         args = [
             sys.executable,
