@@ -12,10 +12,9 @@ from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.subscriptions import SubscriptionRouter, http_status
-from devicehub.errors import Unavailable
 from devicehub.lwm2m.content import TEXT, known_cf, mime_for
 from devicehub.lwm2m.errors import DeviceError
-from devicehub.store import unreachable
+from devicehub.store import unavailable
 from devicehub.store.base import Store
 from devicehub.store.records import DesiredValue, DeviceRequest, LastSuccess
 
@@ -77,7 +76,7 @@ class RequestQueue:
         error = None if worker.cancelled() else worker.exception()
         if error is None:
             return
-        if isinstance(error, Unavailable) or unreachable(error):
+        if unavailable(error):
             # a storm can hold every store connection: the requests stay queued and the device's next kick (its
             # next Update or a new request) reads them again; said once a minute, not once per device
             self.store_misses += 1

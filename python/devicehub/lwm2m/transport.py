@@ -30,7 +30,7 @@ from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
 from devicehub.ratelimit import TokenBuckets
-from devicehub.store import unreachable
+from devicehub.store import unavailable
 
 log = logging.getLogger("devicehub.coap")
 
@@ -765,7 +765,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         try:
             reply = await self._on_request(message, payload, remote)
         except Exception as error:
-            if isinstance(error, Unavailable) or unreachable(error):
+            if unavailable(error):
                 # the store cannot write or does not answer (Redis down, or every pooled connection busy in a storm):
                 # the device retries after Max-Age, RFC 7252 §5.9.3.4, spread over a range so that devices refused
                 # together do not come back together

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from devicehub.store.base import Store
 
-__all__ = ["Store", "open_store", "unreachable"]
+__all__ = ["Store", "open_store", "unavailable", "unreachable"]
 
 
 def open_store(data_dir: Path, redis_url: str = "", *, redis_timeout: float = 5.0) -> Store:
@@ -25,3 +25,11 @@ def unreachable(error: BaseException) -> bool:
     from redis import exceptions
 
     return isinstance(error, exceptions.ConnectionError | exceptions.TimeoutError)
+
+
+def unavailable(error: BaseException) -> bool:
+    """The store cannot serve this now: it cannot write (`Unavailable`: full disk, I/O error) or its server does
+    not answer. Background work that meets it retries later and says so once; it is not a fault of the caller."""
+    from devicehub.errors import Unavailable
+
+    return isinstance(error, Unavailable) or unreachable(error)

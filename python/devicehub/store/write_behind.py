@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from devicehub.errors import StorageUnavailable
+from devicehub.store import unavailable
 from devicehub.store.records import ReportedValue
 
 log = logging.getLogger("devicehub.store")
@@ -57,10 +57,10 @@ class ReportedWriteBehind:
 
     def _flushed(self, task: asyncio.Task[None]) -> None:
         self._flushes.discard(task)
-        if task.cancelled() or task.exception() is None:
+        error = None if task.cancelled() else task.exception()
+        if error is None:
             return
-        error = task.exception()
-        if not isinstance(error, StorageUnavailable):
+        if not unavailable(error):
             log.error("writing reported values failed; they stay pending", exc_info=error)
         # the store said why (once a minute); the values stay pending and the next timer tries again
         if self._timer is None and self._pending:

@@ -1,0 +1,41 @@
+"""Reported values written behind (store/write_behind.py): a store that cannot take them keeps them pending and
+is retried; only a real fault is logged as one (a Redis that does not answer is the store's outage, said by it)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from devicehub.errors import StorageUnavailable
+from devicehub.store.records import ReportedValue
+from devicehub.store.write_behind import Pending, ReportedWriteBehind
+from support.node import eventually
+
+
+@pytest.mark.parametrize(
+    "outage", [StorageUnavailable("disk full"), RedisConnectionError("No connection available.")], ids=["disk", "redis"]
+)
+def test_an_unavailable_store_keeps_the_values_pending_and_logs_no_error(
+    outage: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    attempts: list[Pending] = []
+
+    async def write(pending: Pending) -> None:
+        attempts.append(pending)
+        if len(attempts) == 1:
+            raise outage
+
+    async def scenario() -> None:
+        behind = ReportedWriteBehind(write, interval=0.001)
+        behind.put("d1", "/3/0/0", ReportedValue(value=b"1", content_type="text/plain", reported_at=1.0))
+        await eventually(lambda: behind.completed >= 1)
+        assert behind.pending_for("d1")["/3/0/0"].value == b"1"  # still pending after the failed flush
+        await behind.flush()  # what the retry timer does
+        assert behind.pending_for("d1") == {} and len(attempts) == 2 and attempts[1] == attempts[0]
+
+    with caplog.at_level(logging.INFO):
+        asyncio.run(scenario())
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
