@@ -261,7 +261,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="a few seconds, small figures")
     args = parser.parse_args()
     if args.smoke:
-        args.devices, args.rate, args.seconds = 20, 2000.0, 1.0
+        # e2e: the devices register and the probe presubscribes within the first second of the run
+        args.devices, args.rate, args.seconds = 20, 2000.0, 3.0 if args.e2e else 1.0
     e2e(args) if args.e2e else alone(args)
 
 

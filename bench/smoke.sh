@@ -17,5 +17,7 @@ echo "-- bench/e2e_bench.py --redis"
 python3 bench/e2e_bench.py --smoke --redis
 echo "-- bench/scale_bench.py --redis"
 python3 bench/scale_bench.py --smoke --redis
+echo "-- bench/sim_bench.py --e2e"
+python3 bench/sim_bench.py --smoke --e2e
 echo "-- bench/soak.py"
 python3 bench/soak.py --smoke

@@ -60,6 +60,27 @@ def test_probe_records_now_minus_the_send_time_of_each_payload() -> None:
     assert 100.0 <= float(summary["p99"]) <= 100.01
 
 
+def _message(count: int) -> bytes:
+    notes = [{"ep": "d", "path": "/3/0/9", "payload": base64.b64encode(b"57").decode()}] * count
+    return json.dumps({"notifications": notes}).encode()
+
+
+def test_received_per_s_is_the_median_whole_second_and_the_mean_rate_of_a_run_shorter_than_three_seconds() -> None:
+    clock = ManualClock(1_800_000_000.0)
+    short = LatencyProbe("http://127.0.0.1:1", "key", clock)
+    assert short.received_per_s() == 0  # nothing received
+    short.take(_message(100))
+    clock.jump(0.5)
+    short.take(_message(300))
+    assert short.received_per_s() == 800  # 400 within half a second; before: 0 for want of an inner second
+
+    long = LatencyProbe("http://127.0.0.1:1", "key", clock)
+    for count in (5, 1000, 3000, 2000, 7):  # the cut-short first and last seconds are left out
+        long.take(_message(count))
+        clock.jump(1.0)
+    assert long.received_per_s() == 2000
+
+
 def test_report_has_latency_percentiles_when_an_app_endpoint_is_given(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path) as node:
