@@ -26,6 +26,9 @@ __all__ = [
     "CoapMessage",
     "CoapNotification",
     "CoreError",
+    "DtlsError",
+    "DtlsServer",
+    "DtlsSession",
     "LatencyHistogram",
     "LinkFormatError",
     "QueueError",
@@ -72,6 +75,9 @@ class QueueError(CoreError):
 
 class LinkFormatError(CoreError):
     """A payload that is not CoRE link format devicehub can read."""
+
+class DtlsError(CoreError):
+    """A DTLS server that cannot be set up, or a record too large to send."""
 
 # ---- channel queue (spec §6, §8) -------------------------------------------------------------
 
@@ -301,3 +307,60 @@ def udp_send_batch(fd: int, datagrams: Sequence[tuple[bytes, tuple[str, int]]]) 
 
     Raises ValueError (before sending any) for a host that is not an IP address literal, OSError when not even
     the first datagram could be sent, and OSError everywhere but Linux."""
+
+# ---- DTLS 1.2 server record layer (issue 13 #1; OpenSSL on memory pipes) -----------------------
+
+@final
+class DtlsServer:
+    """A DTLS 1.2 server: the LwM2M suites, its certificate, a PSK table, stateless HelloVerifyRequest cookies
+    (HMAC of the peer address) and a session-ID cache for resumption (no tickets)."""
+
+    def __new__(cls, certificate: bytes, key: bytes, *, cache_size: int = 20_000, cache_timeout: int = 86_400) -> Self:
+        """`certificate` and `key` (PKCS#8 or traditional) as DER; DtlsError when they do not match."""
+    def set_psk(self, identity: bytes, key: bytes) -> None:
+        """Sets an identity's key (at most 64 bytes); DtlsError for an empty identity or key."""
+    def remove_psk(self, identity: bytes) -> bool:
+        """Removes an identity; its cached sessions stay until `forget`."""
+    def psk_count(self) -> int: ...
+    def forget(self, tag: str) -> int:
+        """Drops the cached sessions `DtlsSession.remember` tagged `tag`; how many."""
+    def tagged_count(self) -> int: ...
+    def accept(self, peer: bytes, datagram: bytes) -> tuple[DtlsSession | None, list[bytes]]:
+        """A datagram from a peer without a session: (None, [HelloVerifyRequest]) for a hello without a valid
+        cookie (nothing kept), (session, flight) for one with it, (None, []) for anything else."""
+
+@final
+class DtlsSession:
+    """One peer's DTLS session: its handshake, then its records."""
+
+    def feed(self, datagram: bytes) -> tuple[list[bytes], list[bytes]]:
+        """(decrypted application records, datagrams to send); then check `established`, `failure`, `closed`."""
+    def send(self, data: bytes) -> list[bytes]:
+        """`data` as one record: the datagrams to send; DtlsError above 16 KiB."""
+    def shutdown(self) -> list[bytes]:
+        """close_notify, when established."""
+    def handle_timeout(self) -> list[bytes]:
+        """The last handshake flight again, if OpenSSL's retransmission timer ran out."""
+    @property
+    def established(self) -> bool: ...
+    @property
+    def failure(self) -> str | None:
+        """Why the handshake failed (its alert was in the output)."""
+    @property
+    def closed(self) -> bool:
+        """The peer sent close_notify or a fatal alert, or the session was shut down."""
+    def session_reused(self) -> bool:
+        """The handshake resumed a cached session (abbreviated)."""
+    @property
+    def cipher(self) -> str | None:
+        """The negotiated suite's IANA name, e.g. `TLS_PSK_WITH_AES_128_CCM_8`."""
+    @property
+    def psk_identity(self) -> str | None:
+        """The PSK identity offered (also in a failed handshake) or of the resumed session."""
+    @property
+    def peer_certificate(self) -> bytes | None:
+        """The client's certificate as DER (a resumed session keeps it)."""
+    def remember(self, server: DtlsServer, tag: str) -> None:
+        """Tags this session's cache entry with the credential that proved it, for `DtlsServer.forget`."""
+    def discard(self, server: DtlsServer) -> None:
+        """Drops this session from the cache: it cannot be resumed."""

@@ -3,6 +3,7 @@
 //! - [`queue`]: the per-API-key bounded, byte-accounted channel event queue and its batches.
 //! - [`tlv`]: the OMA-TLV codec (LwM2M 1.0 §6.4.3).
 //! - [`cbor`]: the SenML CBOR (112) and LwM2M CBOR (11544) codecs.
+//! - [`dtls`]: the DTLS 1.2 server record layer (OpenSSL on memory pipes), with session resumption.
 //! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
 //! - [`histogram`]: the log-bucket latency histogram of the simulator's report.
 //! - [`links`]: the CoRE link format (RFC 6690) of Register and Update payloads.
@@ -10,6 +11,7 @@
 
 pub mod cbor;
 pub mod coap;
+pub mod dtls;
 pub mod histogram;
 pub mod links;
 pub mod queue;

@@ -37,6 +37,12 @@ create_exception!(
 );
 create_exception!(
     devicehub._core,
+    DtlsError,
+    CoreError,
+    "A DTLS server that cannot be set up, or a record too large to send."
+);
+create_exception!(
+    devicehub._core,
     QueueError,
     CoreError,
     "Invalid channel queue operation."
@@ -50,5 +56,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CoapError", py.get_type::<CoapError>())?;
     m.add("QueueError", py.get_type::<QueueError>())?;
     m.add("LinkFormatError", py.get_type::<LinkFormatError>())?;
+    m.add("DtlsError", py.get_type::<DtlsError>())?;
     Ok(())
 }

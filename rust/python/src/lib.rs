@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 
 mod cbor;
 mod coap;
+mod dtls;
 mod errors;
 mod histogram;
 mod links;
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     links::register(m)?;
     histogram::register(m)?;
     udp::register(m)?;
+    dtls::register(m)?;
     Ok(())
 }
