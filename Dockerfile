@@ -3,7 +3,8 @@
 #   docker build -t devicehub .        and run it with docker compose (compose.yaml, see README).
 FROM python:3.11-slim AS build
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-RUN apt-get update && apt-get install -y --no-install-recommends curl build-essential ca-certificates \
+# libssl-dev, pkg-config: the DTLS engine links OpenSSL (the runtime's libssl3 comes with python:3.11-slim)
+RUN apt-get update && apt-get install -y --no-install-recommends curl build-essential ca-certificates libssl-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 RUN curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
 ENV PATH="/root/.cargo/bin:${PATH}"

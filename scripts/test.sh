@@ -26,6 +26,15 @@ if ! command -v coap-client-openssl >/dev/null 2>&1 || ! command -v autoreconf >
     sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
   fi
 fi
+# libssl-dev + pkg-config: the DTLS server engine (rust/core/src/dtls.rs, the `openssl` crate) links OpenSSL
+if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl; then
+  packages="libssl-dev pkg-config"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+  fi
+fi
 python3 -m pip install -q --disable-pip-version-check -U "pip>=25.1"
 python3 -m pip install -q --disable-pip-version-check -e . --group test
 exec python3 -m pytest "$@"

@@ -2,8 +2,9 @@
 "datagram pipes" (no sockets: this measures the library, not the network), the scenario bench/dtls_openssl runs
 for OpenSSL through the Rust `openssl` crate.
 
-The server is configured by the service's own `devicehub.lwm2m.dtls.server_configuration` (DTLS 1.2, the LwM2M
-suites, a P-256 certificate from `server_certificate`), the client by the simulator's `ClientCredentials`; each
+The server is configured as the service configured it while it ran on python-mbedtls (`server_configuration`
+below: DTLS 1.2 and what the TLS/TCP listener still shares, `security.server_options` — the LwM2M suites, a P-256
+certificate from `server_certificate`), the client by the simulator's `ClientCredentials`; each
 end is stepped as `DtlsListener` and `DtlsClient` step theirs: a server buffer per ClientHello with the peer's
 cookie parameter, dropped after its HelloVerifyRequest (stateless until the cookie comes back), each flushed
 chunk one datagram. Two suites: TLS_PSK_WITH_AES_128_CCM_8, and TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8 with P-256
@@ -28,6 +29,7 @@ import platform
 import tempfile
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,9 @@ from mbedtls import tls
 from mbedtls import version as mbedtls_version
 from mbedtls.exceptions import TLSError
 
-from devicehub.lwm2m.dtls import MAX_RECORD, server_certificate, server_configuration
+from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.dtls_client import ClientCredentials
-from devicehub.lwm2m.security import HANDSHAKE_OVER
+from devicehub.lwm2m.security import HANDSHAKE_OVER, MAX_RECORD, server_options
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "dtls_library.json"
 PAYLOAD = 64
@@ -46,6 +48,16 @@ PSK_IDENTITY = "dtls-bench-device-00000"
 PSK_KEY = bytes(range(16))
 CLIENT_ID = b"127.0.0.1:40000"  # the cookie parameter: the service uses the peer's "host:port"
 CURVES = {23: "secp256r1", 24: "secp384r1", 25: "secp521r1", 29: "x25519"}
+
+
+def server_configuration(certificate: tuple[bytes, bytes], psks: Mapping[str, bytes]) -> tls.DTLSConfiguration:
+    """The python-mbedtls DTLS server configuration the service used before its DTLS moved to OpenSSL: DTLS 1.2
+    only, and what the TLS/TCP listener still uses (`server_options`)."""
+    return tls.DTLSConfiguration(
+        lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
+        highest_supported_version=tls.DTLSVersion.DTLSv1_2,
+        **server_options(certificate, psks),
+    )
 
 
 def _flush(buffer: Any, out: deque[bytes]) -> None:

@@ -1,24 +1,27 @@
 """The CoAPs listener (issue 13 #1): DTLS 1.2 on one UDP socket, in front of an ordinary `CoapEndpoint`.
 
-Mbed TLS (PyPI `python-mbedtls`) runs each peer's session on memory buffers driven from this asyncio protocol;
-chosen by measurement (bench/README.md "DTLS"). The endpoint above sees plain CoAP datagrams and sends through
-`_SecureTransport`, which encrypts for the peer's session; `identity(address)` tells the LwM2M layer who proved
-what. Suites are the LwM2M 1.1 Transport §5.2 ones: TLS_PSK_WITH_AES_128_CCM_8 (RFC 6655) and
-TLS_PSK_WITH_AES_128_CBC_SHA256 for pre-shared keys (RFC 7925 §4.2: the PSK identity is the endpoint name here),
-TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8 and ..._AES_128_GCM_SHA256 for certificates (RFC 7925 §4.4).
+OpenSSL, from Rust (`devicehub._core.DtlsServer`, rust/core/src/dtls.rs), runs each peer's session on memory
+datagram pipes driven from this asyncio protocol; chosen by measurement (bench/README.md "DTLS"). The endpoint
+above sees plain CoAP datagrams and sends through `_SecureTransport`, which encrypts for the peer's session;
+`identity(address)` tells the LwM2M layer who proved what. Suites are the LwM2M 1.1 Transport §5.2 ones:
+TLS_PSK_WITH_AES_128_CCM_8 (RFC 6655) and TLS_PSK_WITH_AES_128_CBC_SHA256 for pre-shared keys (RFC 7925 §4.2: the
+PSK identity is the endpoint name here), TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8 and ..._AES_128_GCM_SHA256 for
+certificates (RFC 7925 §4.4).
 
-- A ClientHello without a valid cookie is answered with a HelloVerifyRequest and forgotten: no state is kept and
-  nothing larger than the hello goes back before the peer proves its address (RFC 6347 §4.2.1).
+- A ClientHello without a valid cookie (an HMAC of the peer's address) is answered with a HelloVerifyRequest and
+  forgotten (`DTLSv1_listen`): nothing larger than the hello goes back before the peer proves its address
+  (RFC 6347 §4.2.1).
 - At most `max_handshakes` handshakes run at once, each for at most `handshake_timeout` seconds.
 - A client certificate must be issued directly by a CA some account trusts and be valid now; its subject CN is
-  the identity, the CA's account the account. The check is ours (Mbed TLS runs with authmode OPTIONAL and has
-  verified the CertificateVerify signature), so the refusal says why: expired, untrusted, no CN.
+  the identity, the CA's account the account. The check is ours (OpenSSL requests the certificate, accepts any
+  chain and verifies the CertificateVerify signature), so the refusal says why: expired, untrusted, no CN.
 - Each refused handshake is logged once, with its reason; `revoke()` ends the sessions of removed credentials.
-Not offered: session resumption and connection IDs. python-mbedtls 2.10 never calls
-mbedtls_ssl_conf_session_cache or mbedtls_ssl_conf_session_tickets (commented out at _tls.pxd:266, :301), so a
-client offering a previous session gets a full handshake (its PSK callback runs again: the identity rules and
-revocation hold); CID is neither bound nor compiled into its Mbed TLS 2.28 (bench/README.md, "DTLS session
-resumption").
+- Session resumption (RFC 5246 §7.3, session IDs; no tickets, which could not be withdrawn): a client offering a
+  cached session gets the abbreviated handshake (`stats.resumed`). Its identity is the resumed session's — the PSK
+  identity or the certificate it was established with, judged again against the keyring now. Each cached session
+  is tagged with the credential that proved it; `load()` drops the tags of revoked PSKs and CAs, so their
+  sessions are no longer offered for resumption: the client gets a full handshake, refused like any other.
+Not offered: connection IDs (RFC 9146) — OpenSSL has no DTLS CID in any release (openssl/openssl#18724).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,20 +45,10 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_private_key,
 )
 from cryptography.x509.oid import NameOID
-from mbedtls import tls
-from mbedtls.exceptions import TLSError
 
+from devicehub._core import DtlsError, DtlsServer, DtlsSession
 from devicehub.clock import Clock
-from devicehub.lwm2m.security import (
-    MAX_RECORD,
-    Keyring,
-    PeerIdentity,
-    PskLookup,
-    authenticate,
-    failure_reason,
-    server_options,
-    step_handshake,
-)
+from devicehub.lwm2m.security import Keyring, PeerIdentity, authenticate, failure_reason
 from devicehub.lwm2m.transport import Address, CoapEndpoint
 
 log = logging.getLogger("devicehub.dtls")
@@ -65,11 +58,14 @@ MAX_HANDSHAKES = 256
 IDLE_TIMEOUT = 3 * 86_400.0  # a session outlives the longest registration lifetime (72 h)
 MAX_SESSIONS = 100_000
 SWEEP_INTERVAL = 1.0
+CACHE_SIZE = 20_000  # sessions kept for resumption
+CACHE_TIMEOUT = 86_400  # s: how long a device may sleep and still resume
 
 
 @dataclass(slots=True)
 class DtlsStats:
     handshakes: int = 0
+    resumed: int = 0  # of the handshakes, abbreviated ones (a cached session resumed)
     hello_verify_requests: int = 0
     refused: int = 0
     busy: int = 0
@@ -82,11 +78,10 @@ class DtlsStats:
 
 @dataclass(slots=True)
 class _Session:
-    buffer: tls.TLSWrappedBuffer
+    engine: DtlsSession
     started_at: float
     last_seen: float
     identity: PeerIdentity | None = None
-    psk_identity: str | None = None
 
 
 class _SecureTransport:
@@ -125,10 +120,9 @@ class DtlsListener(asyncio.DatagramProtocol):
         self._max_handshakes = max_handshakes
         self._idle_timeout = idle_timeout
         self._on_end = on_end
-        self._lookup = PskLookup()
-        self._context = tls.ServerContext(server_configuration(certificate, self._lookup))
+        self._keyring = Keyring()
+        self._server = DtlsServer(*certificate, cache_size=CACHE_SIZE, cache_timeout=CACHE_TIMEOUT)
         self._sessions: dict[Address, _Session] = {}
-        self._scratch = bytearray(MAX_RECORD)  # one read buffer, reused: records are copied out of it
         self._handshaking = 0
         self._udp: asyncio.DatagramTransport | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -169,8 +163,20 @@ class DtlsListener(asyncio.DatagramProtocol):
 
     # ---- credentials ---------------------------------------------------------------------------------
     def load(self, keyring: Keyring) -> None:
-        """Take a new keyring; sessions whose credential it no longer holds end (issue 13 #4)."""
-        self._lookup.keyring = keyring
+        """Take a new keyring; sessions whose credential it no longer holds end, and cached sessions proved by a
+        credential it no longer holds as it was can no longer be resumed (issue 13 #4)."""
+        old, self._keyring = self._keyring, keyring
+        for name, entry in keyring.psks.items():
+            if old.psks.get(name) != entry:
+                self._server.set_psk(name.encode(), entry[0])
+        for name, entry in old.psks.items():
+            if keyring.psks.get(name) != entry:
+                self._server.forget(_tag("psk", name))
+                if name not in keyring.psks:
+                    self._server.remove_psk(name.encode())
+        for authority in old.authorities:
+            if authority not in keyring.authorities:
+                self._server.forget(_tag("x509", authority[0]))
         for address, session in list(self._sessions.items()):
             identity = session.identity
             if identity is not None and not keyring.still_trusts(identity):
@@ -179,16 +185,19 @@ class DtlsListener(asyncio.DatagramProtocol):
                 self._end(address, notify=True)
 
     def has_psk(self, identity: str) -> bool:
-        return identity in self._lookup.keyring.psks
+        return identity in self._keyring.psks
 
     def identity(self, address: Address) -> PeerIdentity | None:
         session = self._sessions.get(address)
         return None if session is None else session.identity
 
     def cipher(self, address: Address) -> str | None:
-        """The negotiated suite of the peer's session (Mbed TLS names it `TLS-PSK-WITH-AES-128-CCM-8`)."""
+        """The negotiated suite of the peer's session, named as Mbed TLS names it: `TLS-PSK-WITH-AES-128-CCM-8`."""
         session = self._sessions.get(address)
-        return None if session is None or session.identity is None else str(session.buffer.cipher())
+        if session is None or session.identity is None:
+            return None
+        name = session.engine.cipher
+        return None if name is None else name.replace("_", "-")
 
     def session_count(self) -> int:
         return len(self._sessions)
@@ -199,98 +208,89 @@ class DtlsListener(asyncio.DatagramProtocol):
         if session is None or session.identity is None:
             self.stats.dropped += 1  # the peer's session is gone: the exchange above times out
             return
-        session.buffer.write(data)
+        try:
+            out = session.engine.send(data)
+        except DtlsError:
+            self.stats.dropped += 1
+            return
         self.stats.records_out += 1
-        self._flush(session, address)
+        self._transmit(out, address)
 
-    def _flush(self, session: _Session, address: Address) -> None:
-        buffer = session.buffer
-        while buffer._output_buffer:
-            chunk = buffer.peek_outgoing(MAX_RECORD)
-            buffer.consume_outgoing(len(chunk))
-            if self._udp is not None:
-                self._udp.sendto(chunk, address)
+    def _transmit(self, datagrams: list[bytes], address: Address) -> None:
+        if self._udp is not None:
+            for datagram in datagrams:
+                self._udp.sendto(datagram, address)
 
     # ---- receiving --------------------------------------------------------------------------------------
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
         address: Address = (addr[0], addr[1])
         session = self._sessions.get(address)
         if session is not None and session.identity is not None and _is_client_hello(data):
-            self._end(address, notify=True)  # the peer starts over (a restarted device): a new handshake
+            self._end(address, notify=True)  # the peer starts over (a restarted device, or one resuming)
             session = None
         if session is None:
-            if not _is_client_hello(data):
-                self.stats.dropped += 1
-                return
-            if self._handshaking >= self._max_handshakes or len(self._sessions) >= MAX_SESSIONS:
-                self.stats.busy += 1
-                return
-            now = self._clock.now()
-            buffer = self._context.wrap_buffers()
-            buffer.setcookieparam(f"{address[0]}:{address[1]}".encode())
-            session = self._sessions[address] = _Session(buffer, now, now)
-            self._handshaking += 1
+            self._accept(address, data)
+            return
         session.last_seen = self._clock.now()
-        try:
-            session.buffer.receive_from_network(data)
-        except TLSError:
+        records, out = session.engine.feed(data)
+        if out:
+            self._transmit(out, address)
+        if session.identity is None:
+            self._handshake(address, session, records)
+        elif records:
+            self._deliver(address, records)
+        elif session.engine.closed:
+            self._end(address, notify=False)
+
+    def _accept(self, address: Address, data: bytes) -> None:
+        if not _is_client_hello(data):
             self.stats.dropped += 1
             return
-        if session.identity is None:
-            self._handshake(address, session)
-        else:
-            self._read(address, session, 1 if len(data) == 13 + int.from_bytes(data[11:13], "big") else 0)
+        if self._handshaking >= self._max_handshakes or len(self._sessions) >= MAX_SESSIONS:
+            self.stats.busy += 1
+            return
+        engine, out = self._server.accept(f"{address[0]}:{address[1]}".encode(), data)
+        self._transmit(out, address)
+        if engine is None:
+            if out:
+                self.stats.hello_verify_requests += 1  # stateless until the peer echoes the cookie
+            else:
+                self.stats.dropped += 1
+            return
+        now = self._clock.now()
+        session = self._sessions[address] = _Session(engine, now, now)
+        self._handshaking += 1
+        self._handshake(address, session, [])
 
-    def _handshake(self, address: Address, session: _Session) -> None:
-        buffer = session.buffer
-        self._lookup.offered = None
-        try:
-            if not step_handshake(buffer, lambda: self._flush(session, address)):
-                return
-        except tls.HelloVerifyRequest:
-            self.stats.hello_verify_requests += 1
-            self._flush(session, address)
-            self._forget(address)  # stateless until the peer echoes the cookie
+    def _handshake(self, address: Address, session: _Session, records: list[bytes]) -> None:
+        engine = session.engine
+        if engine.failure is not None:  # its alert is sent
+            self._refuse(address, failure_reason(engine.failure, engine.psk_identity, self._keyring))
             return
-        except TLSError as error:  # the alert is sent
-            offered = self._lookup.offered or session.psk_identity
-            self._refuse(address, failure_reason(error, offered, self._lookup.keyring))
+        if not engine.established:
             return
-        finally:
-            session.psk_identity = self._lookup.offered or session.psk_identity
-        identity, reason = authenticate(buffer, session.psk_identity, self._lookup.keyring, self._clock.now())
+        identity, reason = authenticate(engine.psk_identity, engine.peer_certificate, self._keyring, self._clock.now())
         if identity is None:
+            engine.discard(self._server)  # not to be resumed either
             self._refuse(address, reason)
             return
+        engine.remember(self._server, _tag(identity.method, identity.credential))
         session.identity = identity
         self._handshaking -= 1
         self.stats.handshakes += 1
-        log.debug("DTLS session of %s (%s, %s) from %s:%d", identity.name, identity.method, buffer.cipher(), *address)
-        self._read(address, session)
+        resumed = engine.session_reused()
+        self.stats.resumed += resumed
+        log.debug(
+            "DTLS session of %s (%s, %s%s) from %s:%d",
+            identity.name, identity.method, engine.cipher, ", resumed" if resumed else "", *address,
+        )  # fmt: skip
+        if records:
+            self._deliver(address, records)
 
-    def _read(self, address: Address, session: _Session, records: int = 0) -> None:
-        """Hand each decrypted record to the endpoint; `records` = how many the datagram holds (0: unknown)."""
-        buffer = session.buffer
-        scratch = self._scratch
-        while True:
-            try:
-                size = buffer.readinto(scratch, MAX_RECORD)  # type: ignore[arg-type]  # the stub says bytes; it writes
-            except tls.WantReadError:
-                return
-            except tls.RaggedEOF:
-                self._end(address, notify=False)
-                return
-            except TLSError as error:
-                log.debug("DTLS session from %s:%d ended: %s", address[0], address[1], error)
-                self._end(address, notify=False)
-                return
-            if not size:
-                return
-            self.stats.records_in += 1
-            self._endpoint.datagram_received(bytes(scratch[:size]), address)
-            records -= 1
-            if records == 0:  # the datagram's only record: no second read (it would raise WantReadError)
-                return
+    def _deliver(self, address: Address, records: list[bytes]) -> None:
+        self.stats.records_in += len(records)
+        for record in records:
+            self._endpoint.datagram_received(record, address)
 
     # ---- ending -----------------------------------------------------------------------------------------
     def _refuse(self, address: Address, reason: str) -> None:
@@ -308,11 +308,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         if session is None:
             return
         if notify and session.identity is not None:
-            try:
-                session.buffer.shutdown()  # close_notify
-            except TLSError:
-                pass
-            self._flush(session, address)
+            self._transmit(session.engine.shutdown(), address)  # close_notify
         self._forget(address)
         if session.identity is not None and self._on_end is not None:
             self._on_end(address, session.identity)
@@ -325,18 +321,15 @@ class DtlsListener(asyncio.DatagramProtocol):
                 if session.identity is None and now - session.started_at > self._handshake_timeout:
                     self.stats.timeouts += 1
                     self._refuse(address, f"handshake not finished within {self._handshake_timeout:g} s")
-                elif session.identity is not None and now - session.last_seen > self._idle_timeout:
+                elif session.identity is None:
+                    self._transmit(session.engine.handle_timeout(), address)  # a lost flight, sent again
+                elif now - session.last_seen > self._idle_timeout:
                     self._end(address, notify=True)
 
 
-def server_configuration(certificate: tuple[bytes, bytes], psks: Mapping[str, bytes]) -> tls.DTLSConfiguration:
-    """The listener's Mbed TLS configuration: DTLS 1.2 only, and what both listeners share (security.server_options:
-    the LwM2M suites, our certificate, PSKs looked up in `psks`); bench/micro/dtls_library_bench.py measures it."""
-    return tls.DTLSConfiguration(
-        lowest_supported_version=tls.DTLSVersion.DTLSv1_2,
-        highest_supported_version=tls.DTLSVersion.DTLSv1_2,
-        **server_options(certificate, psks),
-    )
+def _tag(method: str, credential: str) -> str:
+    """What a cached session is tagged with: the credential a revocation matches (PeerIdentity.credential)."""
+    return f"{method}:{credential}"
 
 
 def _is_client_hello(data: bytes) -> bool:

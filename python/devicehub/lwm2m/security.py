@@ -104,21 +104,23 @@ def step_handshake(buffer: tls.TLSWrappedBuffer, flush: Callable[[], None]) -> b
 
 
 def authenticate(
-    buffer: tls.TLSWrappedBuffer, psk_identity: str | None, keyring: Keyring, now: float
+    psk_identity: str | None, certificate: bytes | None, keyring: Keyring, now: float
 ) -> tuple[PeerIdentity | None, str]:
-    """The identity a finished handshake proved, or None and why it is refused."""
+    """The identity a finished handshake proved (its PSK identity, else its client certificate as DER), or None
+    and why it is refused."""
     if psk_identity is not None:
         entry = keyring.psks.get(psk_identity)
         if entry is None:
             return None, f"PSK identity {psk_identity!r} was revoked during the handshake"
         return PeerIdentity(psk_identity, entry[1], "psk", psk_identity), ""
-    der = buffer.getpeercert(binary_form=True)
+    der = certificate
     if not der:
         return None, "no PSK identity and no client certificate"
     return certificate_identity(der, keyring, now)
 
 
-def failure_reason(error: Exception, offered: str | None, keyring: Keyring) -> str:
+def failure_reason(error: object, offered: str | None, keyring: Keyring) -> str:
+    """Why a handshake failed, for the log: `error` is the library's exception or message."""
     if offered is not None and offered not in keyring.psks:
         return f"unknown PSK identity {offered!r}"
     if offered is not None:

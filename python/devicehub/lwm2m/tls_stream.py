@@ -155,7 +155,9 @@ class TlsStream(asyncio.Protocol):
             if lookup is not None:
                 self.psk_identity = lookup.offered or self.psk_identity
         if acceptor is not None:
-            identity, reason = authenticate(self._buffer, self.psk_identity, acceptor.lookup.keyring, acceptor.now())
+            identity, reason = authenticate(
+                self.psk_identity, self._buffer.getpeercert(binary_form=True), acceptor.lookup.keyring, acceptor.now()
+            )
             if identity is None:
                 acceptor.refuse(self, reason)
                 self.close()

@@ -27,8 +27,8 @@ use openssl::memcmp;
 use openssl::pkey::PKey;
 use openssl::sign::Signer;
 use openssl::ssl::{
-    ErrorCode, Ssl, SslContext, SslMethod, SslOptions, SslSession, SslSessionCacheMode, SslStream,
-    SslVerifyMode, SslVersion,
+    ErrorCode, ShutdownState, Ssl, SslContext, SslMethod, SslOptions, SslSession,
+    SslSessionCacheMode, SslStream, SslVerifyMode, SslVersion,
 };
 use openssl::x509::X509;
 
@@ -380,8 +380,11 @@ impl DtlsSession {
                     continue;
                 }
                 Err(error) if error.code() == ErrorCode::WANT_READ => {}
-                Err(_) => {
-                    self.closed = true; // close_notify (ZERO_RETURN) or a fatal alert
+                Err(error) => {
+                    self.closed = true;
+                    if error.code() == ErrorCode::ZERO_RETURN {
+                        let _ = self.stream.shutdown(); // close_notify answered (RFC 5246 §7.2.1)
+                    }
                     let _ = ErrorStack::get();
                 }
             }
@@ -491,6 +494,18 @@ impl DtlsSession {
                 server.context.remove_session(session);
             }
             lock(&server.tagged).remove(session.id());
+        }
+    }
+}
+
+impl Drop for DtlsSession {
+    /// OpenSSL drops a session from the cache when its `SSL` is freed without a close_notify sent; a session
+    /// that ended without failing (the peer went quiet, or the caller let it go) stays resumable: only
+    /// [`DtlsSession::discard`], [`DtlsServer::forget`], a fatal alert, eviction or time-out remove it.
+    fn drop(&mut self) {
+        if self.established && self.failure.is_none() {
+            self.stream
+                .set_shutdown(ShutdownState::SENT | ShutdownState::RECEIVED);
         }
     }
 }

@@ -224,6 +224,17 @@ fn a_psk_session_resumes_with_its_identity_until_its_tag_is_forgotten() {
     assert_eq!(resumed.cipher(), Some("TLS_PSK_WITH_AES_128_CCM_8"));
     exchange(&mut second);
 
+    // the peer closes (close_notify, answered) and the session object goes: the cached session stays
+    second.client.shutdown().unwrap();
+    let close = std::mem::take(&mut second.client.get_mut().outbox);
+    let session = second.session.as_mut().unwrap();
+    let fed = session.feed(&close[0]);
+    assert!(session.closed() && fed.records.is_empty() && fed.output.len() == 1);
+    drop(second);
+    let again = handshake(&server, &client, Some(&offer));
+    assert!(again.session.as_ref().unwrap().session_reused());
+    drop(again);
+
     assert_eq!(server.forget("psk:someone-else"), 0);
     assert_eq!(server.forget("psk:dtls-device-00001"), 1);
     assert_eq!(server.tagged_count(), 0);
