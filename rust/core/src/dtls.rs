@@ -18,6 +18,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::io::{self, Read, Write};
+use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use foreign_types::ForeignTypeRef;
@@ -67,10 +68,13 @@ pub enum DtlsError {
 }
 
 /// One end of a datagram pipe: each write is one datagram out, each read takes one datagram in or would block.
+/// Public for tests and benchmarks, whose OpenSSL clients run on one too.
 #[derive(Default)]
-struct Pipe {
-    inbox: VecDeque<Vec<u8>>,
-    outbox: Vec<Vec<u8>>,
+pub struct Pipe {
+    /// Datagrams to be read, oldest first.
+    pub inbox: VecDeque<Vec<u8>>,
+    /// Datagrams written.
+    pub outbox: Vec<Vec<u8>>,
 }
 
 impl Read for Pipe {
@@ -371,12 +375,16 @@ impl DtlsSession {
     }
 
     fn read(&mut self, fed: &mut Fed) {
-        let mut buffer = [0u8; MAX_PLAINTEXT];
+        // not zeroed: 16 KiB of memset per datagram would cost more than the record's decryption
+        let mut buffer = [MaybeUninit::<u8>::uninit(); MAX_PLAINTEXT];
         loop {
-            match self.stream.ssl_read(&mut buffer) {
+            match self.stream.ssl_read_uninit(&mut buffer) {
                 Ok(0) => {}
                 Ok(n) => {
-                    fed.records.push(buffer[..n].to_vec());
+                    // SAFETY: OpenSSL wrote the first `n` bytes
+                    let record =
+                        unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), n) };
+                    fed.records.push(record.to_vec());
                     continue;
                 }
                 Err(error) if error.code() == ErrorCode::WANT_READ => {}

@@ -98,6 +98,15 @@ struct Run {
     hello_verify: usize,
 }
 
+impl Drop for Run {
+    /// A client `SSL` freed without close_notify marks its session not resumable (OpenSSL's
+    /// `ssl_clear_bad_session`), and the offer a test keeps is that same session: end it cleanly.
+    fn drop(&mut self) {
+        self.client
+            .set_shutdown(ShutdownState::SENT | ShutdownState::RECEIVED);
+    }
+}
+
 /// Runs a handshake between a client of `context` (resuming `offer` if given) and `server`.
 fn handshake(server: &DtlsServer, context: &SslContext, offer: Option<&SslSession>) -> Run {
     let mut ssl = Ssl::new(context).unwrap();
@@ -330,4 +339,27 @@ fn psk_table_bounds() {
     assert!(server.set_psk(b"", KEY).is_err());
     assert!(server.set_psk(IDENTITY, &[0; MAX_PSK + 1]).is_err());
     assert!(!server.remove_psk(b"nobody"));
+}
+
+#[test]
+fn a_full_cache_evicts_the_oldest_sessions_and_keeps_the_newest_resumable() {
+    let server = server(); // 100 sessions
+    let client = psk_client(IDENTITY, KEY);
+    let oldest = handshake(&server, &client, None);
+    oldest
+        .session
+        .as_ref()
+        .unwrap()
+        .remember(&server, "psk:oldest");
+    let oldest_offer = oldest.client.ssl().session().unwrap().to_owned();
+    for _ in 0..150 {
+        handshake(&server, &client, None);
+    }
+    assert_eq!(server.tagged_count(), 0); // its eviction untagged it
+    let newest = handshake(&server, &client, None);
+    let offer = newest.client.ssl().session().unwrap().to_owned();
+    let resumed = handshake(&server, &client, Some(&offer));
+    assert!(resumed.session.as_ref().unwrap().session_reused());
+    let full = handshake(&server, &client, Some(&oldest_offer));
+    assert!(!full.session.as_ref().unwrap().session_reused());
 }
