@@ -15,12 +15,17 @@ certificates (RFC 7925 §4.4).
 - A client certificate must be issued directly by a CA some account trusts and be valid now; its subject CN is
   the identity, the CA's account the account. The check is ours (OpenSSL requests the certificate, accepts any
   chain and verifies the CertificateVerify signature), so the refusal says why: expired, untrusted, no CN.
-- Each refused handshake is logged once, with its reason; `revoke()` ends the sessions of removed credentials.
+- Each refused handshake is logged once, with its reason; `load()` of a keyring that no longer holds a credential
+  ends the sessions it proved.
 - Session resumption (RFC 5246 §7.3, session IDs; no tickets, which could not be withdrawn): a client offering a
   cached session gets the abbreviated handshake (`stats.resumed`). Its identity is the resumed session's — the PSK
   identity or the certificate it was established with, judged again against the keyring now. Each cached session
-  is tagged with the credential that proved it; `load()` drops the tags of revoked PSKs and CAs, so their
-  sessions are no longer offered for resumption: the client gets a full handshake, refused like any other.
+  is tagged with the credential that proved it; `load()` drops the cached sessions of revoked PSKs and CAs, so an
+  offer of one gets a full handshake, refused like any other.
+Until 2026-11-23 python-mbedtls ran these sessions: it binds no session cache and no tickets, so every offered
+session got a full handshake; with OpenSSL the DTLS layer also costs the server about a third less CPU per
+notification (bench/README.md "The service on OpenSSL"). The TLS/TCP listener and the DTLS client stay on
+python-mbedtls.
 Not offered: connection IDs (RFC 9146) — OpenSSL has no DTLS CID in any release (openssl/openssl#18724).
 """
 
