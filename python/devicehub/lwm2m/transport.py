@@ -504,6 +504,16 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         return coap_decode(coap_encode(first.mtype, first.code, first.mid, first.token, kept, bytes(body)))
 
     # ---- receiving ------------------------------------------------------------------------------------
+    def datagrams_received(self, batch: list[tuple[bytes, Address]]) -> None:
+        """A loop turn's datagrams from a batch reader (lwm2m/udp.py): each handled as `datagram_received` does,
+        and the ACKs they produce leave together at the end of the turn. One datagram's failure is logged and
+        does not cost the rest of the batch."""
+        for data, addr in batch:
+            try:
+                self.datagram_received(data, addr)
+            except Exception:
+                log.exception("datagram from %s:%d not handled", addr[0], addr[1])
+
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
         remote: Address = (addr[0], addr[1])
         self.stats.received += 1
