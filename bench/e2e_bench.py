@@ -226,6 +226,7 @@ class Collector:
 
     def __init__(self, expected_devices: int) -> None:
         self.count = 0
+        self.messages = 0  # WebSocket frames / callback bodies that carried them
         self.latencies: list[float] = []
         self.measuring = False
         self.started = time.time()
@@ -238,6 +239,7 @@ class Collector:
         if not self.measuring:
             return
         self.count += len(notes)
+        self.messages += 1
         second = self.seconds.setdefault(int(now - self.started), [])
         for note in notes:
             try:
@@ -252,6 +254,7 @@ class Collector:
         if not self.measuring:
             return
         self.count += 1
+        self.messages += 1
         try:
             latency = time.time() - float(data[data.rindex(b"\xff") + 1 :])
         except ValueError:
@@ -286,6 +289,7 @@ class Windows:
         self.rates: list[float] = []
         self.ingested: list[float] = []
         self.cpu_us: list[float] = []
+        self.per_message = 0.0  # events per WebSocket frame / callback body, over the measurement windows
 
 
 async def _windows(
@@ -415,6 +419,7 @@ async def _measure(
                 reader.cancel()
             if receiver is not None:
                 await receiver.cleanup()
+    seen.per_message = collector.count / collector.messages if collector.messages else 0.0
     return seen, collector.latencies, collector.timeline()
 
 
@@ -494,6 +499,7 @@ def main() -> None:
         "events_per_cpu_second_ratio": cpu_ratio,
         "latency_p50_ms": p50,
         "latency_p99_ms": p99,
+        "events_per_message": seen.per_message,
         "machine": platform.machine(),
         "smoke": args.smoke,
         "timeline": timeline,
@@ -506,7 +512,8 @@ def main() -> None:
         f"e2e {args.channel}{' (redis, 2 nodes)' if args.redis else ''}: {delivered:,.0f} notifications/s "
         f"delivered (median of {args.runs}), offered "
         f"{args.rate:,.0f}/s (service received {statistics.median(seen.ingested):,.0f} datagrams/s), ratio "
-        f"{delivered / args.rate:.2f}; latency p50 {p50:.1f} ms p99 {p99:.1f} ms; {cpu_us:.1f} µs CPU per event"
+        f"{delivered / args.rate:.2f}; latency p50 {p50:.1f} ms p99 {p99:.1f} ms; {cpu_us:.1f} µs CPU per event, "
+        f"{seen.per_message:.1f} events per {'frame' if args.channel == 'websocket' else 'body'}"
         + (
             f"; bare relay {baseline['median']:,.0f}/s at {baseline['cpu_us_per_event_median']:.1f} µs CPU per "
             f"event: events per CPU-second {cpu_ratio:.2f} of the relay's"

@@ -34,6 +34,7 @@ __all__ = [
     "QueueError",
     "TlvError",
     "TlvNode",
+    "UdpReceiver",
     "__version__",
     "coap_decode",
     "coap_encode",
@@ -364,3 +365,20 @@ class DtlsSession:
         """Tags this session's cache entry with the credential that proved it, for `DtlsServer.forget`."""
     def discard(self, server: DtlsServer) -> None:
         """Drops this session from the cache: it cannot be resumed."""
+
+@final
+class UdpReceiver:
+    """`recvmmsg` into buffers allocated once: up to `max_datagrams` (1-1024) datagrams of up to `max_size` bytes
+    each per call (a longer one is cut to `max_size`: size it one above the largest accepted). Linux only:
+    elsewhere the constructor raises OSError."""
+
+    def __new__(cls, max_datagrams: int, max_size: int) -> UdpReceiver: ...
+    @property
+    def capacity(self) -> int:
+        """How many datagrams one `receive` takes at most."""
+
+    def receive(self, fd: int) -> list[tuple[bytes, tuple[str, int]]]:
+        """The datagrams waiting on the UDP socket `fd`, up to `capacity`, each with its sender `(host, port)`,
+        in one system call without blocking; empty when none waits. The same address tuple comes back for every
+        datagram of a peer. Raises OSError for the socket's error (an ICMP error queued by the kernel, reported
+        once; with IP_RECVERR set its error queue is emptied too) or a bad descriptor."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -308,6 +309,10 @@ async def serve(settings: ServeSettings) -> int:
     except BaseException:
         await node.stop()
         raise
+    # issue 15: what start-up built (modules, routes, the store's caches) lives as long as the process; the
+    # collector's full passes no longer walk it each time the event path's young objects come of age
+    gc.collect()
+    gc.freeze()
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     elif not await has_active_key(node):

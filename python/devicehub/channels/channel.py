@@ -112,11 +112,13 @@ class Channel:
 
     # ---- queue operations ----------------------------------------------------------------------
     def push(self, kind: int, data: bytes, now_ms: int) -> None:
-        self.queue.push(kind, data, now_ms)
-        self._journal.append(self.key_id, StoredEvent(kind, data, now_ms))
-        self._counters.queued_by_kind[kind] = self._counters.queued_by_kind.get(kind, 0) + 1
+        dropped = self.queue.push(kind, data, now_ms)
+        self._journal.append(self.config.key_id, StoredEvent(kind, data, now_ms))
+        queued = self._counters.queued_by_kind
+        queued[kind] = queued.get(kind, 0) + 1
         self.last_data_at = now_ms / 1000
-        self._account()
+        if dropped:  # a push changes only the cap's count, by what it returns (every other change accounts itself)
+            self._account()
         self._wake.set()
 
     def restore(self, events: list[StoredEvent], lost_before: ChannelDrops) -> None:

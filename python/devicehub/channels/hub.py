@@ -21,7 +21,7 @@ from devicehub.channels.encode import EventEncoder
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.targets import TargetPolicy
-from devicehub.channels.websocket import GOING_AWAY, UNEXPECTED, WebSocketSession
+from devicehub.channels.websocket import COALESCE_S, GOING_AWAY, UNEXPECTED, WebSocketSession
 from devicehub.clock import Clock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import Principal
@@ -53,6 +53,7 @@ class ChannelHub:
         ping_payload: Callable[[], bytes] = lambda: os.urandom(4),
         ping_interval: float = 30.0,
         pong_timeout: float = 5.0,
+        websocket_coalesce: float = COALESCE_S,
         pull_timeout: float = 30.0,
         pull_gone_s: float = 60.0,
         callback_timeout: float = callback.REQUEST_TIMEOUT_S,
@@ -67,6 +68,7 @@ class ChannelHub:
         self._ping_payload = ping_payload
         self._ping_interval = ping_interval
         self._pong_timeout = pong_timeout
+        self._websocket_coalesce = websocket_coalesce
         self._pull_timeout = pull_timeout
         self._pull_gone_s = pull_gone_s
         self._callback_timeout = callback_timeout
@@ -400,6 +402,7 @@ class ChannelHub:
             ping_payload=self._ping_payload,
             ping_interval=self._ping_interval,
             pong_timeout=self._pong_timeout,
+            coalesce=self._websocket_coalesce,
         )
         channel.session = session
         channel.disconnected_since = None

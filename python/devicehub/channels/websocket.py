@@ -22,6 +22,11 @@ log = logging.getLogger("devicehub.channels.websocket")
 SUBPROTOCOL = "wss"  # wire-format.md: the server answers `Sec-WebSocket-Protocol: wss`
 KEY_PREFIX = "pelion_"  # spec §4.7: a fixed service prefix and the API key
 
+# seconds a sender woken by the first event of an empty queue waits for more before it writes the frame: each
+# text frame is one NotificationMessage of up to max_chunk_size events (wire-format.md), and a frame per loop
+# turn cost more CPU than the events in it (issue 15; bench/README.md, "Events")
+COALESCE_S = 0.002
+
 # spec §7 close codes
 NORMAL = 1000
 GOING_AWAY = 1001
@@ -58,6 +63,7 @@ class WebSocketSession:
         ping_payload: Callable[[], bytes],
         ping_interval: float,
         pong_timeout: float,
+        coalesce: float = COALESCE_S,
     ) -> None:
         self.ws = ws
         self.channel = channel
@@ -66,6 +72,7 @@ class WebSocketSession:
         self._ping_payload = ping_payload
         self._ping_interval = ping_interval
         self._pong_timeout = pong_timeout
+        self._coalesce = coalesce
         self._expected: bytes | None = None
         self._pong = asyncio.Event()
         self._closer: asyncio.Task[bool] | None = None
@@ -118,6 +125,10 @@ class WebSocketSession:
             batch = channel.take(int(self._clock.now() * 1000))
             if batch is None:
                 await channel.wait_for_events()
+                if self._coalesce > 0:
+                    # issue 15: the events of the next loop turns join this frame (a frame written per loop turn
+                    # cost more CPU than its events; a queue that is behind is sent at once, without this wait)
+                    await asyncio.sleep(self._coalesce)
                 continue
             try:
                 # spec §6 rule 6: no application acknowledgement; the transport taking the frame is delivery

@@ -42,6 +42,7 @@ from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.tls_stream import TlsAcceptor
 from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Handler, Limits, NotificationHandler, Reply
+from devicehub.lwm2m.udp import open_udp
 from devicehub.store.base import Store
 from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
 
@@ -178,8 +179,7 @@ class LwM2MServer:
 
     async def start(self, host: str, port: int) -> None:
         endpoint = self._new_endpoint("coap", self._handle, self._notification)
-        await asyncio.get_running_loop().create_datagram_endpoint(lambda: endpoint, local_addr=(host, port))
-        endpoint.send_in_batches()
+        await open_udp(endpoint, host, port)  # recvmmsg batches on Linux (issue 15 #2)
         self._endpoint = endpoint
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
 

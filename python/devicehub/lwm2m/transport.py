@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import random
+import struct
 import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -504,6 +505,16 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         return coap_decode(coap_encode(first.mtype, first.code, first.mid, first.token, kept, bytes(body)))
 
     # ---- receiving ------------------------------------------------------------------------------------
+    def datagrams_received(self, batch: list[tuple[bytes, Address]]) -> None:
+        """A loop turn's datagrams from a batch reader (lwm2m/udp.py): each handled as `datagram_received` does,
+        and the ACKs they produce leave together at the end of the turn. One datagram's failure is logged and
+        does not cost the rest of the batch."""
+        for data, addr in batch:
+            try:
+                self.datagram_received(data, addr)
+            except Exception:
+                log.exception("datagram from %s:%d not handled", addr[0], addr[1])
+
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
         remote: Address = (addr[0], addr[1])
         self.stats.received += 1
@@ -592,8 +603,8 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         if not accepted:
             self.stats.unknown_notifications += 1
         if message.mtype == codes.CON:
-            kind = codes.ACK if accepted else codes.RST
-            reply = coap_encode(kind, 0, message.mid, b"", [], b"")
+            # RFC 7252 §3: version 1, type, no token, code 0.00, the notification's message ID
+            reply = _EMPTY_REPLY(_EMPTY_ACK if accepted else _EMPTY_RST, 0, message.mid)
             self._remember(remote, message.mid, reply)
             self._send_soon(reply, remote)
 
@@ -815,6 +826,11 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             options.append((codes.SIZE2, coap_encode_uint(len(reply.payload))))
         return Reply(reply.code, options, reply.payload[offset : offset + size])
 
+
+# the empty ACK/RST of a notification, packed directly (a third of coap_encode's cost on the CON event path)
+_EMPTY_REPLY = struct.Struct(">BBH").pack
+_EMPTY_ACK = 0x40 | codes.ACK << 4
+_EMPTY_RST = 0x40 | codes.RST << 4
 
 # stands in for the "response" of a confirmable notification, which has only an ACK
 _ACKED: CoapMessage = coap_decode(bytes([0x60, 0x00, 0x00, 0x00]))

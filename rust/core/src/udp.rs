@@ -126,70 +126,149 @@ pub fn send_batch(fd: RawFd, datagrams: &[(&[u8], SocketAddr)]) -> io::Result<us
     Ok(sent)
 }
 
-/// Receives up to `max` waiting datagrams from `fd` in one `recvmmsg` call, without blocking, each with its
-/// sender; an empty vector when none is waiting. A datagram longer than `size` is cut to `size` bytes: pass one
-/// more than the largest datagram accepted to recognise one too long.
-pub fn recv_batch(fd: RawFd, max: usize, size: usize) -> io::Result<Vec<(Vec<u8>, SocketAddr)>> {
-    let max = max.clamp(1, MAX_BATCH);
-    let mut buffers = vec![0u8; max * size];
-    // SAFETY: sockaddr_storage is plain old data.
-    let mut addrs: Vec<libc::sockaddr_storage> = vec![unsafe { mem::zeroed() }; max];
-    let mut iovs: Vec<libc::iovec> = buffers
-        .chunks_mut(size.max(1))
-        .take(max)
-        .map(|buf| libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        })
-        .collect();
-    let mut headers: Vec<libc::mmsghdr> = iovs
-        .iter_mut()
-        .zip(addrs.iter_mut())
-        .map(|(iov, storage)| {
-            // SAFETY: as in send_batch.
-            let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
-            hdr.msg_name = storage as *mut _ as *mut libc::c_void;
-            hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            hdr.msg_iov = iov as *mut libc::iovec;
-            hdr.msg_iovlen = 1;
-            libc::mmsghdr {
-                msg_hdr: hdr,
-                msg_len: 0,
-            }
-        })
-        .collect();
-    let n = loop {
-        // SAFETY: every header points at a live buffer and address of this function.
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                headers.as_mut_ptr(),
-                headers.len() as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        if n >= 0 {
-            break n as usize;
-        }
-        let error = io::Error::last_os_error();
-        match error.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Ok(Vec::new()),
-            _ => return Err(error),
-        }
-    };
-    let mut out = Vec::with_capacity(n);
-    for (i, header) in headers.iter().take(n).enumerate() {
-        if let Some(addr) = from_sockaddr(&addrs[i]) {
-            let start = i * size;
-            out.push((
-                buffers[start..start + header.msg_len as usize].to_vec(),
-                addr,
-            ));
+/// Buffers for `recvmmsg`, allocated once and reused by every call: `max` datagrams of up to `size` bytes each.
+/// A datagram longer than `size` is cut to `size` bytes: size it one more than the largest datagram accepted
+/// to recognise one too long.
+pub struct Receiver {
+    size: usize,
+    buffers: Vec<u8>,
+    addrs: Vec<libc::sockaddr_storage>,
+    lens: Vec<usize>,
+    count: usize,
+}
+
+impl Receiver {
+    /// Room for `max` (1..=MAX_BATCH) datagrams of `size` (at least 1) bytes each.
+    pub fn new(max: usize, size: usize) -> Self {
+        let max = max.clamp(1, MAX_BATCH);
+        let size = size.max(1);
+        Self {
+            size,
+            buffers: vec![0u8; max * size],
+            // SAFETY: sockaddr_storage is plain old data; all-zero is a valid (unspecified) value.
+            addrs: vec![unsafe { mem::zeroed() }; max],
+            lens: vec![0; max],
+            count: 0,
         }
     }
-    Ok(out)
+
+    /// How many datagrams one call takes at most.
+    pub fn capacity(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// Takes the datagrams waiting on `fd`, up to the capacity, in one `recvmmsg` call without blocking, and
+    /// returns how many (0 when none waits; what an earlier call took is gone). An error is the socket's (an
+    /// ICMP error the kernel queued, a closed descriptor); with `IP_RECVERR` set, the error queue is emptied
+    /// too, or a level-triggered poll would keep reporting the socket readable.
+    pub fn receive(&mut self, fd: RawFd) -> io::Result<usize> {
+        self.count = 0;
+        let size = self.size;
+        let mut iovs: Vec<libc::iovec> = self
+            .buffers
+            .chunks_mut(size)
+            .map(|buf| libc::iovec {
+                iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+                iov_len: buf.len(),
+            })
+            .collect();
+        let mut headers: Vec<libc::mmsghdr> = iovs
+            .iter_mut()
+            .zip(self.addrs.iter_mut())
+            .map(|(iov, storage)| {
+                // SAFETY: as in send_batch.
+                let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+                hdr.msg_name = storage as *mut _ as *mut libc::c_void;
+                hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                hdr.msg_iov = iov as *mut libc::iovec;
+                hdr.msg_iovlen = 1;
+                libc::mmsghdr {
+                    msg_hdr: hdr,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        let n = loop {
+            // SAFETY: every header points at a live buffer and address of this receiver.
+            let n = unsafe {
+                libc::recvmmsg(
+                    fd,
+                    headers.as_mut_ptr(),
+                    headers.len() as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if n >= 0 {
+                break n as usize;
+            }
+            let error = io::Error::last_os_error();
+            match error.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Ok(0),
+                _ => {
+                    drain_error_queue(fd);
+                    return Err(error);
+                }
+            }
+        };
+        for (len, header) in self.lens.iter_mut().zip(&headers[..n]) {
+            *len = header.msg_len as usize;
+        }
+        self.count = n;
+        Ok(n)
+    }
+
+    /// The `i`-th datagram of the last `receive` and its sender (None for a family other than IPv4/IPv6).
+    pub fn get(&self, i: usize) -> Option<(&[u8], SocketAddr)> {
+        if i >= self.count {
+            return None;
+        }
+        let start = i * self.size;
+        let addr = from_sockaddr(&self.addrs[i])?;
+        Some((&self.buffers[start..start + self.lens[i]], addr))
+    }
+
+    /// The datagrams of the last `receive`, in the order they came, each with its sender.
+    pub fn datagrams(&self) -> impl Iterator<Item = (&[u8], SocketAddr)> + '_ {
+        (0..self.count).filter_map(|i| self.get(i))
+    }
+}
+
+/// Empties the socket's error queue (filled only with `IP_RECVERR`/`IPV6_RECVERR` set), without blocking.
+fn drain_error_queue(fd: RawFd) {
+    let mut buf = [0u8; 512];
+    let mut control = [0u8; 512];
+    for _ in 0..MAX_BATCH {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain old data; it points at the local buffers above for the call's duration.
+        let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+        hdr.msg_iov = &mut iov;
+        hdr.msg_iovlen = 1;
+        hdr.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        hdr.msg_controllen = control.len() as _;
+        // SAFETY: as above.
+        let n = unsafe { libc::recvmsg(fd, &mut hdr, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if n < 0 {
+            return;
+        }
+    }
+}
+
+/// Receives up to `max` waiting datagrams from `fd` in one `recvmmsg` call, without blocking, each with its
+/// sender; an empty vector when none is waiting. A datagram longer than `size` is cut to `size` bytes: pass one
+/// more than the largest datagram accepted to recognise one too long. (A `Receiver` kept across calls saves
+/// the allocation.)
+pub fn recv_batch(fd: RawFd, max: usize, size: usize) -> io::Result<Vec<(Vec<u8>, SocketAddr)>> {
+    let mut receiver = Receiver::new(max, size);
+    receiver.receive(fd)?;
+    Ok(receiver
+        .datagrams()
+        .map(|(data, addr)| (data.to_vec(), addr))
+        .collect())
 }
 
 #[cfg(test)]
@@ -303,5 +382,78 @@ mod tests {
     fn send_batch_on_a_closed_descriptor_is_an_error() {
         let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
         assert!(send_batch(-1, &[(b"x", to)]).is_err());
+    }
+
+    #[test]
+    fn receiver_is_reused_and_keeps_only_the_last_batch() {
+        let (a, b) = pair();
+        let to = b.local_addr().unwrap();
+        let mut receiver = Receiver::new(4, 64);
+        for round in 0u8..3 {
+            for i in 0u8..6 {
+                a.send_to(&[round, i], to).unwrap();
+            }
+            let mut got = Vec::new();
+            for _ in 0..1000 {
+                let n = receiver.receive(b.as_raw_fd()).unwrap();
+                assert!(n <= receiver.capacity());
+                got.extend(receiver.datagrams().map(|(d, from)| (d.to_vec(), from)));
+                if got.len() == 6 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let expected: Vec<(Vec<u8>, SocketAddr)> = (0u8..6)
+                .map(|i| (vec![round, i], a.local_addr().unwrap()))
+                .collect();
+            assert_eq!(got, expected);
+        }
+        assert_eq!(receiver.receive(b.as_raw_fd()).unwrap(), 0);
+        assert!(receiver.get(0).is_none());
+    }
+
+    #[test]
+    fn receiver_reports_a_queued_icmp_error_and_goes_on_reading() {
+        let (a, b) = pair();
+        let on = 1 as libc::c_int;
+        // SAFETY: a valid socket and option value of the right size.
+        let set = unsafe {
+            libc::setsockopt(
+                b.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_RECVERR,
+                &on as *const _ as *const libc::c_void,
+                mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(set, 0);
+        let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let nobody = closed.local_addr().unwrap();
+        drop(closed);
+        b.send_to(b"hello?", nobody).unwrap(); // answered by ICMP port unreachable
+        let mut receiver = Receiver::new(4, 64);
+        let mut refused = false;
+        for _ in 0..1000 {
+            match receiver.receive(b.as_raw_fd()) {
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    refused = true;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+                Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        assert!(refused);
+        a.send_to(b"after", b.local_addr().unwrap()).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..1000 {
+            receiver.receive(b.as_raw_fd()).unwrap();
+            got.extend(receiver.datagrams().map(|(d, _)| d.to_vec()));
+            if !got.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(got, vec![b"after".to_vec()]);
     }
 }

@@ -1,9 +1,14 @@
-//! `udp_send_batch`: conversions around `devicehub_core::udp` (Linux; elsewhere it raises OSError).
+//! `udp_send_batch` and `UdpReceiver`: conversions around `devicehub_core::udp` (Linux; elsewhere they raise
+//! OSError).
 
 use pyo3::prelude::*;
 
 #[cfg(target_os = "linux")]
 use pyo3::exceptions::PyValueError;
+#[cfg(target_os = "linux")]
+use pyo3::types::{PyBytes, PyList, PyTuple};
+#[cfg(target_os = "linux")]
+use std::collections::HashMap;
 #[cfg(target_os = "linux")]
 use std::net::{IpAddr, SocketAddr};
 
@@ -20,7 +25,17 @@ fn udp_send_batch(fd: i32, datagrams: Vec<(Vec<u8>, (String, u16))>) -> PyResult
             .map_err(|_| PyValueError::new_err(format!("not an IP address: {host:?}")))?;
         batch.push((data.as_slice(), SocketAddr::new(ip, *port)));
     }
-    Ok(devicehub_core::udp::send_batch(fd, &batch)?)
+    devicehub_core::udp::send_batch(fd, &batch).map_err(os_error)
+}
+
+/// `OSError(errno, strerror)`, which Python turns into its subclass (ConnectionRefusedError, BlockingIOError…)
+/// with `errno` set; PyO3's own conversion leaves `errno` None.
+#[cfg(target_os = "linux")]
+fn os_error(error: std::io::Error) -> PyErr {
+    match error.raw_os_error() {
+        Some(code) => pyo3::exceptions::PyOSError::new_err((code, error.to_string())),
+        None => error.into(),
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -32,7 +47,109 @@ fn udp_send_batch(fd: i32, datagrams: Vec<(Vec<u8>, (String, u16))>) -> PyResult
     ))
 }
 
+/// Address tuples handed out are kept (up to this many peers) and handed out again: the same `(host, port)`
+/// object for every datagram of a peer, its host string hashed once.
+#[cfg(target_os = "linux")]
+const ADDRESS_CACHE: usize = 4096;
+
+/// `recvmmsg` into buffers kept across calls; `receive(fd)` returns the waiting datagrams as
+/// `[(payload, (host, port)), ...]`.
+#[cfg(target_os = "linux")]
+#[pyclass(module = "devicehub._core", name = "UdpReceiver")]
+pub struct PyUdpReceiver {
+    receiver: devicehub_core::udp::Receiver,
+    addresses: HashMap<SocketAddr, Py<PyTuple>>,
+}
+
+#[cfg(target_os = "linux")]
+#[pymethods]
+impl PyUdpReceiver {
+    #[new]
+    fn new(max_datagrams: usize, max_size: usize) -> PyResult<Self> {
+        if max_datagrams == 0 || max_datagrams > devicehub_core::udp::MAX_BATCH || max_size == 0 {
+            return Err(PyValueError::new_err(format!(
+                "max_datagrams must be 1-{}, max_size at least 1",
+                devicehub_core::udp::MAX_BATCH
+            )));
+        }
+        Ok(Self {
+            receiver: devicehub_core::udp::Receiver::new(max_datagrams, max_size),
+            addresses: HashMap::new(),
+        })
+    }
+
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.receiver.capacity()
+    }
+
+    fn receive<'py>(&mut self, py: Python<'py>, fd: i32) -> PyResult<Bound<'py, PyList>> {
+        self.receiver.receive(fd).map_err(os_error)?;
+        let out = PyList::empty(py);
+        for (data, addr) in self.receiver.datagrams() {
+            let address = match self.addresses.get(&addr) {
+                Some(address) => address.bind(py).clone(),
+                None => {
+                    let host = match addr {
+                        SocketAddr::V6(v6) if v6.scope_id() != 0 => {
+                            format!("{}%{}", v6.ip(), v6.scope_id())
+                        }
+                        _ => addr.ip().to_string(),
+                    };
+                    let address = PyTuple::new(
+                        py,
+                        [
+                            host.into_pyobject(py)?.into_any(),
+                            addr.port().into_pyobject(py)?.into_any(),
+                        ],
+                    )?;
+                    if self.addresses.len() >= ADDRESS_CACHE {
+                        self.addresses.clear();
+                    }
+                    self.addresses.insert(addr, address.clone().unbind());
+                    address
+                }
+            };
+            out.append((PyBytes::new(py, data), address))?;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+#[pyclass(module = "devicehub._core", name = "UdpReceiver")]
+pub struct PyUdpReceiver {}
+
+#[cfg(not(target_os = "linux"))]
+#[pymethods]
+impl PyUdpReceiver {
+    #[new]
+    fn new(max_datagrams: usize, max_size: usize) -> PyResult<Self> {
+        let _ = (max_datagrams, max_size);
+        Err(pyo3::exceptions::PyOSError::new_err(
+            "recvmmsg is Linux only",
+        ))
+    }
+
+    #[getter]
+    fn capacity(&self) -> usize {
+        0
+    }
+
+    fn receive<'py>(
+        &mut self,
+        py: Python<'py>,
+        fd: i32,
+    ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let _ = (py, fd);
+        Err(pyo3::exceptions::PyOSError::new_err(
+            "recvmmsg is Linux only",
+        ))
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(udp_send_batch, m)?)?;
+    m.add_class::<PyUdpReceiver>()?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 
@@ -101,6 +102,29 @@ def test_queued_events_are_delivered_after_connect_then_live(tmp_path: Path) -> 
             await h.hub.publish_account(h.caller.account_id, gone)
             assert msgspec.json.decode(await frame(ws)) == {"de-registrations": ["d" * 32]}
             await ws.close()
+
+    run(main())
+
+
+def test_events_of_the_next_loop_turns_join_the_frame_of_the_first(tmp_path: Path) -> None:
+    """issue 15: a sender woken by the first event of an empty queue waits `websocket_coalesce` before it takes
+    the batch, so the events published in the loop turns after it go in the same frame (one NotificationMessage);
+    a queue that is behind is sent at once. Without the wait, event 1 would go alone (see the second socket)."""
+
+    async def main() -> None:
+        for coalesce, frames in ((0.3, [[1, 2, 3]]), (0.0, [[1], [2, 3]])):
+            async with serving(tmp_path / str(coalesce), websocket_coalesce=coalesce) as h:
+                await create(h)
+                ws = await connect(h)
+                await eventually(lambda: h.hub.metrics()["websockets_connected"] == 1)
+                await h.hub.publish([h.key_id], note(1))
+                for _ in range(5):  # loop turns: the sender (coalesce 0) writes event 1 meanwhile
+                    await asyncio.sleep(0)
+                await h.hub.publish([h.key_id], note(2))
+                await h.hub.publish([h.key_id], note(3))
+                got = [payloads(await frame(ws)) for _ in frames]
+                assert got == frames
+                await ws.close()
 
     run(main())
 

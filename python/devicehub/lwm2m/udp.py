@@ -1,0 +1,154 @@
+"""The plain CoAP/UDP listener's socket (issue 15 #2): datagrams come in by `recvmmsg`, one batch a loop turn.
+
+uvloop's datagram transport makes one system call and one Python callback per datagram; here the socket's
+readiness runs one `recvmmsg` (the Rust `UdpReceiver`, its buffers allocated once) that takes up to `batch`
+waiting datagrams, and the endpoint gets them in one `datagrams_received` call: its per-datagram logic runs
+for each, and the ACKs of the turn leave together in one `sendmmsg` at its end. More than `batch` waiting
+stay for the next turn (the poll is level-triggered), so one peer's flood cannot hold the loop.
+The socket's errors (an ICMP port unreachable reported as ECONNREFUSED) go to `error_received`; reading goes on.
+IP_RECVERR stays unset, so Linux does not report ICMP errors on this unconnected socket at all: with it, the socket
+would poll as POLLERR, and libuv stops a poll handle (uvloop's `add_reader`) that reports POLLERR.
+Linux only: elsewhere `open_udp` makes uvloop's (or asyncio's) ordinary transport, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno
+import socket
+import sys
+from typing import Any, Protocol
+
+from devicehub._core import UdpReceiver
+from devicehub.lwm2m.transport import MAX_DATAGRAM, Address, CoapEndpoint
+
+RECV_BATCHES = sys.platform == "linux"  # recvmmsg(2) is Linux's
+RECV_BATCH = 64  # datagrams one loop turn takes at most (64 KiB of buffer each, touched only as far as used)
+MAX_BUFFERED = 4 << 20  # bytes waiting for a full send buffer to drain; beyond it a datagram is dropped
+
+
+class BatchProtocol(Protocol):
+    """What the transport feeds: a DatagramProtocol that also takes a loop turn's datagrams at once."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
+    def connection_lost(self, exc: Exception | None) -> None: ...
+    def datagrams_received(self, batch: list[tuple[bytes, Address]]) -> None: ...
+    def error_received(self, exc: Exception) -> None: ...
+
+
+class BatchedUdpTransport(asyncio.DatagramTransport):
+    """A datagram transport on a bound, non-blocking UDP socket: batched reads, direct non-blocking sends (what
+    would block waits in a bounded queue for the socket to be writable, in order)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: BatchProtocol, batch: int = RECV_BATCH
+    ) -> None:
+        super().__init__(extra={"socket": sock, "sockname": sock.getsockname()})
+        self._loop = loop
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._protocol = protocol
+        # one byte above the largest datagram accepted, so the endpoint recognises (and drops) a longer one
+        self._receiver = UdpReceiver(batch, MAX_DATAGRAM + 1)
+        self._pending: collections.deque[tuple[bytes, Any]] = collections.deque()
+        self._pending_bytes = 0
+        self._closing = False
+
+    def start(self) -> None:
+        self._protocol.connection_made(self)
+        self._loop.add_reader(self._fd, self._read_ready)
+
+    def _read_ready(self) -> None:
+        try:
+            batch = self._receiver.receive(self._fd)
+        except OSError as error:  # the socket's pending error, reported once; the next turn reads on
+            self._protocol.error_received(error)
+            return
+        if batch:
+            self._protocol.datagrams_received(batch)
+
+    # ---- sending ------------------------------------------------------------------------------------
+    def sendto(self, data: bytes | bytearray | memoryview, addr: Any = None) -> None:
+        if self._closing or not data:
+            return
+        if not self._pending:
+            try:
+                self._sock.sendto(data, addr)
+                return
+            except (BlockingIOError, InterruptedError):
+                self._loop.add_writer(self._fd, self._write_ready)
+            except OSError as error:
+                self._protocol.error_received(error)
+                return
+        if self._pending_bytes + len(data) > MAX_BUFFERED:
+            self._protocol.error_received(OSError(errno.ENOBUFS, "send queue full: datagram dropped"))
+            return
+        self._pending.append((bytes(data), addr))
+        self._pending_bytes += len(data)
+
+    def _write_ready(self) -> None:
+        while self._pending:
+            data, addr = self._pending[0]
+            try:
+                self._sock.sendto(data, addr)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:
+                self._protocol.error_received(error)
+            self._pending.popleft()
+            self._pending_bytes -= len(data)
+        self._loop.remove_writer(self._fd)
+
+    def get_write_buffer_size(self) -> int:
+        return self._pending_bytes
+
+    # ---- closing ------------------------------------------------------------------------------------
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Stops reading at once; what still waits to be sent is dropped (UDP promises no delivery)."""
+        if self._closing:
+            return
+        self._closing = True
+        self._loop.remove_reader(self._fd)
+        if self._pending:
+            self._loop.remove_writer(self._fd)
+            self._pending.clear()
+            self._pending_bytes = 0
+        self._loop.call_soon(self._finish)
+
+    def abort(self) -> None:
+        self.close()
+
+    def _finish(self) -> None:
+        try:
+            self._protocol.connection_lost(None)
+        finally:
+            self._sock.close()
+
+
+async def open_udp(endpoint: CoapEndpoint, host: str, port: int, *, batch: int = RECV_BATCH) -> None:
+    """Bind a UDP socket on (host, port) under `endpoint`: batched reads on Linux, the loop's transport elsewhere;
+    either way the replies of a loop turn go out together (`send_in_batches`)."""
+    loop = asyncio.get_running_loop()
+    if not RECV_BATCHES:
+        await loop.create_datagram_endpoint(lambda: endpoint, local_addr=(host, port))
+        endpoint.send_in_batches()
+        return
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM, proto=socket.IPPROTO_UDP)
+    failure: OSError = OSError(f"no address for {host}:{port}")
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.bind(address)
+        except OSError as error:
+            sock.close()
+            failure = error
+            continue
+        BatchedUdpTransport(loop, sock, endpoint, batch).start()
+        endpoint.send_in_batches()
+        return
+    raise failure
