@@ -42,6 +42,11 @@ class DeviceGateway(Protocol):
     def observed(self, device_id: str, path: str) -> bool:
         """Whether an observation of `path` that the service asked for is pending or established."""
 
+    def observing(self, device_id: str, path: str) -> bool:
+        """Whether an observation of `path` that the service asked for is established: the device answered its
+        Observe with success and nothing ended it since (a new Register, an error notification, a cancel, a
+        re-Observe under way or refused, the device gone)."""
+
 
 class EventSink(Protocol):
     """The channel layer as the domain sees it."""

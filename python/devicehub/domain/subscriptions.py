@@ -213,6 +213,8 @@ class SubscriptionRouter:
         known = [r.path for r in device.resources]
         for pattern in patterns:
             for target in observe_targets(pattern, known):
+                if async_id is not None and await self._answer_from_state(device, target, key_id, async_id):
+                    continue
                 try:
                     response = await self._gateway.observe(device.id, target)
                 except DeviceError as error:  # the device is gone, silent or refused: tell the requester which
@@ -244,6 +246,38 @@ class SubscriptionRouter:
                         ),
                     )
                 # the first value comes through DeviceEvents.notification, in order with later notifications
+
+    async def _answer_from_state(self, device: Device, target: str, key_id: str, async_id: str) -> bool:
+        """A subscription to a resource the device already notifies us about is answered from what the service
+        holds, without a new Observe: the device's stream is not restarted and the application gets the same
+        async-response (200 and the current value) and initial value. False (observe the device) when there is no
+        established observation of exactly `target` (none yet, one under way, ended by a new Register, a cancel,
+        an error notification or a refused re-Observe) or no value of it is held (an object or instance target:
+        its values are kept per resource)."""
+        if not self._gateway.observing(device.id, target):
+            return False
+        current = next(
+            (r for r in await self._store.get_snapshot(device.id) if r.path == target and r.subscribed), None
+        )
+        if current is None or current.reported is None:
+            return False
+        value = current.reported
+        # spec §6: the subscribing key gets the initial value (and no other key a repeat of a value it had)
+        await self._sink.publish(
+            [key_id],
+            NotificationEvent(
+                device_id=device.id,
+                endpoint_name=device.endpoint_name,
+                path=target,
+                content_type=value.content_type,
+                payload=value.value,
+            ),
+        )
+        await self._sink.publish(
+            [key_id],
+            AsyncResponseEvent(async_id=async_id, status=200, payload=value.value, content_type=value.content_type),
+        )
+        return True
 
     async def deliver_value(self, device: Device, path: str, content_format: int | None, payload: bytes) -> None:
         """A value from the device: snapshot first, then every subscribed key (spec §3.2 steps 3–4)."""

@@ -520,6 +520,19 @@ class LwM2MServer:
         token = device.token_for(path)
         return token is not None and not device.observations[token].auto
 
+    def observing(self, device_id: str, path: str) -> bool:
+        """Whether `path` has an established observation this server requested: its Observe was answered with
+        success (which sets the stream's number) and nothing removed it since; a re-Observe under way clears
+        the number until its answer comes."""
+        device = self._devices.get(device_id)
+        if device is None:
+            return False
+        token = device.token_for(path)
+        if token is None:
+            return False
+        observation = device.observations[token]
+        return not observation.auto and observation.last_seq is not None
+
     async def cancel_observe(self, device_id: str, path: str) -> None:
         """Proactive cancel: GET with Observe=1 and the same token (RFC 7641 §3.6); auto-observations stay."""
         device = self._devices.get(device_id)
