@@ -4,11 +4,13 @@ The SQLite store is the one process writing its database (a second node needs Re
 through it: each write updates the cache after it commits; a read that misses loads from a reader connection and
 fills the cache only when no change to that device began meanwhile (a change moves the device's epoch before its
 write and again after it commits, so a load that raced it is dropped instead of installing stale rows).
+Directory pages (`list_devices`) are kept the same way under one directory epoch that every change of a device
+record moves: any such change empties them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import TypeVar
 
 import msgspec
@@ -18,7 +20,9 @@ from devicehub.store.records import Device, ReportedValue, SnapshotResource
 BUCKETS = 1024  # epochs are kept per bucket of device ids: bounded memory, a collision only costs a missed fill
 MAX_DEVICES = 100_000
 MAX_SNAPSHOTS = 20_000
+MAX_LISTINGS = 256  # directory pages kept (distinct account, filter, cursor, limit and order)
 
+K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
@@ -29,6 +33,8 @@ class ReadCache:
         self._devices: dict[str, Device] = {}
         self._snapshots: dict[str, dict[str, SnapshotResource]] = {}
         self._epochs = [0] * BUCKETS
+        self._listings: dict[Hashable, list[Device]] = {}
+        self._directory_epoch = 0
 
     def epoch(self, device_id: str) -> int:
         """Taken before a load; the load may fill the cache only if it has not moved since."""
@@ -49,13 +55,32 @@ class ReadCache:
     def put_device(self, device: Device) -> None:
         """After the device's write committed."""
         self.touch(device.id)
+        self.directory_changed()
         self._put(self._devices, device.id, device, self._max_devices)
 
     def forget(self, device_id: str) -> None:
         """After the device and its snapshot were deleted."""
         self.touch(device_id)
+        self.directory_changed()
         self._devices.pop(device_id, None)
         self._snapshots.pop(device_id, None)
+
+    # ---- directory pages ----------------------------------------------------------------------------
+    def directory_epoch(self) -> int:
+        """Taken before a listing is read; the page may be kept only if it has not moved since."""
+        return self._directory_epoch
+
+    def directory_changed(self) -> None:
+        """A device record is about to change or has committed: no page read before stays."""
+        self._directory_epoch += 1
+        self._listings.clear()
+
+    def listing(self, key: Hashable) -> list[Device] | None:
+        return self._listings.get(key)
+
+    def fill_listing(self, key: Hashable, devices: list[Device], epoch: int) -> None:
+        if epoch == self._directory_epoch:
+            self._put(self._listings, key, devices, MAX_LISTINGS)
 
     # ---- snapshots ----------------------------------------------------------------------------------
     def snapshot(self, device_id: str) -> list[SnapshotResource] | None:
@@ -101,7 +126,7 @@ class ReadCache:
                     entry[path] = msgspec.structs.replace(resource, subscribed=False)
 
     @staticmethod
-    def _put(table: dict[str, V], key: str, value: V, limit: int) -> None:
+    def _put(table: dict[K, V], key: K, value: V, limit: int) -> None:
         if key not in table and len(table) >= limit:
             table.pop(next(iter(table)))  # the oldest entry goes: insertion order
         table[key] = value

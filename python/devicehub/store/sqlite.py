@@ -463,6 +463,7 @@ class SqliteStore:
 
     async def put_device(self, device: Device) -> None:
         self._cache.touch(device.id)
+        self._cache.directory_changed()
         await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data,"
@@ -534,6 +535,7 @@ class SqliteStore:
 
         for device in devices:  # the read cache (read_cache.py): loads racing this write must not fill it
             self._cache.touch(device.id)
+        self._cache.directory_changed()
         await self._write(work)
         for device in devices:
             self._cache.put_device(device)
@@ -559,6 +561,11 @@ class SqliteStore:
         if after is not None:
             where += " AND id < ?" if descending else " AND id > ?"
             args.append(after)
+        key = (account_id, where, tuple(args), limit, descending)
+        page = self._cache.listing(key)  # a page no device change has touched since it was read
+        if page is not None:
+            return list(page)
+        epoch = self._cache.directory_epoch()
         sql = f"SELECT id FROM devices WHERE {where} ORDER BY id {'DESC' if descending else 'ASC'} LIMIT ?"
         cached = self._cache.device
 
@@ -576,7 +583,9 @@ class SqliteStore:
                 devices.append(device)
             return devices
 
-        return await self._query(work)
+        devices = await self._query(work)
+        self._cache.fill_listing(key, devices, epoch)
+        return list(devices)
 
     async def count_devices(
         self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None
@@ -588,6 +597,7 @@ class SqliteStore:
 
     async def delete_device(self, device_id: str) -> None:
         self._cache.touch(device_id)
+        self._cache.directory_changed()
         await self._reported.flush()
 
         def work(db: sqlite3.Connection) -> None:

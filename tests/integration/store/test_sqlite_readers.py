@@ -77,6 +77,30 @@ def test_hot_path_reads_are_answered_while_a_write_is_stalled(tmp_path: Path) ->
     asyncio.run(asyncio.wait_for(scenario(), 30))
 
 
+def test_a_directory_page_read_while_a_device_write_is_stalled_is_not_served_after_that_write(tmp_path: Path) -> None:
+    """Pages are kept in memory (issue 15): one read before a device write committed must not outlive the commit."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            first = Device(id="d1", account_id="a1", endpoint_name="ep1", **TIMES)
+            second = Device(id="d2", account_id="a1", endpoint_name="ep2", **TIMES)
+            await store.put_device(first)
+            assert await store.list_devices("a1") == [first]
+            async with stalled_writer(store):
+                writing = asyncio.ensure_future(store.put_device(second))  # queued behind the stalled write
+                await asyncio.sleep(0)
+                assert await asyncio.wait_for(store.list_devices("a1"), WAIT) == [first]  # not committed yet
+                assert not writing.done()
+            await writing
+            assert await store.list_devices("a1") == [first, second]
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
 def test_a_snapshot_read_sees_reported_values_whose_flush_is_stalled(tmp_path: Path) -> None:
     """Read-your-writes without a flush: values pending or in flight are laid over the reader's rows."""
 

@@ -113,6 +113,28 @@ def test_devices_are_unique_per_endpoint_and_listed_by_id_with_cursor_and_state(
     reopen(make_store, listed_after_reopen)
 
 
+def test_a_listing_follows_every_device_change(make_store: StoreFactory) -> None:
+    """The same page asked again after each kind of device write lists what that write left (SQLite keeps pages
+    in memory until a device record changes: issue 15)."""
+
+    async def scenario(store: Store) -> None:
+        async def page() -> list[tuple[str, str]]:
+            return [(d.id, d.state) for d in await store.list_devices(A, limit=10)]
+
+        await store.put_device(device("d1", "ep1"))
+        assert await page() == [("d1", "registered")] and await page() == [("d1", "registered")]
+        await store.put_device(device("d2", "ep2"))
+        assert await page() == [("d1", "registered"), ("d2", "registered")]
+        await store.put_device(device("d1", "ep1", state="deregistered"))
+        assert await page() == [("d1", "deregistered"), ("d2", "registered")]
+        await store.put_registered_devices([device("d0", "ep0"), device("d1", "ep1")])
+        assert await page() == [("d0", "registered"), ("d1", "registered"), ("d2", "registered")]
+        await store.delete_device("d2")
+        assert await page() == [("d0", "registered"), ("d1", "registered")]
+
+    run(make_store, scenario)
+
+
 def directory_device(n: int, *, account: str = A) -> Device:
     """d00…d11: types alternate sensor/light/gateway, every third is behind gateway g1, odd ones deregistered."""
     return Device(
