@@ -86,6 +86,8 @@ def test_request_id_is_the_same_in_the_header_the_error_body_and_the_log(
                 async with http.get("/v3/devices") as r:
                     generated = r.headers["X-Request-Id"]
                     assert len(generated) == 32 and int(generated, 16) >= 0
+                async with http.get("/v3/devices") as r:  # each request its own id
+                    assert r.headers["X-Request-Id"] != generated and len(r.headers["X-Request-Id"]) == 32
 
     run(scenario())
     access = [r for r in caplog.records if r.name == "devicehub.api.access"]
