@@ -39,7 +39,10 @@ class RequestQueue:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self.store_misses = 0  # workers that could not read their queue: the store was unavailable
         self._said_unavailable_at = float("-inf")
-        self._kicked: set[str] = set()  # devices whose queue changed (or may have) since their worker last read it
+        self._kicked: set[str] = set()  # devices whose queue must be read from the store before the next delivery
+        # requests this node queued (committed) since the device's worker last read its queue, in order: handed to
+        # the worker in memory instead of a read of the queue per request (issue 15)
+        self._fresh: dict[str, list[DeviceRequest]] = {}
         self._expiry_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -59,11 +62,15 @@ class RequestQueue:
         if _is_write(request):
             # spec §3.1: the write is accepted → desired value pending, timestamped at issue time
             await self._record_desired(request, PENDING)
-        self.kick(request.device_id)
+        self._fresh.setdefault(request.device_id, []).append(request)  # committed: in the store, in this order
+        self._start(request.device_id)
 
     def kick(self, device_id: str) -> None:
-        """The device may be reachable now (it registered, updated, or a request arrived)."""
+        """The device may be reachable now (it registered or updated): its worker reads its queue from the store."""
         self._kicked.add(device_id)  # a worker running reads the queue again once through what it read
+        self._start(device_id)
+
+    def _start(self, device_id: str) -> None:
         worker = self._workers.get(device_id)
         if worker is None or worker.done():
             worker = self._workers[device_id] = asyncio.create_task(self._drain(device_id))
@@ -89,11 +96,12 @@ class RequestQueue:
 
     async def forget(self, device_id: str) -> list[DeviceRequest]:
         """The device was removed: stop its worker; returns the requests that were still waiting for it."""
-        self._kicked.discard(device_id)
         worker = self._workers.pop(device_id, None)
         if worker is not None and not worker.done():
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
+        self._kicked.discard(device_id)
+        self._fresh.pop(device_id, None)
         return await self._store.pending_requests(device_id)
 
     def _reachable(self, device_id: str) -> bool:
@@ -106,20 +114,38 @@ class RequestQueue:
         return True
 
     async def _drain(self, device_id: str) -> None:
-        """Delivers what the queue holds, in order; reads it again only when kicked since (or for a retry), so a
-        request costs one read of the queue, not a second one that finds it empty. (Requests queued by another node
-        are found at the device's next kick, as before.)"""
+        """Delivers what the queue holds, in order. The queue is read from the store when the device was kicked
+        (it registered or updated), after a failed attempt and after an interrupted pass; otherwise the requests
+        this node queued since are taken from memory (`_fresh`, committed before they were put there), so a request
+        costs no read of the queue. (Requests queued by another node are found at the device's next kick, as
+        before.)"""
+        finished = False
         try:
-            while device_id in self._kicked:
-                self._kicked.discard(device_id)
-                for request in await self._store.pending_requests(device_id):
-                    if not self._reachable(device_id):
+            while True:
+                if device_id in self._kicked:
+                    self._kicked.discard(device_id)
+                    self._fresh.pop(device_id, None)  # committed before this read begins: it returns them
+                    batch = await self._store.pending_requests(device_id)
+                    during = self._fresh.pop(device_id, None)
+                    if during:  # queued while the read ran: those it returned already are in `batch`
+                        read = {(r.key_id, r.async_id) for r in batch}
+                        if rest := [r for r in during if (r.key_id, r.async_id) not in read]:
+                            self._fresh[device_id] = rest
+                else:
+                    batch = self._fresh.pop(device_id, [])
+                    if not batch:
+                        finished = True
                         return
+                for request in batch:
+                    if not self._reachable(device_id):
+                        return  # what is left stays queued in the store: the next worker reads it there
                     if not await self._deliver(request):  # failed, retries left: the queue is read again
                         self._kicked.add(device_id)
                         break
         finally:
-            self._kicked.discard(device_id)  # the next kick starts a worker, which reads the queue
+            if not finished:  # not delivered through (unreachable, cancelled, a store error): read the store next
+                self._kicked.add(device_id)
+                self._fresh.pop(device_id, None)
 
     async def _deliver(self, request: DeviceRequest) -> bool:
         """False when the attempt failed and the request stays queued for a retry."""

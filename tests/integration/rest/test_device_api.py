@@ -15,6 +15,7 @@ import pytest
 
 from devicehub.clock import ManualClock
 from devicehub.errors import StorageUnavailable
+from devicehub.store.records import DeviceRequest
 from support.apps import websocket_app as app
 from support.node import device, eventually, run, running_node
 
@@ -293,8 +294,24 @@ def test_a_request_worker_that_cannot_read_its_queue_leaves_quietly_and_the_next
                 return await real(device)
 
             node.store.pending_requests = flaky  # type: ignore[method-assign]
-            async with app(node) as (http, events):
-                await request(http, device_id, "m1", {"method": "GET", "uri": "/3/0/0"})  # its worker misses
+            caller = await node.accounts.authenticate(node.dev_api_key)
+            now = node.clock.now()
+            async with app(node) as (_http, events):
+                # queued as another node (or this one before a restart) queues it: found by reading the queue (a
+                # request this node queues itself reaches the worker in memory, issue 15)
+                await node.store.enqueue_request(
+                    DeviceRequest(
+                        async_id="m1",
+                        key_id=caller.key_id,
+                        account_id=caller.account_id,
+                        device_id=device_id,
+                        method="GET",
+                        uri="/3/0/0",
+                        created_at=now,
+                        expires_at=now + 60,
+                    )
+                )
+                queue.kick(device_id)  # its worker misses
                 await eventually(lambda: queue.store_misses == 1 and not queue.draining())
                 queue.kick(device_id)  # misses again
                 await eventually(lambda: queue.store_misses == 2 and not queue.draining())
