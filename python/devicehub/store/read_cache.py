@@ -5,7 +5,8 @@ through it: each write updates the cache after it commits; a read that misses lo
 fills the cache only when no change to that device began meanwhile (a change moves the device's epoch before its
 write and again after it commits, so a load that raced it is dropped instead of installing stale rows).
 Directory pages (`list_devices`) are kept the same way under one directory epoch that every change of a device
-record moves: any such change empties them.
+record moves: any such change empties them. The resource subscriptions known to be stored are kept per device
+under the device's epoch, so that subscribing again to what is stored costs no write.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ BUCKETS = 1024  # epochs are kept per bucket of device ids: bounded memory, a co
 MAX_DEVICES = 100_000
 MAX_SNAPSHOTS = 20_000
 MAX_LISTINGS = 256  # directory pages kept (distinct account, filter, cursor, limit and order)
+MAX_SUBSCRIPTIONS_PER_DEVICE = 256  # (key, path) pairs known stored per device; beyond that each add writes
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -34,6 +36,7 @@ class ReadCache:
         self._snapshots: dict[str, dict[str, SnapshotResource]] = {}
         self._epochs = [0] * BUCKETS
         self._listings: dict[Hashable, list[Device]] = {}
+        self._subscriptions: dict[str, set[tuple[str, str]]] = {}  # device-id → (key-id, path) known committed
         self._directory_epoch = 0
 
     def epoch(self, device_id: str) -> int:
@@ -64,6 +67,29 @@ class ReadCache:
         self.directory_changed()
         self._devices.pop(device_id, None)
         self._snapshots.pop(device_id, None)
+        self._subscriptions.pop(device_id, None)
+
+    # ---- resource subscriptions ---------------------------------------------------------------------
+    def has_subscription(self, device_id: str, key_id: str, path: str) -> bool:
+        """Committed and no removal of the device's subscriptions begun since."""
+        entry = self._subscriptions.get(device_id)
+        return entry is not None and (key_id, path) in entry
+
+    def fill_subscription(self, device_id: str, key_id: str, path: str, epoch: int) -> None:
+        """After the subscription's write committed, if no change of the device began since `epoch` was taken."""
+        if epoch != self.epoch(device_id):
+            return
+        entry = self._subscriptions.get(device_id)
+        if entry is None:
+            entry = set()
+            self._put(self._subscriptions, device_id, entry, self._max_devices)
+        if len(entry) < MAX_SUBSCRIPTIONS_PER_DEVICE:
+            entry.add((key_id, path))
+
+    def drop_subscriptions(self, device_id: str) -> None:
+        """Before a removal of (some of) the device's subscriptions is written, and again after it committed."""
+        self.touch(device_id)
+        self._subscriptions.pop(device_id, None)
 
     # ---- directory pages ----------------------------------------------------------------------------
     def directory_epoch(self) -> int:

@@ -534,10 +534,11 @@ class SqliteStore:
             db.executemany("UPDATE snapshot SET subscribed = 0 WHERE device_id = ? AND subscribed != 0", ids)
 
         for device in devices:  # the read cache (read_cache.py): loads racing this write must not fill it
-            self._cache.touch(device.id)
+            self._cache.drop_subscriptions(device.id)
         self._cache.directory_changed()
         await self._write(work)
         for device in devices:
+            self._cache.drop_subscriptions(device.id)  # the registration's write removed them (spec §2.1)
             self._cache.put_device(device)
             self._cache.ensure(device.id, [r.path for r in device.resources])
             self._cache.clear_subscribed(device.id)
@@ -596,7 +597,7 @@ class SqliteStore:
         )
 
     async def delete_device(self, device_id: str) -> None:
-        self._cache.touch(device_id)
+        self._cache.drop_subscriptions(device_id)
         self._cache.directory_changed()
         await self._reported.flush()
 
@@ -693,15 +694,20 @@ class SqliteStore:
 
     # ---- resource subscriptions ------------------------------------------------------------------
     async def add_subscription(self, key_id: str, device_id: str, path: str) -> None:
+        if self._cache.has_subscription(device_id, key_id, path):
+            return  # stored and not removed since: the INSERT OR IGNORE would change nothing (issue 15)
+        epoch = self._cache.epoch(device_id)
         await self._write(
             lambda db: db.execute(
                 "INSERT OR IGNORE INTO subscriptions (key_id, device_id, path) VALUES (?, ?, ?)",
                 (key_id, device_id, path),
             )
         )
+        self._cache.fill_subscription(device_id, key_id, path, epoch)
 
     async def remove_subscription(self, key_id: str, device_id: str, path: str) -> bool:
-        return await self._read(
+        self._cache.drop_subscriptions(device_id)
+        removed = await self._read(
             lambda db: (
                 db.execute(
                     "DELETE FROM subscriptions WHERE key_id = ? AND device_id = ? AND path = ?",
@@ -710,6 +716,8 @@ class SqliteStore:
                 > 0
             )
         )
+        self._cache.drop_subscriptions(device_id)
+        return removed
 
     async def list_subscriptions(self, key_id: str, device_id: str) -> list[str]:
         return await self._query(
@@ -727,7 +735,10 @@ class SqliteStore:
         args: tuple[str, ...] = (device_id,)
         if key_id is not None:
             sql, args = sql + " AND key_id = ?", (device_id, key_id)
-        return await self._read(lambda db: int(db.execute(sql, args).rowcount))
+        self._cache.drop_subscriptions(device_id)
+        removed = await self._read(lambda db: int(db.execute(sql, args).rowcount))
+        self._cache.drop_subscriptions(device_id)
+        return removed
 
     async def subscribers(self, device_id: str) -> list[tuple[str, str]]:
         return await self._read(

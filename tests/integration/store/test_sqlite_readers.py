@@ -101,6 +101,29 @@ def test_a_directory_page_read_while_a_device_write_is_stalled_is_not_served_aft
     asyncio.run(asyncio.wait_for(scenario(), 30))
 
 
+def test_a_subscription_added_while_its_removal_waits_is_written_after_it(tmp_path: Path) -> None:
+    """A stored subscription is added again from memory (issue 15), but not once a removal of it has begun."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.add_subscription("k1", "d1", "/3/0/0")
+            await asyncio.wait_for(store.add_subscription("k1", "d1", "/3/0/0"), WAIT)  # stored: no write
+            async with stalled_writer(store):
+                removing = asyncio.ensure_future(store.remove_subscription("k1", "d1", "/3/0/0"))
+                await asyncio.sleep(0)  # the removal is queued behind the stalled write
+                adding = asyncio.ensure_future(store.add_subscription("k1", "d1", "/3/0/0"))
+                await asyncio.sleep(0)
+                assert not removing.done() and not adding.done()  # the add waits for its own write after it
+            assert await removing and await adding is None
+            assert await store.subscribers("d1") == [("k1", "/3/0/0")]
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
 def test_a_snapshot_read_sees_reported_values_whose_flush_is_stalled(tmp_path: Path) -> None:
     """Read-your-writes without a flush: values pending or in flight are laid over the reader's rows."""
 
