@@ -204,6 +204,11 @@ class SqliteStore:
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
         self.write_health = WriteHealth()
         self._waiting: list[_Work] = []  # work for the writer thread's next transaction
+        # issue 16 #1: a new endpoint name's device id, claimed but not stored yet: written with the device's record
+        # (`put_registered_devices`), so a first Register commits nothing of its own; dropped once that committed.
+        # Claimed on the writer thread, dropped after the commit on the loop: one name, one id.
+        self._reserved: dict[tuple[str, str], str] = {}
+        self._reserved_lock = threading.Lock()
         self._combiner: asyncio.Task[None] | None = None  # hands `_waiting` to the thread while there is any
 
     # Issue 14 #6: a cursor released on the event-loop thread resets a cached statement the writer thread may be
@@ -449,7 +454,7 @@ class SqliteStore:
         return await self._read(work)
 
     async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
-        return await self._read(lambda db: _claim(db, account_id, endpoint_name, candidate))
+        return await self._read(lambda db: self._claim(db, account_id, endpoint_name, candidate))
 
     async def admit_endpoint(
         self, endpoint_name: str, default_account_id: str | None, candidate: str
@@ -457,9 +462,23 @@ class SqliteStore:
         def work(db: sqlite3.Connection) -> tuple[str, str] | None:
             row = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (endpoint_name,)).fetchone()
             account_id = default_account_id if row is None else str(row[0])
-            return None if account_id is None else (account_id, _claim(db, account_id, endpoint_name, candidate))
+            return None if account_id is None else (account_id, self._claim(db, account_id, endpoint_name, candidate))
 
         return await self._read(work)
+
+    def _claim(self, db: sqlite3.Connection, account_id: str, endpoint_name: str, candidate: str) -> str:
+        """Writer thread: the name's stored id, else the one reserved for it, else `candidate`, reserved now.
+        Reads only: the reservation is written with the device's record."""
+        key = (account_id, endpoint_name)
+        with self._reserved_lock:
+            reserved = self._reserved.get(key)  # before the tables: it is dropped only after its row committed
+        if reserved is not None:
+            return reserved
+        stored = _claimed(db, account_id, endpoint_name)
+        if stored is not None:
+            return stored
+        with self._reserved_lock:
+            return self._reserved.setdefault(key, candidate)
 
     async def put_device(self, device: Device) -> None:
         self._cache.touch(device.id)
@@ -529,6 +548,11 @@ class SqliteStore:
                 "INSERT OR IGNORE INTO snapshot (device_id, path) VALUES (?, ?)",
                 [(d.id, r.path) for d in devices for r in d.resources],
             )
+            # the device ids claimed for them (`_claim`) are stored with them
+            db.executemany(
+                "INSERT OR IGNORE INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
+                [(d.account_id, d.endpoint_name, d.id) for d in devices],
+            )
             ids = [(d.id,) for d in devices]
             db.executemany("DELETE FROM subscriptions WHERE device_id = ?", ids)
             db.executemany("UPDATE snapshot SET subscribed = 0 WHERE device_id = ? AND subscribed != 0", ids)
@@ -537,6 +561,11 @@ class SqliteStore:
             self._cache.drop_subscriptions(device.id)
         self._cache.directory_changed()
         await self._write(work)
+        with self._reserved_lock:  # committed: the tables hold these claims from here on
+            for device in devices:
+                key = (device.account_id, device.endpoint_name)
+                if self._reserved.get(key) == device.id:
+                    del self._reserved[key]
         for device in devices:
             self._cache.drop_subscriptions(device.id)  # the registration's write removed them (spec §2.1)
             self._cache.put_device(device)
@@ -605,6 +634,9 @@ class SqliteStore:
             for table in ("device_ids", "devices", "subscriptions", "requests", "snapshot"):
                 column = "id" if table in ("devices", "device_ids") else "device_id"
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
+            with self._reserved_lock:  # its name may mint a new id
+                for key in [key for key, reserved in self._reserved.items() if reserved == device_id]:
+                    del self._reserved[key]
 
         await self._write(work)
         self._cache.forget(device_id)
@@ -1151,18 +1183,14 @@ class SqliteStore:
         return await (self._query(work) if reader else self._read(work))
 
 
-def _claim(db: sqlite3.Connection, account_id: str, endpoint_name: str, candidate: str) -> str:
+def _claimed(db: sqlite3.Connection, account_id: str, endpoint_name: str) -> str | None:
+    """The stored device id of (account, name), if any."""
     # devices written before device_ids existed keep their id
-    row = db.execute(
-        "SELECT id FROM devices WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
-    ).fetchone()
-    if row is not None:
-        return str(row[0])
-    db.execute(
-        "INSERT OR IGNORE INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
-        (account_id, endpoint_name, candidate),
-    )
-    row = db.execute(
-        "SELECT id FROM device_ids WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
-    ).fetchone()
-    return str(row[0])
+    for table in ("devices", "device_ids"):
+        row = db.execute(
+            f"SELECT id FROM {table} WHERE account_id = ? AND endpoint_name = ?", (account_id, endpoint_name)
+        )
+        found = row.fetchone()
+        if found is not None:
+            return str(found[0])
+    return None

@@ -474,6 +474,23 @@ def test_concurrent_claims_of_one_endpoint_name_agree_on_one_device_id(make_stor
     run(make_store, scenario)
 
 
+def test_a_claimed_id_stored_with_its_registered_device_survives_a_reopen(make_store: StoreFactory) -> None:
+    """issue 16 #1: the embedded store writes a new name's claim with the device's record, not on its own; either
+    way the id is one and the same after a restart."""
+
+    async def write(store: Store) -> None:
+        (_, claimed) = await store.admit_endpoint("ep-kept", A, "c" * 32) or ("", "")
+        assert claimed == "c" * 32
+        assert await store.claim_device_id(A, "ep-kept", "d" * 32) == claimed  # reserved: one name, one id
+        await store.put_registered_devices([device(claimed, "ep-kept")])
+
+    async def check(store: Store) -> None:
+        assert await store.admit_endpoint("ep-kept", A, "e" * 32) == (A, "c" * 32)
+
+    run(make_store, write)
+    reopen(make_store, check)
+
+
 def test_admitting_an_endpoint_takes_its_enrolment_else_the_default_account_and_claims_one_id(
     make_store: StoreFactory,
 ) -> None:
