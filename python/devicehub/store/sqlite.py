@@ -468,7 +468,7 @@ class SqliteStore:
 
     def _claim(self, db: sqlite3.Connection, account_id: str, endpoint_name: str, candidate: str) -> str:
         """Writer thread: the name's stored id, else the one reserved for it, else `candidate`, reserved now.
-        Reads only: the reservation is written with the device's record."""
+        Reads only: the reservation is written with the device's record (while writes fail, at once, as before)."""
         key = (account_id, endpoint_name)
         with self._reserved_lock:
             reserved = self._reserved.get(key)  # before the tables: it is dropped only after its row committed
@@ -477,6 +477,12 @@ class SqliteStore:
         stored = _claimed(db, account_id, endpoint_name)
         if stored is not None:
             return stored
+        if self.write_health.failing:  # written now, as before: a full disk answers the Register 5.03 (issue 14.9)
+            db.execute(
+                "INSERT INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
+                (account_id, endpoint_name, candidate),
+            )
+            return candidate
         with self._reserved_lock:
             return self._reserved.setdefault(key, candidate)
 
