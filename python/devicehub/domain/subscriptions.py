@@ -185,13 +185,15 @@ class SubscriptionRouter:
         device's notification stream for nothing (issue 12); a target whose observation ended is observed again."""
         if rules is None:
             rules = await self._store.account_presubscriptions(device.account_id)
-        announced = PathSet(new_paths)
+        announced: PathSet | None = None  # built once a rule selects the device (most registrations meet none)
         presub: list[tuple[str, str]] = []
         to_observe: dict[str, str] = {}  # observe target → key
         for key_id, key_rules in rules:
             for rule in key_rules:
                 if not self._rule_selects_device(rule, device):
                     continue
+                if announced is None:
+                    announced = PathSet(new_paths)
                 for pattern in list(rule.resource_path) or ["/*"]:
                     presub.append((key_id, pattern))
                     for target in _presub_targets(pattern, announced):
