@@ -133,12 +133,19 @@ class DeviceService:
         previous = {d.id: d for d in await self._store.get_devices([r.device_id for r in registrations])}
         # a child may name a gateway registering in the same batch (Edge Core and its children after a restart)
         in_batch = {(r.account_id, r.endpoint_name): r.device_id for r in registrations}
-        devices = []
+        devices, written, unchanged = [], [], []
         for r in registrations:
             named = in_batch.get((r.account_id, r.gateway)) if r.gateway != r.endpoint_name else None
             gateway = named if named is not None else await self._host_gateway(r)
-            devices.append(_device_record(r, previous.get(r.device_id), now, gateway))
-        await self._store.put_registered_devices(devices)
+            before = previous.get(r.device_id)
+            if before is not None and _unchanged(before, r) and now - before.last_seen_at < SEEN_REFRESH_S:
+                devices.append(before)  # registered again as it was: its record is not written again, as an Update
+                unchanged.append(before.id)
+            else:
+                device = _device_record(r, before, now, gateway)
+                devices.append(device)
+                written.append(device)
+        await self._store.put_registered_devices(written, unchanged)
         rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
         for registration, device in zip(registrations, devices, strict=True):
             self._devices[device.id] = device

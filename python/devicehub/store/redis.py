@@ -253,28 +253,34 @@ class RedisStore:
     async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
         return await self._blobs(Device, [self._k("device", i) for i in device_ids])
 
-    async def put_registered_devices(self, devices: Sequence[Device]) -> None:
+    async def put_registered_devices(self, devices: Sequence[Device], unchanged: Sequence[str] = ()) -> None:
         """What `put_device`, `ensure_resources`, `remove_device_subscriptions` and `clear_subscribed` do for one
         device, for a batch in two round trips (a registration storm writes thousands a second): one pipeline
-        reads the previous records and subscriber sets, one MULTI writes everything."""
-        if not devices:
+        reads the previous records and subscriber sets, one MULTI writes everything (for `unchanged` devices only
+        the subscriptions are dropped)."""
+        if not devices and not unchanged:
             return
         async with self.redis.pipeline(transaction=False) as reads:
             for device in devices:
                 reads.get(self._k("device", device.id))
                 reads.smembers(self._k("subscribers", device.id))
+            for device_id in unchanged:
+                reads.smembers(self._k("subscribers", device_id))
             found = await reads.execute()
+        written = found[: 2 * len(devices)]
         async with self.redis.pipeline(transaction=True) as tx:
-            for device, previous_blob, members in zip(devices, found[0::2], found[1::2], strict=True):
+            for device, previous_blob in zip(devices, written[0::2], strict=True):
                 self._write_device(tx, device, None if previous_blob is None else _decode(Device, previous_blob))
                 if device.resources:
                     tx.zadd(
                         self._k("snap_paths", device.id), dict.fromkeys((r.path for r in device.resources), 0), nx=True
                     )
+            ids = [*(d.id for d in devices), *unchanged]
+            for device_id, members in zip(ids, [*written[1::2], *found[2 * len(devices) :]], strict=True):
                 for member in map(_text, members):
-                    tx.srem(self._k("subs", member.partition(SEP)[0], device.id), member.partition(SEP)[2])
-                    tx.srem(self._k("subscribers", device.id), member)
-                tx.delete(self._k("snap_sub", device.id))
+                    tx.srem(self._k("subs", member.partition(SEP)[0], device_id), member.partition(SEP)[2])
+                    tx.srem(self._k("subscribers", device_id), member)
+                tx.delete(self._k("snap_sub", device_id))
             await tx.execute()
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:

@@ -529,7 +529,7 @@ class SqliteStore:
 
         return [_decode(Device, data) for data in await self._read(work)]
 
-    async def put_registered_devices(self, devices: Sequence[Device]) -> None:
+    async def put_registered_devices(self, devices: Sequence[Device], unchanged: Sequence[str] = ()) -> None:
         def work(db: sqlite3.Connection) -> None:
             db.executemany(
                 "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data,"
@@ -559,13 +559,14 @@ class SqliteStore:
                 "INSERT OR IGNORE INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
                 [(d.account_id, d.endpoint_name, d.id) for d in devices],
             )
-            ids = [(d.id,) for d in devices]
+            ids = [(d.id,) for d in devices] + [(device_id,) for device_id in unchanged]
             db.executemany("DELETE FROM subscriptions WHERE device_id = ?", ids)
             db.executemany("UPDATE snapshot SET subscribed = 0 WHERE device_id = ? AND subscribed != 0", ids)
 
-        for device in devices:  # the read cache (read_cache.py): loads racing this write must not fill it
-            self._cache.drop_subscriptions(device.id)
-        self._cache.directory_changed()
+        for device_id in (*(d.id for d in devices), *unchanged):  # the read cache (read_cache.py): loads racing
+            self._cache.drop_subscriptions(device_id)  # this write must not fill it
+        if devices:
+            self._cache.directory_changed()
         await self._write(work)
         with self._reserved_lock:  # committed: the tables hold these claims from here on
             for device in devices:
@@ -577,6 +578,9 @@ class SqliteStore:
             self._cache.put_device(device)
             self._cache.ensure(device.id, [r.path for r in device.resources])
             self._cache.clear_subscribed(device.id)
+        for device_id in unchanged:
+            self._cache.drop_subscriptions(device_id)
+            self._cache.clear_subscribed(device_id)
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         return await self._one(

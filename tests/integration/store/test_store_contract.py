@@ -683,6 +683,12 @@ def test_a_batch_of_full_registrations_stores_devices_and_drops_their_subscripti
         # a device that comes back under another name, in another state, leaves no trace of the old ones
         assert await store.find_device(A, "ep-old") is None and (await store.find_device(A, "ep-2")) == batch[1]
         assert await store.list_devices(A, state="deregistered") == []
+        # registered again as it was (`unchanged`): its record stays, its subscriptions and marks go
+        await store.add_subscription("k1", "d2", "/1/0/1")
+        await store.set_subscribed("d2", "/1/0/1", True)
+        await store.put_registered_devices([], unchanged=["d2"])
+        assert await store.get_device("d2") == batch[1] and await store.subscribers("d2") == []
+        assert [(e.path, e.subscribed) for e in await store.get_snapshot("d2")] == [("/1/0/1", False)]
 
     run(make_store, scenario)
 
