@@ -42,7 +42,7 @@ class NotificationEvent(msgspec.Struct, frozen=True, kw_only=True):
     kind = KIND_NOTIFICATION
 
 
-class ResourceEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ResourceEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     path: str
     rt: str | None = None
     ct: str | None = None

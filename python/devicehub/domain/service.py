@@ -61,11 +61,16 @@ def _resources(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
     )
 
 
+def _resource_entry(path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None) -> ResourceEntry:
+    return ResourceEntry(path=path, rt=rt, ct=mime_for(ct) if ct is not None else None, obs=obs, iface=iface)
+
+
+# each registration event lists the device's resources: a fleet's are the same few, built once (issue 16 #1)
+_RESOURCE_ENTRIES: InternTable[ResourceEntry] = InternTable(_resource_entry)
+
+
 def _entries(resources: Sequence[ResourceInfo]) -> tuple[ResourceEntry, ...]:
-    return tuple(
-        ResourceEntry(path=r.path, rt=r.rt, ct=mime_for(r.ct) if r.ct is not None else None, obs=r.obs, iface=r.iface)
-        for r in resources
-    )
+    return tuple(_RESOURCE_ENTRIES.get((r.path, r.rt, r.ct, r.obs, r.iface)) for r in resources)
 
 
 class DeviceService:

@@ -29,6 +29,7 @@ from typing import Any
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.errors import Unavailable
+from devicehub.interning import InternTable
 from devicehub.locks import KeyedLocks
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
@@ -1114,6 +1115,10 @@ class LwM2MServer:
         task.add_done_callback(self._tasks.discard)
 
 
+# the stored form of a fleet's links: the same few, built once (issue 16 #1: `_record` runs per stored registration)
+_REGISTRATION_LINKS: InternTable[RegistrationLink] = InternTable(RegistrationLink)
+
+
 def _record(registration: Registration, expires_at: float) -> RegistrationRecord:
     return RegistrationRecord(
         device_id=registration.device_id,
@@ -1123,7 +1128,7 @@ def _record(registration: Registration, expires_at: float) -> RegistrationRecord
         lifetime=registration.lifetime,
         binding=registration.binding,
         lwm2m_version=registration.lwm2m_version,
-        links=tuple(RegistrationLink(k.path, k.rt, k.ct, k.obs, k.iface, k.aobs) for k in registration.links),
+        links=tuple(_REGISTRATION_LINKS.get((k.path, k.rt, k.ct, k.obs, k.iface, k.aobs)) for k in registration.links),
         host=registration.address[0],
         port=registration.address[1],
         registered_at=registration.registered_at,
