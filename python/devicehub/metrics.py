@@ -195,6 +195,11 @@ class _NodeCollector(Collector):
         )
         backlog.add_metric([], v(lw, "lwm2m_registration_backlog"))
         yield backlog
+        yield _counter(
+            "devicehub_registration_batches",
+            "Batches of registrations written to the store (registrations / batches: the batch size)",
+            v(lw, "lwm2m_registration_batches"),
+        )
         yield _counter("devicehub_registration_updates", "LwM2M registration updates", v(lw, "lwm2m_updates"))
         yield _counter("devicehub_deregistrations", "LwM2M de-registrations", v(lw, "lwm2m_deregistrations"))
         yield _counter("devicehub_registration_expiries", "Registrations expired", v(lw, "lwm2m_expirations"))

@@ -61,6 +61,11 @@ EXPIRY_CHECK_INTERVAL = 1.0
 MAX_REGISTRATION_BACKLOG = 2000
 SHED_RETRY_S = (5, 60)
 WRITE_RETRY_S = 1.0  # a batch the store could not write is tried again after this long
+# a batch smaller than this waits up to BATCH_WINDOW_S (loop time) for more registrations before it is written: the
+# devices have their answers already, and each batch costs store round trips and a commit whatever its size (issue 16
+# #1). It goes at once when the backlog reaches its bound or someone waits for it (`settled`, `flush`).
+BATCH_FULL = 128
+BATCH_WINDOW_S = 0.02
 # a notification whose token this node does not hold is looked up in the store (another node's or a restarted
 # node's observation): a token is looked up once at a time, at most this many at once (beyond: taken as unknown),
 # and a miss is remembered this long (this many at most), so a flood of made-up tokens is not a flood of store reads
@@ -113,6 +118,7 @@ class ServerStats:
     stale_notifications: int = 0
     refused_identity: int = 0  # issue 13 #2: wrong identity, or plain CoAP where DTLS is required
     registrations_shed: int = 0  # Registers answered 5.03 + Max-Age because the backlog was full (issue 14 #5)
+    registration_batches: int = 0  # batches of registrations written to the store (issue 16 #1)
     token_lookups: int = 0  # store lookups of a notification's unknown token
     token_lookups_shed: int = 0  # unknown tokens not looked up: too many lookups under way
     tokens_missed_cached: int = 0  # unknown tokens answered from the remembered misses
@@ -142,6 +148,8 @@ class LwM2MServer:
         self._writing: dict[str, _Pending] = {}  # the batch being written
         self._writer: asyncio.Future[None] | None = None
         self._batch_done: asyncio.Future[None] | None = None
+        self._window: asyncio.Future[None] | None = None  # the next batch gathering company (BATCH_WINDOW_S)
+        self._urgent = False  # someone waits for a pending registration: its batch opens no window
         self._closing = False
         self._store = store
         self._clock = clock
@@ -291,12 +299,32 @@ class LwM2MServer:
         entry.registers += fresh
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._write_pending())
+        elif len(self._pending) >= BATCH_FULL or self._backlog >= self._max_backlog:
+            self._write_now()
+
+    def _write_now(self, *, urgent: bool = False) -> None:
+        """End the batch window: the pending registrations are written without waiting for more (`urgent`: the
+        next batch too, when one is being written now)."""
+        self._urgent = self._urgent or urgent
+        if self._window is not None and not self._window.done():
+            self._window.set_result(None)
 
     async def _write_pending(self) -> None:
-        """Group commit: what arrived while a batch was being written is the next batch."""
+        """Group commit: what arrived while a batch was being written (or within BATCH_WINDOW_S) is the next batch."""
+        loop = asyncio.get_running_loop()
         while self._pending:
-            batch, self._pending = self._pending, {}
+            gather = len(self._pending) < BATCH_FULL and self._backlog < self._max_backlog
+            if gather and not (self._closing or self._urgent):
+                self._window = window = loop.create_future()
+                timer = loop.call_later(BATCH_WINDOW_S, self._write_now)
+                try:
+                    await window
+                finally:
+                    timer.cancel()
+                    self._window = None
+            batch, self._pending, self._urgent = self._pending, {}, False
             self._writing = batch
+            self.stats.registration_batches += 1
             try:
                 await self._persist(list(batch.values()))
             except Exception as error:
@@ -403,6 +431,8 @@ class LwM2MServer:
         """Return once no write of the device (None: of any device pending now) is left; a deregistration must
         not be overtaken by it, and an application reads what was answered before its call."""
         waiting = {device_id} if device_id is not None else set(self._pending) | set(self._writing)
+        if any(d in self._pending for d in waiting):
+            self._write_now(urgent=True)
         while any(d in self._pending or d in self._writing for d in waiting):
             if self._batch_done is None:
                 self._batch_done = asyncio.get_running_loop().create_future()
@@ -410,6 +440,7 @@ class LwM2MServer:
 
     async def flush(self) -> None:
         """Return once every registration answered so far is stored (and announced to the core)."""
+        self._write_now(urgent=True)
         while self._writer is not None and not self._writer.done():
             await asyncio.shield(self._writer)
 

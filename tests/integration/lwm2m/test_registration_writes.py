@@ -69,3 +69,26 @@ async def _steps(node: Node, sim: SimDevice, clock: ManualClock, tmp_path: Path)
     assert changed["devices"] != first["devices"] and changed["device_ids"] == first["device_ids"]
     stored = await node.store.get_device(sim.device_id or "")
     assert stored is not None and stored.lifetime == 900 and stored.updated_at == clock.now()
+
+
+def test_registers_arriving_one_after_another_are_stored_in_shared_batches(tmp_path: Path) -> None:
+    """issue 16 #1: a batch waits a moment (BATCH_WINDOW_S) for company before it is written, so Registers that
+    arrive one after another share store round trips and a commit."""
+
+    async def scenario() -> None:
+        clock = ManualClock()
+        async with running_node(tmp_path, clock=clock) as node:
+            sims = [SimDevice(clock, ("127.0.0.1", node.coap_port), f"seq-{n}", flavor=OMA) for n in range(12)]
+            try:
+                for sim in sims:
+                    await sim.start(lifecycle=False)
+                    await sim.register()  # answered before the next one is sent
+                await node.lwm2m.flush()
+                metrics = node.lwm2m.metrics()
+                assert metrics["lwm2m_registrations"] == 12
+                assert metrics["lwm2m_registration_batches"] <= 4, metrics["lwm2m_registration_batches"]
+            finally:
+                for sim in sims:
+                    await sim.stop(deregister=False)
+
+    run(scenario(), timeout=30)
