@@ -687,13 +687,13 @@ class LwM2MServer:
         lifetime = _lifetime(query.get("lt"))
         if lifetime is None:
             return _bad("lt must be a positive integer")
+        if self._backlog >= self._max_backlog:  # before the links are parsed: in a storm most Registers end here
+            self.stats.registrations_shed += 1
+            return self._shed()
         try:
             links = tuple(link for link in parse_links(payload) if not link.deleted)
         except LinkFormatError as error:
             return _bad(str(error))
-        if self._backlog >= self._max_backlog:
-            self.stats.registrations_shed += 1
-            return self._shed()
         self._backlog += 1  # until the batch that stores it is written (`_write_pending`)
         reply = Reply(codes.INTERNAL_ERROR)
         try:
