@@ -1,0 +1,14 @@
+"""Device and account ids (issue 16 #1): read from the system's generator many at a time, each one its own."""
+
+from __future__ import annotations
+
+import re
+
+from devicehub.domain.accounts import IdSource
+
+
+def test_ids_are_32_hex_digits_and_distinct_across_refills() -> None:
+    source = IdSource(batch=4)
+    ids = [source() for _ in range(41)]  # ten refills and a bit
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
