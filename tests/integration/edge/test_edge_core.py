@@ -51,6 +51,7 @@ def test_status_is_connected_with_the_device_id_the_service_assigned(tmp_path: P
         async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
             await until(lambda: core.client.status.status == "connected")
             (record,) = await status(core)
+            await node.lwm2m.flush()  # answered first, stored with the next batch (issue 16 #1)
             account = await node.store.find_account_by_name("development")
             assert account is not None
             device = await node.store.find_device(account.id, "edge-01")
