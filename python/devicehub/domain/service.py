@@ -144,8 +144,11 @@ class DeviceService:
             gateway = named if named is not None else await self._host_gateway(r)
             before = previous.get(r.device_id)
             if before is not None and _unchanged(before, r) and now - before.last_seen_at < SEEN_REFRESH_S:
-                devices.append(before)  # registered again as it was: its record is not written again, as an Update
-                unchanged.append(before.id)
+                # registered again as it was: its record is not written again, as an Update; kept with the fleet's
+                # shared resource entries, not the copies just read from the store (~3 kB a device in a storm)
+                kept = msgspec.structs.replace(before, resources=_resources(r.links))
+                devices.append(kept)
+                unchanged.append(kept.id)
             else:
                 device = _device_record(r, before, now, gateway)
                 devices.append(device)
