@@ -84,22 +84,47 @@ def _lua(call: str, devices: list[str], key: str) -> str:
     }
 
 
-def _wrk(url: str, script: Path, connections: int, threads: int, seconds: int) -> dict[str, float]:
-    out = subprocess.run(
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a process has used so far, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _wrk(
+    url: str, script: Path, connections: int, threads: int, seconds: int, watched: dict[str, int]
+) -> dict[str, float]:
+    """One wrk run; also the CPU seconds per second (cores) of each watched process and of wrk over the run."""
+    before = {name: _cpu_s(pid) for name, pid in watched.items()}
+    wrk = subprocess.Popen(
         ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "-s", str(script), url],
-        capture_output=True,
+        stdout=subprocess.PIPE,
         text=True,
-        check=True,
-    ).stdout
+    )
+    assert wrk.stdout is not None
+    out = wrk.stdout.read()
+    # wait4 reaps wrk and gives its own CPU time
+    _, status, usage = os.wait4(wrk.pid, 0)
+    wrk.returncode = os.waitstatus_to_exitcode(status)
+    if wrk.returncode != 0:
+        raise subprocess.CalledProcessError(wrk.returncode, "wrk", out)
+    cpu = {name: (_cpu_s(pid) - before[name]) / seconds for name, pid in watched.items()}
+    cpu["wrk"] = (usage.ru_utime + usage.ru_stime) / seconds
     line = next(line for line in out.splitlines() if line.startswith("WRKJSON "))
     raw = json.loads(line[len("WRKJSON ") :])
-    return {
+    figures = {
         "requests_per_s": raw["requests"] / (raw["duration_us"] / 1e6),
         "p50_ms": raw["p50_us"] / 1000,
         "p99_ms": raw["p99_us"] / 1000,
         "non2xx": raw["non2xx"],
         "socket_errors": raw["socket_errors"],
+        **{f"cpu_{name}": v for name, v in cpu.items()},
     }
+    server_cpu = cpu.get("server", 0.0) * seconds
+    figures["server_cpu_ms_per_request"] = 1000 * server_cpu / raw["requests"] if raw["requests"] else 0.0
+    return figures
 
 
 def _serve_baseline(port: int, key: str) -> None:
@@ -181,16 +206,19 @@ def main() -> int:
         try:
             wait_until(lambda: _port_open(baseline_port), within=30, what="the baseline app listening")
             devices = service.registered_devices(args.devices, within=60)
+            assert service.process is not None
+            service_pid = service.process.pid
             for call in calls:
                 script = Path(tmp) / f"{call}.lua"
                 script.write_text(_lua(call, devices, service.api_key))
                 runs: dict[str, list[dict[str, float]]] = {"baseline": [], "devicehub": []}
                 for _ in range(args.runs):
-                    for name, url in (
-                        ("baseline", f"http://127.0.0.1:{baseline_port}"),
-                        ("devicehub", service.base_url),
+                    for name, url, server_pid in (
+                        ("baseline", f"http://127.0.0.1:{baseline_port}", baseline.pid),
+                        ("devicehub", service.base_url, service_pid),
                     ):
-                        runs[name].append(_wrk(url, script, args.connections, args.threads, args.seconds))
+                        watched = {"server": server_pid, "simulator": sim.pid}
+                        runs[name].append(_wrk(url, script, args.connections, args.threads, args.seconds, watched))
                 summary: dict[str, dict[str, Any]] = {
                     name: {
                         "requests_per_s": _median(r, "requests_per_s"),
@@ -198,6 +226,10 @@ def main() -> int:
                         "p99_ms": _median(r, "p99_ms"),
                         "non2xx": sum(int(x["non2xx"]) for x in r),
                         "socket_errors": sum(int(x["socket_errors"]) for x in r),
+                        **{
+                            k: _median(r, k)
+                            for k in ("server_cpu_ms_per_request", "cpu_server", "cpu_simulator", "cpu_wrk")
+                        },
                         "runs": r,
                     }
                     for name, r in runs.items()
@@ -233,12 +265,15 @@ def main() -> int:
         dh = r["devicehub"]
         parts.append(
             f"{call} {dh['requests_per_s']:.0f}/s ({r['ratio']:.3f}x, p50 {dh['p50_ms']:.1f} "
-            f"p99 {dh['p99_ms']:.1f} ms, {dh['non2xx']} non-2xx)"
+            f"p99 {dh['p99_ms']:.1f} ms, {dh['non2xx']} non-2xx, service CPU {dh['server_cpu_ms_per_request']:.3f} "
+            f"ms/request vs baseline {r['baseline']['server_cpu_ms_per_request']:.3f}; cores: service "
+            f"{dh['cpu_server']:.2f} simulator {dh['cpu_simulator']:.2f} wrk {dh['cpu_wrk']:.2f})"
         )
     base_rps = statistics.median(r["baseline"]["requests_per_s"] for r in results.values())
     print(
         f"rest: {'; '.join(parts)}; baseline median {base_rps:.0f}/s "
-        f"({args.connections} connections, {len(devices)} devices, load {load_before[0]:.1f})"
+        f"({args.connections} connections, {len(devices)} devices, "
+        f"load {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f})"
     )
     return 0
 
