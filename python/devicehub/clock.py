@@ -6,7 +6,14 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from typing import Protocol
+
+
+class Timer(Protocol):
+    """A callback scheduled on a clock; `cancel` before it ran keeps it from running."""
+
+    def cancel(self) -> object: ...
 
 
 class Clock(Protocol):
@@ -18,6 +25,10 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Return once `seconds` have passed on this clock."""
 
+    def call_later(self, seconds: float, callback: Callable[[], object]) -> Timer:
+        """Run `callback` on the event loop once `seconds` have passed on this clock (no task: a timer per CoAP
+        exchange is on the hot path)."""
+
 
 class SystemClock:
     """The real clock."""
@@ -27,6 +38,9 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
+
+    def call_later(self, seconds: float, callback: Callable[[], object]) -> Timer:
+        return asyncio.get_running_loop().call_later(max(0.0, seconds), callback)
 
 
 class ManualClock:
@@ -47,6 +61,13 @@ class ManualClock:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._order), future))
         await future
+
+    def call_later(self, seconds: float, callback: Callable[[], object]) -> Timer:
+        """A sleeper whose wake-up runs `callback` (a cancelled one is skipped by `advance`)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: None if f.cancelled() else callback())
+        heapq.heappush(self._sleepers, (self._now + max(0.0, seconds), next(self._order), future))
+        return future
 
     @property
     def sleepers(self) -> int:

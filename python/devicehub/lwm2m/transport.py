@@ -131,6 +131,26 @@ class _Upload:
     body: bytearray = field(default_factory=bytearray)
 
 
+class _Acked:
+    """asyncio.Event's `set`/`is_set` for one exchange, waking the one `_wait` under way (if any) through a future:
+    an Event's `wait()` needs a task of its own to be raced against the timer, and that per exchange was most of
+    `_wait`'s cost (issue 15)."""
+
+    __slots__ = ("_set", "waiter")
+
+    def __init__(self) -> None:
+        self._set = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+
 @dataclass(slots=True)
 class _Exchange:
     remote: Address
@@ -138,7 +158,7 @@ class _Exchange:
     mid: int
     confirmable: bool
     expect_response: bool
-    acked: asyncio.Event = field(default_factory=asyncio.Event)
+    acked: _Acked = field(default_factory=_Acked)
     done: asyncio.Future[CoapMessage] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -451,13 +471,22 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         """True once the exchange is ACKed or settled; False when `timeout` (clock seconds) passes first."""
         if exchange.acked.is_set() or exchange.done.done():
             return True
-        acked = asyncio.ensure_future(exchange.acked.wait())
-        timer = asyncio.ensure_future(self._clock.sleep(timeout))
+        # one future woken by the ACK, the answer or the clock's timer: no task per wait
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake(_: object = None) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        exchange.acked.waiter = woken
+        exchange.done.add_done_callback(wake)
+        timer = self._clock.call_later(timeout, wake)
         try:
-            await asyncio.wait((acked, timer, exchange.done), return_when=asyncio.FIRST_COMPLETED)
+            await woken
         finally:
-            acked.cancel()
             timer.cancel()
+            exchange.done.remove_done_callback(wake)
+            exchange.acked.waiter = None
         if exchange.done.done() and exchange.done.exception() is not None:
             exchange.done.result()  # raises DeviceReset
         return exchange.acked.is_set() or exchange.done.done()
