@@ -114,7 +114,9 @@ def request_id_middleware() -> Any:
             exc.headers["X-Request-Id"] = rid
             raise
         finally:
-            log.debug("%s %s %d %.1f ms", request.method, request.path, status, (time.perf_counter() - started) * 1000)
+            if log.isEnabledFor(logging.DEBUG):
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                log.debug("%s %s %d %.1f ms", request.method, request.path, status, elapsed_ms)
             request_id.reset(token)
 
     return with_request_id

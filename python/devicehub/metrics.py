@@ -122,6 +122,10 @@ class NodeMetrics:
         return generate_latest(self.registry)
 
     def middleware(self) -> Any:
+        # (method, route, status) → its counter and histogram children: `labels()` per request (a lock, the label
+        # tuple checked and joined) was 1.5 % of the event loop's samples under the device-request bench
+        series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
         @web.middleware
         async def count_requests(request: web.Request, handler: Handler) -> web.StreamResponse:
             started = time.perf_counter()
@@ -134,9 +138,15 @@ class NodeMetrics:
                 status = exc.status
                 raise
             finally:
-                route = _route(request)
-                self.http_requests.labels(request.method, route, str(status)).inc()
-                self.http_latency.labels(request.method, route).observe(time.perf_counter() - started)
+                key = (request.method, _route(request), status)
+                children = series.get(key)
+                if children is None:  # the label set is bounded (methods × route templates × statuses)
+                    children = series[key] = (
+                        self.http_requests.labels(key[0], key[1], str(status)),
+                        self.http_latency.labels(key[0], key[1]),
+                    )
+                children[0].inc()
+                children[1].observe(time.perf_counter() - started)
 
         return count_requests
 

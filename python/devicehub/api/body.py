@@ -20,8 +20,13 @@ _encoder = msgspec.json.Encoder()
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLarge(f"request body over {limit} bytes")
+    length = request.content_length
+    if length is not None:
+        if length > limit:
+            raise PayloadTooLarge(f"request body over {limit} bytes")
+        # the size is announced and allowed: one read instead of a chunk iterator per request (issue 15); over the
+        # application's client_max_size aiohttp raises its 413, which the error middleware renders as ours
+        return await request.read()
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.content.iter_chunked(65536):

@@ -94,6 +94,41 @@ def test_write_to_a_read_only_resource_ends_failed(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_a_device_request_body_is_read_whether_its_length_is_announced_or_it_comes_chunked(tmp_path: Path) -> None:
+    """A body with Content-Length is read in one go, a chunked one piece by piece (no length to check up front):
+    both requests reach the device and answer; a chunked body over the limit is 413 all the same."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, device(node, "body-1") as sim, app(node) as (http, events):
+            device_id = sim.device_id or ""
+            body = json.dumps({"method": "GET", "uri": "/3/0/0"}).encode()
+            for async_id, data in (("sized", body), ("chunked", _chunked(body, 7))):
+                async with http.post(
+                    f"/v2/device-requests/{device_id}?async-id={async_id}",
+                    data=data,
+                    headers={"Content-Type": "application/json"},
+                ) as r:
+                    assert r.status == 202, await r.text()
+                    assert (r.request_info.headers.get("Transfer-Encoding") == "chunked") == (async_id == "chunked")
+                answer = await events.wait_for("async-responses", lambda e, a=async_id: e["id"] == a)
+                assert answer["status"] == 200
+            big = json.dumps({"method": "PUT", "uri": "/3/0/0", "payload-b64": "A" * (2 * 1024 * 1024)}).encode()
+            async with http.post(
+                f"/v2/device-requests/{device_id}?async-id=big-chunked",
+                data=_chunked(big, 65536),
+                headers={"Content-Type": "application/json"},
+            ) as r:
+                assert r.status == 413
+
+    run(scenario())
+
+
+async def _chunked(body: bytes, size: int) -> Any:
+    """A request body without a length: aiohttp's client sends an async generator with chunked transfer coding."""
+    for start in range(0, len(body), size):
+        yield body[start : start + size]
+
+
 def test_subscribed_turns_true_only_after_the_device_confirms(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with (
