@@ -25,6 +25,17 @@ def test_normalise_rejects_bad_paths_without_wildcards(raw: str) -> None:
         normalise(raw, wildcard=False)
 
 
+def test_a_remembered_normal_form_answers_only_for_the_same_path_and_wildcard_rule() -> None:
+    """The valid paths already normalised are remembered; a wildcard path accepted where wildcards are allowed is
+    still refused where they are not, naming the field, however often either is asked."""
+    for _ in range(2):
+        assert normalise("3303/0/5700/", wildcard=False) == "/3303/0/5700"
+        assert normalise("3303/*", wildcard=True) == "/3303/*"
+        with pytest.raises(ValidationFailed) as refused:
+            normalise("3303/*", wildcard=False, field="uri")
+        assert [f.name for f in refused.value.fields] == ["uri"]
+
+
 def test_wildcard_only_allowed_last() -> None:
     assert normalise("3303/*", wildcard=True) == "/3303/*"
     assert normalise("33*", wildcard=True) == "/33*"
