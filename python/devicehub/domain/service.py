@@ -153,12 +153,13 @@ class DeviceService:
                 device = _device_record(r, before, now, gateway)
                 devices.append(device)
                 written.append(device)
-        await self._store.put_registered_devices(written, unchanged)
+        # spec §2.4: the values announced are reported values, stored with the registrations' entries
+        reported = [(r.device_id, path, value) for r in registrations for path, value in self._link_values(r.links)]
+        await self._store.put_registered_devices(written, unchanged, reported)
         rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
-        for registration, device in zip(registrations, devices, strict=True):
+        for device in devices:
             self._devices[device.id] = device
             try:
-                await self._store_link_values(device, registration.links)
                 if device.account_id not in rules:
                     rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
                 await self.router.full_registration(device, rules=rules[device.account_id])
@@ -244,17 +245,21 @@ class DeviceService:
 
     async def _store_link_values(self, device: Device, links: Sequence[ResourceLink]) -> None:
         """spec §2.4: values announced in the register message are reported values."""
-        for link in links:
-            if link.value is not None and not link.deleted:
-                await self._store.set_reported(
-                    device.id,
-                    link.path,
-                    ReportedValue(
-                        value=link.value,
-                        content_type=mime_for(link.ct if link.ct is not None else 0),
-                        reported_at=self._clock.now(),
-                    ),
-                )
+        for path, value in self._link_values(links):
+            await self._store.set_reported(device.id, path, value)
+
+    def _link_values(self, links: Sequence[ResourceLink]) -> list[tuple[str, ReportedValue]]:
+        now = self._clock.now()
+        return [
+            (
+                link.path,
+                ReportedValue(
+                    value=link.value, content_type=mime_for(link.ct if link.ct is not None else 0), reported_at=now
+                ),
+            )
+            for link in links
+            if link.value is not None and not link.deleted
+        ]
 
     async def _gone(self, registration: Registration, *, expired: bool) -> None:
         device = await self._store.get_device(registration.device_id)

@@ -37,6 +37,9 @@ log = logging.getLogger("devicehub.coap")
 
 # sendmmsg(2) is Linux's: elsewhere the replies of a loop turn still go out together, one sendto each
 SEND_BATCHES = sys.platform == "linux"
+# datagrams a loop turn holds for its end at most: the one that fills the batch sends it at once, so a turn that
+# sends a great many (a storm's answers, a simulator's notifications) keeps a bounded list and bounded latency
+SEND_BATCH = 256
 
 Address = tuple[str, int]
 Options = list[tuple[int, bytes]]
@@ -204,8 +207,10 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._block1_bytes = 0
         self._rates = TokenBuckets(clock, limits.requests_per_second, limits.request_burst)
         self._tasks: set[asyncio.Task[None]] = set()
-        # ACK/RST of notifications produced in this loop turn, flushed together at its end (issue 15 #2)
+        # what this loop turn sends, flushed together at its end (issue 15 #2): on a plain UDP socket everything the
+        # endpoint sends (answers, requests, retransmissions, ACKs), on other transports the notifications' ACK/RST
         self._replies: list[tuple[bytes, Address]] = []
+        self._flush_due = False
         self._socket_fd: int | None = None  # the plain UDP socket's, once the owner says the transport is one
         self.stats = Stats()
         self._said_unavailable_at = float("-inf")
@@ -247,8 +252,9 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._transport = cast(asyncio.DatagramTransport, transport)
 
     def send_in_batches(self) -> None:
-        """The transport is a plain UDP socket (not a DTLS or TCP adapter): the replies of one loop turn go out in
-        one sendmmsg on its descriptor (Linux). Called by whoever created the socket, right after."""
+        """The transport is a plain UDP socket (not a DTLS or TCP adapter): the datagrams one loop turn sends go out
+        in one sendmmsg on its descriptor at the turn's end (Linux). Called by whoever created the socket, right
+        after."""
         socket = self._transport.get_extra_info("socket") if self._transport is not None else None
         self._socket_fd = socket.fileno() if SEND_BATCHES and socket is not None else None
 
@@ -270,6 +276,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._transport is not None:
+            self._flush_replies()  # what this turn sent before closing still goes, as a direct sendto would have
             self._transport.close()
             self._transport = None
 
@@ -292,23 +299,33 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._send(data, remote)
 
     def _send(self, data: bytes, remote: Address) -> None:
+        """Send now, or on a plain UDP socket at the end of this loop turn with the turn's other datagrams (one
+        sendmmsg on Linux): every datagram goes through the same list, so each peer gets them in the order sent."""
+        if self._socket_fd is not None:
+            self._send_soon(data, remote)
+            return
         if self._transport is None:
             raise EndpointClosed("endpoint closed")
         self._transport.sendto(data, remote)
         self.stats.sent += 1
 
     def _send_soon(self, data: bytes, remote: Address) -> None:
-        """Send at the end of this loop turn together with the turn's other replies (one system call on Linux)."""
+        """Send at the end of this loop turn together with the turn's other datagrams (one system call on Linux)."""
         if self._transport is None:
             raise EndpointClosed("endpoint closed")
-        self._replies.append((data, remote))
-        if len(self._replies) == 1:
+        replies = self._replies
+        replies.append((data, remote))
+        if len(replies) >= SEND_BATCH:
+            self._flush_replies()
+        elif not self._flush_due:
+            self._flush_due = True
             asyncio.get_running_loop().call_soon(self._flush_replies)
 
     def _flush_replies(self) -> None:
+        self._flush_due = False
         replies, self._replies = self._replies, []
         transport = self._transport
-        if transport is None:
+        if transport is None or not replies:
             return  # closed meanwhile: as a sendto on a closed transport, nothing goes out
         sent = 0
         # with datagrams already queued in the transport (the socket would block), the fd would jump the queue;
@@ -319,8 +336,10 @@ class CoapEndpoint(asyncio.DatagramProtocol):
                 self.stats.sent_in_batches += sent
             except (OSError, ValueError):  # the first would block or failed, or a host the kernel call cannot take
                 sent = 0
+        # the rest one by one: the transport buffers what would block, and a failed one reaches error_received
+        # (counted there) without costing those after it
         for data, remote in replies[sent:]:
-            transport.sendto(data, remote)  # buffers what would block; errors reach error_received
+            transport.sendto(data, remote)
         self.stats.sent += len(replies)
 
     def error_received(self, exc: Exception) -> None:

@@ -66,12 +66,18 @@ class Store(Protocol):
     async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
         """The stored devices among `device_ids` (unknown ids are left out), in no particular order."""
 
-    async def put_registered_devices(self, devices: Sequence[Device], unchanged: Sequence[str] = ()) -> None:
+    async def put_registered_devices(
+        self,
+        devices: Sequence[Device],
+        unchanged: Sequence[str] = (),
+        reported: Sequence[tuple[str, str, ReportedValue]] = (),
+    ) -> None:
         """Full registrations of many devices at once (issue 16 #1): each device inserted or replaced, a snapshot
         entry added for each of its resources (existing ones kept), and every resource subscription on it dropped
         with the snapshot's subscribed marks (spec §2.1). `unchanged`: ids of devices registered again whose stored
         record stays as it is: only their subscriptions and marks are dropped (nothing is written when they have
-        none)."""
+        none). `reported`: (device id, path, value) the registrations announced (spec §2.4), stored as
+        `set_reported` after this call would store them, but with the entries in the same write."""
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None: ...
     async def list_devices(

@@ -253,12 +253,19 @@ class RedisStore:
     async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
         return await self._blobs(Device, [self._k("device", i) for i in device_ids])
 
-    async def put_registered_devices(self, devices: Sequence[Device], unchanged: Sequence[str] = ()) -> None:
+    async def put_registered_devices(
+        self,
+        devices: Sequence[Device],
+        unchanged: Sequence[str] = (),
+        reported: Sequence[tuple[str, str, ReportedValue]] = (),
+    ) -> None:
         """What `put_device`, `ensure_resources`, `remove_device_subscriptions` and `clear_subscribed` do for one
         device, for a batch in two round trips (a registration storm writes thousands a second): one pipeline
         reads the previous records and subscriber sets, one MULTI writes everything (for `unchanged` devices only
         the subscriptions are dropped)."""
         if not devices and not unchanged:
+            for device_id, path, value in reported:
+                await self.set_reported(device_id, path, value)
             return
         async with self.redis.pipeline(transaction=False) as reads:
             for device in devices:
@@ -268,6 +275,15 @@ class RedisStore:
                 reads.smembers(self._k("subscribers", device_id))
             found = await reads.execute()
         written = found[: 2 * len(devices)]
+        # a value goes in this MULTI with its entry, unless the write-behind holds an older value of it: then it goes
+        # after that one, as set_reported
+        valued: dict[str, dict[str, bytes]] = {}
+        later = []
+        for device_id, path, value in reported:
+            if self._reported.holds(device_id, path):
+                later.append((device_id, path, value))
+            else:
+                valued.setdefault(device_id, {})[path] = _encode(value)
         async with self.redis.pipeline(transaction=True) as tx:
             for device, previous_blob in zip(devices, written[0::2], strict=True):
                 self._write_device(tx, device, None if previous_blob is None else _decode(Device, previous_blob))
@@ -281,7 +297,12 @@ class RedisStore:
                     tx.srem(self._k("subs", member.partition(SEP)[0], device_id), member.partition(SEP)[2])
                     tx.srem(self._k("subscribers", device_id), member)
                 tx.delete(self._k("snap_sub", device_id))
+            for device_id, values in valued.items():
+                tx.zadd(self._k("snap_paths", device_id), dict.fromkeys(values, 0))
+                tx.hset(self._k("snap_rep", device_id), mapping={p: v for p, v in values.items()})
             await tx.execute()
+        for device_id, path, value in later:
+            await self.set_reported(device_id, path, value)
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))

@@ -529,7 +529,19 @@ class SqliteStore:
 
         return [_decode(Device, data) for data in await self._read(work)]
 
-    async def put_registered_devices(self, devices: Sequence[Device], unchanged: Sequence[str] = ()) -> None:
+    async def put_registered_devices(
+        self,
+        devices: Sequence[Device],
+        unchanged: Sequence[str] = (),
+        reported: Sequence[tuple[str, str, ReportedValue]] = (),
+    ) -> None:
+        # a value is written with its entry (one row write, not the empty row now and the value a flush later),
+        # unless the write-behind holds an older value of it: then it goes after that one, as set_reported
+        held = self._reported.holds
+        valued = [(device_id, path, value) for device_id, path, value in reported if not held(device_id, path)]
+        later = [(device_id, path, value) for device_id, path, value in reported if held(device_id, path)]
+        with_value = {(device_id, path) for device_id, path, _ in valued}
+
         def work(db: sqlite3.Connection) -> None:
             db.executemany(
                 "INSERT OR REPLACE INTO devices (id, account_id, endpoint_name, state, last_seen_at, data,"
@@ -552,8 +564,14 @@ class SqliteStore:
             )
             db.executemany(
                 "INSERT OR IGNORE INTO snapshot (device_id, path) VALUES (?, ?)",
-                [(d.id, r.path) for d in devices for r in d.resources],
+                [(d.id, r.path) for d in devices for r in d.resources if (d.id, r.path) not in with_value],
             )
+            if valued:
+                db.executemany(
+                    "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"
+                    " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported",
+                    [(device_id, path, _encode(value)) for device_id, path, value in valued],
+                )
             # the device ids claimed for them (`_claim`) are stored with them
             db.executemany(
                 "INSERT OR IGNORE INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
@@ -581,6 +599,10 @@ class SqliteStore:
         for device_id in unchanged:
             self._cache.drop_subscriptions(device_id)
             self._cache.clear_subscribed(device_id)
+        for device_id, path, value in valued:
+            self._cache.set_reported(device_id, path, value)
+        for device_id, path, value in later:
+            await self.set_reported(device_id, path, value)
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         return await self._one(

@@ -49,6 +49,10 @@ class ReportedWriteBehind:
             values.update(batch.get(device_id, ()))
         return values
 
+    def holds(self, device_id: str, path: str) -> bool:
+        """A value of (device, path) waits here or is being written: a newer one must come through `put`, after it."""
+        return any(path in batch.get(device_id, ()) for batch in (*self._writing, self._pending))
+
     def _flush_soon(self) -> None:
         self._timer = None
         task = asyncio.ensure_future(self.flush())

@@ -693,6 +693,38 @@ def test_a_batch_of_full_registrations_stores_devices_and_drops_their_subscripti
     run(make_store, scenario)
 
 
+def test_values_announced_in_a_batch_of_registrations_are_stored_with_it(make_store: StoreFactory) -> None:
+    """issue 16: the `v=` values of a batch of Registers are written with the snapshot entries (one write, not the
+    empty entry and then the value), read back as `set_reported` would leave them; a value the write-behind still
+    holds for the same resource (reported before) is older and does not win over the registration's."""
+    from devicehub.store.records import ResourceInfo
+
+    def registered(device_id: str, name: str, *paths: str) -> Device:
+        return msgspec.structs.replace(device(device_id, name), resources=tuple(ResourceInfo(path=p) for p in paths))
+
+    def value(text: bytes, at: float) -> ReportedValue:
+        return ReportedValue(value=text, content_type="text/plain", reported_at=at)
+
+    async def write(store: Store) -> None:
+        await store.set_reported("d1", "/3/0/0", value(b"old", 1.0))  # held by the write-behind, not written yet
+        batch = [registered("d1", "ep-1", "/3/0/0", "/3/0/1", "/3/0/2"), registered("d2", "ep-2", "/1/0/1")]
+        reported = [("d1", "/3/0/0", value(b"new", 2.0)), ("d1", "/3/0/1", value(b"7", 2.0))]
+        await store.put_registered_devices(batch, reported=reported)
+        await store.put_registered_devices([], unchanged=["d2"], reported=[("d2", "/1/0/1", value(b"60", 3.0))])
+        await check(store)
+
+    async def check(store: Store) -> None:
+        assert [(e.path, e.reported) for e in await store.get_snapshot("d1")] == [
+            ("/3/0/0", value(b"new", 2.0)),
+            ("/3/0/1", value(b"7", 2.0)),
+            ("/3/0/2", None),
+        ]
+        assert [(e.path, e.reported) for e in await store.get_snapshot("d2")] == [("/1/0/1", value(b"60", 3.0))]
+
+    run(make_store, write)
+    reopen(make_store, check)
+
+
 def test_a_burst_of_concurrent_calls_is_served_not_refused(make_store: StoreFactory) -> None:
     """A registration storm or a busy API makes hundreds of store calls at once: each waits its turn for a
     connection (Redis: a bounded pool) and none fails for want of one."""
