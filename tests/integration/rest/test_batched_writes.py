@@ -4,26 +4,11 @@ none is lost, and what was answered 202 is stored (a restarted node, on either s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from support.node import device, run, running_node
-from support.redis_server import redis_server
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """Both stores: "" is the embedded SQLite store, else a real redis-server's URL."""
-    return "" if request.param == "sqlite" else str(request.getfixturevalue("redis_url"))
 
 
 def test_concurrent_subscriptions_are_all_stored_and_unknown_devices_fail_alone(tmp_path: Path, store_url: str) -> None:

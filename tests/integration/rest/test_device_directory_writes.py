@@ -4,30 +4,16 @@ against a running node with simulated devices on real UDP."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from devicehub.lwm2m import codes
 from devicehub.node import Node
 from support.apps import EventReader
 from support.node import device, run, running_node
-from support.redis_server import redis_server
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """Both stores: "" is the embedded SQLite store, else a real redis-server's URL."""
-    return "" if request.param == "sqlite" else str(request.getfixturevalue("redis_url"))
 
 
 @contextlib.asynccontextmanager

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -18,21 +17,8 @@ from devicehub.node import Node
 from devicehub.store.redis import RedisStore
 from devicehub.store.sqlite import SqliteStore
 from support.node import device, run, running_node
-from support.redis_server import redis_server
 
 WAIT = 10.0
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """Both stores: "" is the embedded SQLite store, else a real redis-server's URL."""
-    return "" if request.param == "sqlite" else str(request.getfixturevalue("redis_url"))
 
 
 def base(node: Node) -> str:

@@ -6,31 +6,16 @@ observes the device again. The device is the project's simulator over real UDP."
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from devicehub.lwm2m import codes
 from devicehub.sim.device import SimDevice
 from support.apps import EventReader, websocket_app
 from support.node import device, eventually, run, running_node, wait_reported
-from support.redis_server import redis_server
 
 TEMPERATURE = "/3303/0/5700"
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """Both stores: "" is the embedded SQLite store, else a real redis-server's URL."""
-    return "" if request.param == "sqlite" else str(request.getfixturevalue("redis_url"))
 
 
 async def subscribe(http: aiohttp.ClientSession, events: EventReader, device_id: str) -> dict[str, object]:

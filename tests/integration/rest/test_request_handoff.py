@@ -5,29 +5,13 @@ update kicks the device) and requests are queued while that read runs. The devic
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from devicehub.store.records import DeviceRequest
 from support.apps import websocket_app
 from support.node import device, run, running_node
-from support.redis_server import redis_server
 
 DIMMER = "/3311/0/5851"
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """Both stores: "" is the embedded SQLite store, else a real redis-server's URL."""
-    return "" if request.param == "sqlite" else str(request.getfixturevalue("redis_url"))
 
 
 def test_queued_requests_are_delivered_once_in_order_without_a_queue_read_each(tmp_path: Path, store_url: str) -> None:
