@@ -492,11 +492,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             return True
         # one future woken by the ACK, the answer or the clock's timer: no task per wait
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def wake(_: object = None) -> None:
-            if not woken.done():
-                woken.set_result(None)
-
+        wake = _waker(woken)
         exchange.acked.waiter = woken
         exchange.done.add_done_callback(wake)
         timer = self._clock.call_later(timeout, wake)
@@ -512,11 +508,16 @@ class CoapEndpoint(asyncio.DatagramProtocol):
 
     async def _await_response(self, exchange: _Exchange) -> CoapMessage:
         if not exchange.done.done():
-            timer = asyncio.ensure_future(self._clock.sleep(self._response_timeout))
+            # the separate response or the clock's timer wakes one future, as in `_wait`: no task per wait
+            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            wake = _waker(woken)
+            exchange.done.add_done_callback(wake)
+            timer = self._clock.call_later(self._response_timeout, wake)
             try:
-                await asyncio.wait((timer, exchange.done), return_when=asyncio.FIRST_COMPLETED)
+                await woken
             finally:
                 timer.cancel()
+                exchange.done.remove_done_callback(wake)
         if not exchange.done.done():
             self.stats.timeouts += 1
             raise DeviceTimeout(f"no response from {exchange.remote[0]}:{exchange.remote[1]}")
@@ -908,3 +909,13 @@ def option_fault(message: CoapMessage) -> str | None:
     Content-Format, Accept, Block1, Block2) never gets here: `coap_decode` refuses the datagram (a format error)."""
     number = message.unrecognised_critical
     return None if number is None else f"unrecognised critical option {number}"
+
+
+def _waker(woken: asyncio.Future[None]) -> Callable[..., None]:
+    """A callback (done-callback or timer) that settles `woken` once, whichever of its sources comes first."""
+
+    def wake(_: object = None) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    return wake

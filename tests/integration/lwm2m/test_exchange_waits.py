@@ -11,8 +11,9 @@ import pytest
 from devicehub._core import CoapMessage, coap_decode, coap_encode
 from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.transport import ACK_RANDOM_FACTOR, ACK_TIMEOUT, Address, CoapEndpoint, Reply
-from support.node import run
+from devicehub.lwm2m.errors import DeviceTimeout
+from devicehub.lwm2m.transport import ACK_RANDOM_FACTOR, ACK_TIMEOUT, MAX_TRANSMIT_WAIT, Address, CoapEndpoint, Reply
+from support.node import eventually, run
 
 GET_TEMPERATURE = [(codes.URI_PATH, b"3303"), (codes.URI_PATH, b"0"), (codes.URI_PATH, b"5700")]
 
@@ -91,6 +92,33 @@ def test_an_empty_ack_stops_the_retransmissions_and_the_separate_response_ends_t
             ack = await _received(peer)
             assert (ack.mtype, ack.mid) == (codes.ACK, 7)
             assert server.stats.retransmissions == 0
+        finally:
+            await server.close()
+
+    run(scenario())
+
+
+def test_a_separate_response_that_never_comes_times_out_at_the_response_time_out_and_leaves_no_timer(
+    peer: socket.socket,
+) -> None:
+    """After the device's empty ACK the request waits MAX_TRANSMIT_WAIT (RFC 7252 §4.8.2) for the separate
+    response: still waiting just before it, DeviceTimeout once it has passed, and nothing left on the clock."""
+
+    async def scenario() -> None:
+        clock = ManualClock()
+        server = await CoapEndpoint.bind("127.0.0.1", 0, clock, _refuse)
+        try:
+            request = asyncio.create_task(server.request(peer.getsockname(), codes.GET, GET_TEMPERATURE))
+            sent = await _received(peer)
+            peer.sendto(coap_encode(codes.ACK, codes.EMPTY, sent.mid, b"", [], b""), server.address)
+            # the ACK has arrived once the only timer left is the response's, MAX_TRANSMIT_WAIT from now
+            await eventually(lambda: clock.next_deadline() == clock.now() + MAX_TRANSMIT_WAIT)
+            await clock.advance(MAX_TRANSMIT_WAIT * 0.99)
+            assert not request.done()
+            await clock.advance(MAX_TRANSMIT_WAIT * 0.02)
+            with pytest.raises(DeviceTimeout):
+                await request
+            assert server.stats.timeouts == 1 and clock.sleepers == 0
         finally:
             await server.close()
 
