@@ -205,6 +205,7 @@ class _NodeCollector(Collector):
         )
         backlog.add_metric([], v(lw, "lwm2m_registration_backlog"))
         yield backlog
+        yield from _dtls_families(lw)
         yield _counter(
             "devicehub_registration_batches",
             "Batches of registrations written to the store (registrations / batches: the batch size)",
@@ -297,3 +298,18 @@ class _NodeCollector(Collector):
         pending = GaugeMetricFamily("devicehub_device_requests_pending", "Device requests queued, not yet answered")
         pending.add_metric([], self._metrics.pending_requests)
         yield pending
+
+
+def _dtls_families(lw: dict[str, Any]) -> Iterator[Metric]:
+    """The DTLS listener's figures (`DtlsStats`, issue 13), when it runs: sessions open, and its counters by event
+    (handshakes, resumed, refused, busy, timeouts, hello_verify_requests, records_in/out, dropped, revoked)."""
+    if "dtls_sessions" not in lw:
+        return
+    sessions = GaugeMetricFamily("devicehub_dtls_sessions", "DTLS sessions established and open")
+    sessions.add_metric([], float(lw["dtls_sessions"]))
+    yield sessions
+    events = CounterMetricFamily("devicehub_dtls_events", "DTLS listener events, by kind", labels=["event"])
+    for key, value in sorted(lw.items()):
+        if key.startswith("dtls_") and key != "dtls_sessions":
+            events.add_metric([key.removeprefix("dtls_")], float(value))
+    yield events

@@ -10,7 +10,9 @@ import asyncio
 import logging
 from pathlib import Path
 
+import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from devicehub._core import coap_encode
 from devicehub.clock import SystemClock
@@ -70,7 +72,15 @@ def test_a_psk_client_resumes_under_its_sessions_identity_and_cannot_once_its_ps
             assert "Reused, TLSv1.2, Cipher is PSK-AES128-CCM8" in second, second
             assert session_id(second) == session_id(first)
             assert (dtls.stats.handshakes, dtls.stats.resumed) == (2, 1)
-            assert node.lwm2m.metrics()["dtls_resumed"] == 1
+            async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{node.http_port}/metrics") as r:
+                scraped = {
+                    (sample.name, tuple(sample.labels.items())): sample.value
+                    for family in text_string_to_metric_families(await r.text())
+                    for sample in family.samples
+                }
+            assert scraped[("devicehub_dtls_events_total", (("event", "resumed"),))] == 1
+            assert scraped[("devicehub_dtls_events_total", (("event", "handshakes"),))] == 2
+            assert scraped[("devicehub_dtls_sessions", ())] >= 0
             registration = next(iter(node.lwm2m._devices.values())).registration
             assert (registration.endpoint_name, registration.account_id, registration.secure) == (NAME, tenant, True)
             # revoked: the cached session goes with the PSK; offered again, it gets a full handshake, refused
