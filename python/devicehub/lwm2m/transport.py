@@ -490,10 +490,23 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         """True once the exchange is ACKed or settled; False when `timeout` (clock seconds) passes first."""
         if exchange.acked.is_set() or exchange.done.done():
             return True
-        # one future woken by the ACK, the answer or the clock's timer: no task per wait
+        await self._until_settled(exchange, timeout, or_acked=True)
+        if exchange.done.done() and exchange.done.exception() is not None:
+            exchange.done.result()  # raises DeviceReset
+        return exchange.acked.is_set() or exchange.done.done()
+
+    async def _until_settled(self, exchange: _Exchange, timeout: float, *, or_acked: bool) -> None:
+        """Return once the exchange settles (or, `or_acked`, is ACKed) or `timeout` clock seconds pass: one future
+        woken by whichever comes first and one clock timer, no task per wait (issue 15: racing tasks in
+        `asyncio.wait` was most of a request's waiting cost)."""
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        wake = _waker(woken)
-        exchange.acked.waiter = woken
+
+        def wake(_: object = None) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        if or_acked:
+            exchange.acked.waiter = woken
         exchange.done.add_done_callback(wake)
         timer = self._clock.call_later(timeout, wake)
         try:
@@ -501,23 +514,12 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         finally:
             timer.cancel()
             exchange.done.remove_done_callback(wake)
-            exchange.acked.waiter = None
-        if exchange.done.done() and exchange.done.exception() is not None:
-            exchange.done.result()  # raises DeviceReset
-        return exchange.acked.is_set() or exchange.done.done()
+            if or_acked:
+                exchange.acked.waiter = None
 
     async def _await_response(self, exchange: _Exchange) -> CoapMessage:
         if not exchange.done.done():
-            # the separate response or the clock's timer wakes one future, as in `_wait`: no task per wait
-            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            wake = _waker(woken)
-            exchange.done.add_done_callback(wake)
-            timer = self._clock.call_later(self._response_timeout, wake)
-            try:
-                await woken
-            finally:
-                timer.cancel()
-                exchange.done.remove_done_callback(wake)
+            await self._until_settled(exchange, self._response_timeout, or_acked=False)
         if not exchange.done.done():
             self.stats.timeouts += 1
             raise DeviceTimeout(f"no response from {exchange.remote[0]}:{exchange.remote[1]}")
@@ -909,13 +911,3 @@ def option_fault(message: CoapMessage) -> str | None:
     Content-Format, Accept, Block1, Block2) never gets here: `coap_decode` refuses the datagram (a format error)."""
     number = message.unrecognised_critical
     return None if number is None else f"unrecognised critical option {number}"
-
-
-def _waker(woken: asyncio.Future[None]) -> Callable[..., None]:
-    """A callback (done-callback or timer) that settles `woken` once, whichever of its sources comes first."""
-
-    def wake(_: object = None) -> None:
-        if not woken.done():
-            woken.set_result(None)
-
-    return wake

@@ -4,8 +4,8 @@ uvloop's datagram transport makes one system call and one Python callback per da
 readiness runs one `recvmmsg` (the Rust `UdpReceiver`, its buffers allocated once) that takes up to `batch`
 waiting datagrams, and the endpoint gets them in one `datagrams_received` call: its per-datagram logic runs
 for each, and what the endpoint sends in the turn (ACKs, answers, requests) leaves together in one `sendmmsg` at
-its end. More than `batch` waiting
-stay for the next turn (the poll is level-triggered), so one peer's flood cannot hold the loop.
+its end. More than `batch` waiting stay for the next turn (the poll is level-triggered), so one peer's flood
+cannot hold the loop.
 The socket's errors (an ICMP port unreachable reported as ECONNREFUSED) go to `error_received`; reading goes on.
 IP_RECVERR stays unset, so Linux does not report ICMP errors on this unconnected socket at all: with it, the socket
 would poll as POLLERR, and libuv stops a poll handle (uvloop's `add_reader`) that reports POLLERR.
