@@ -13,6 +13,7 @@ from typing import Any
 
 from devicehub.config import ENV_PREFIX, LOG_FORMATS, LOG_LEVELS
 from devicehub.errors import BadSetting
+from devicehub.ids import new_id
 
 # set by the API's request-id middleware for the duration of one request; "-" outside any request
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("devicehub_request_id", default="-")
@@ -81,25 +82,15 @@ def setup_logging(args: argparse.Namespace) -> None:
 def request_id_middleware() -> Any:
     """Every API request gets an id (the caller's `X-Request-Id` if sane, else a new one): on its log lines
     (`request_id` in JSON, `[request …]` in text) and in the `X-Request-Id` response header."""
-    import itertools
-    import secrets
 
     from aiohttp import web
 
     log = logging.getLogger("devicehub.api.access")
-    # unique, not secret: a random prefix per process and a counter, 32 hex digits (issue 15: os.urandom per
-    # request was 2-4 % of a hot endpoint's samples)
-    prefix = secrets.token_hex(8)
-    serial = itertools.count(1)
 
     @web.middleware
     async def with_request_id(request: web.Request, handler: Any) -> web.StreamResponse:
         given = request.headers.get("X-Request-Id", "")
-        rid = (
-            given
-            if 0 < len(given) <= 64 and given.isascii() and given.isprintable()
-            else f"{prefix}{next(serial):016x}"
-        )
+        rid = given if 0 < len(given) <= 64 and given.isascii() and given.isprintable() else new_id()
         token = request_id.set(rid)
         started = time.perf_counter()
         status = 500

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Awaitable, Callable
 
 import msgspec
@@ -17,6 +16,7 @@ from devicehub.errors import (
     RateLimited,
     StorageUnavailable,
 )
+from devicehub.ids import new_id
 from devicehub.logs import request_id as current_request_id  # the id on this request's log lines
 from devicehub.store import unreachable
 
@@ -76,7 +76,7 @@ def _render(request: web.Request, error: DevicehubError) -> web.Response:
             code=error.status,
             type=error.type,
             message=error.message,
-            request_id=current_request_id.get() if current_request_id.get() != "-" else secrets.token_hex(16),
+            request_id=current_request_id.get() if current_request_id.get() != "-" else new_id(),
             fields=[FieldMessage(f.name, f.message) for f in error.fields] if error.status == 400 else [],
         )
         return web.Response(status=error.status, body=_encoder.encode(body), content_type="application/json")

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import threading
 from dataclasses import dataclass
 
 from devicehub.clock import Clock
 from devicehub.errors import FieldError, Forbidden, NotFound, Unauthorized, ValidationFailed
+from devicehub.ids import new_id
 from devicehub.store.base import Store
 from devicehub.store.records import Account, ApiKey
 
@@ -30,28 +30,6 @@ ADMINISTRATORS, DEVELOPERS = "Administrators", "Developers"
 
 def hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
-
-
-class IdSource:
-    """Random 32-hex-digit ids (device ids are their registration's CoAP location: they must not be guessable), from
-    the operating system's generator read for many ids at once (issue 16 #1: a `getrandom` per Register was 4 % of
-    the event loop's samples in a registration storm profile)."""
-
-    def __init__(self, batch: int = 256) -> None:
-        self._batch = batch
-        self._hex = ""
-        self._at = 0
-        self._lock = threading.Lock()  # one id is one slice, whichever thread asks
-
-    def __call__(self) -> str:
-        with self._lock:
-            if self._at >= len(self._hex):
-                self._hex, self._at = secrets.token_hex(16 * self._batch), 0
-            self._at += 32
-            return self._hex[self._at - 32 : self._at]
-
-
-new_id = IdSource()
 
 
 @dataclass(frozen=True, slots=True)

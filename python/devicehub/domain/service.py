@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import secrets
 from collections.abc import Sequence
 
 import msgspec
 
 from devicehub.clock import Clock
-from devicehub.domain.accounts import Principal, new_id
+from devicehub.domain.accounts import Principal
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent, ResourceEntry
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
@@ -25,6 +24,7 @@ from devicehub.errors import (
     ResourceNotFound,
     ValidationFailed,
 )
+from devicehub.ids import new_id
 from devicehub.interning import InternTable
 from devicehub.lwm2m.content import mime_for
 from devicehub.lwm2m.ports import Admission, Registration, ResourceLink
@@ -332,7 +332,7 @@ class DeviceService:
         pattern = normalise(raw_path, wildcard=True)
         if not pattern.endswith("*") and not _known_path(device, pattern):
             raise ResourceNotFound(f"{device_id} has no resource {pattern}")
-        async_id = secrets.token_hex(16)
+        async_id = new_id()
         await self.router.subscribe(principal.key_id, device, pattern, async_id)
         return async_id
 

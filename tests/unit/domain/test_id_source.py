@@ -1,10 +1,10 @@
-"""Device and account ids (issue 16 #1): read from the system's generator many at a time, each one its own."""
+"""Device, account and request ids (issues 15, 16 #1): read from the system generator many at a time, each its own."""
 
 from __future__ import annotations
 
 import re
 
-from devicehub.domain.accounts import IdSource
+from devicehub.ids import IdSource
 
 
 def test_ids_are_32_hex_digits_and_distinct_across_refills() -> None:
