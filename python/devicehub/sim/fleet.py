@@ -14,7 +14,8 @@ import signal
 import sys
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from devicehub.clock import Clock, SystemClock
@@ -26,6 +27,7 @@ from devicehub.sim.device import OmaBehaviour, SimDevice
 from devicehub.sim.latency import LatencyProbe
 from devicehub.sim.scenario import Churn, DeviceSpec, devices, scenario_of
 
+T = TypeVar("T")
 PROGRESS_INTERVAL = 1.0
 HOT_TICK = 0.002  # the hot path's loop turn: the notifications owed since the last one go out as one batch
 HOT_MAX_OWED_S = 1.0  # notifications owed beyond a second's worth are dropped (counted as `hot_behind`)
@@ -65,6 +67,21 @@ def credentials(settings: SimulateSettings, endpoint_name: str) -> ClientCredent
         cert=settings.cert,
         key=settings.key,
     )
+
+
+async def at_rate(clock: Clock, per_second: float, items: Iterable[T]) -> AsyncIterator[T]:
+    """`items`, the i-th no earlier than i / `per_second` after the first (all at once if `per_second` <= 0).
+    Due times are absolute: a sleep that overshoots (timers are ms-grained) or a slow step is made up by not
+    sleeping before the next ones, so the offered rate holds on average. Sleeping the gap after each step instead
+    offered about half the rate asked for at 1 000/s per process: a storm bench measured the simulator."""
+    gap = 1.0 / per_second if per_second > 0 else 0.0
+    started = clock.now()
+    for index, item in enumerate(items):
+        if gap:
+            wait = started + index * gap - clock.now()
+            if wait > 0:
+                await clock.sleep(wait)
+        yield item
 
 
 class Fleet:
@@ -124,17 +141,14 @@ class Fleet:
 
     async def start(self) -> None:
         """Start every device at the register rate; value changes begin as each one registers."""
-        gap = 1.0 / self.register_rate if self.register_rate > 0 else 0.0
         if self.churn.restart > 0 or self.churn.vanish > 0:
             self._churning = asyncio.create_task(self._churn())
         if self.settings.hot_path:
             self._varying.append(asyncio.create_task(self._pace()))
-        for spec, device in zip(self.specs, self.devices, strict=True):
+        async for spec, device in at_rate(self.clock, self.register_rate, zip(self.specs, self.devices, strict=True)):
             await device.start()
             if not self.settings.hot_path:
                 self._varying.append(asyncio.create_task(device.vary(spec.rate, random.Random(self.rng.random()))))
-            if gap:
-                await self.clock.sleep(gap)
 
     async def _pace(self) -> None:
         """The hot path: the devices' value changes as one Poisson stream (the sum of theirs: each change goes to a
