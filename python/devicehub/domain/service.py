@@ -164,10 +164,14 @@ class DeviceService:
                     rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
                 await self.router.full_registration(device, rules=rules[device.account_id])
                 await self._sink.publish_account(device.account_id, _registration_event(device))
-                if device.id in previous:  # a device stored only now has no queued request: an API request
-                    self.requests.kick(device.id)  # needs the device, and kicks its queue itself (issue 16 #1)
             except Exception:
                 log.exception("announcing the registration of %s failed", device.id)
+        # a device stored only now has no queued request: an API request needs the device, and kicks its queue
+        # itself (issue 16 #1); the others' queues are looked at with one read for the batch
+        try:
+            await self.requests.kick_many([d.id for d in devices if d.id in previous])
+        except Exception:
+            log.exception("reading the request queues of %d registered device(s) failed", len(previous))
 
     async def resumed(self, registration: Registration) -> None:
         device = await self._store.get_device(registration.device_id)

@@ -173,6 +173,9 @@ class Store(Protocol):
     async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
         """In enqueue order."""
 
+    async def devices_with_pending_requests(self, device_ids: Sequence[str]) -> set[str]:
+        """Those of `device_ids` with at least one queued request: one read for a batch of registrations."""
+
     async def all_pending_requests(self) -> list[DeviceRequest]: ...
     async def count_pending_requests(self) -> int:
         """How many requests wait, without reading them (the metrics gauge, scraped every few seconds)."""

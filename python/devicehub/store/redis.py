@@ -666,6 +666,14 @@ class RedisStore:
     async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
         return await self._requests(self._k("reqs", device_id))
 
+    async def devices_with_pending_requests(self, device_ids: Sequence[str]) -> set[str]:
+        ids = list(dict.fromkeys(device_ids))
+        async with self.redis.pipeline(transaction=False) as reads:
+            for device_id in ids:
+                reads.exists(self._k("reqs", device_id))
+            found = await reads.execute()
+        return {device_id for device_id, exists in zip(ids, found, strict=True) if exists}
+
     async def all_pending_requests(self) -> list[DeviceRequest]:
         return await self._requests(self._k("reqs"))
 

@@ -520,12 +520,7 @@ class SqliteStore:
 
     async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
         def work(db: sqlite3.Connection) -> list[bytes]:
-            rows: list[bytes] = []
-            for start in range(0, len(device_ids), 500):  # below SQLite's bound on host parameters
-                chunk = device_ids[start : start + 500]
-                sql = f"SELECT data FROM devices WHERE id IN ({','.join('?' * len(chunk))})"
-                rows.extend(row[0] for row in db.execute(sql, tuple(chunk)))
-            return rows
+            return [row[0] for row in _rows_in(db, "SELECT data FROM devices WHERE id IN ({})", device_ids)]
 
         return [_decode(Device, data) for data in await self._read(work)]
 
@@ -947,6 +942,17 @@ class SqliteStore:
             DeviceRequest, "SELECT data FROM requests WHERE device_id = ? ORDER BY seq", (device_id,), reader=True
         )
 
+    async def devices_with_pending_requests(self, device_ids: Sequence[str]) -> set[str]:
+        ids = list(dict.fromkeys(device_ids))
+
+        def work(db: sqlite3.Connection) -> set[str]:
+            return {
+                str(row[0])
+                for row in _rows_in(db, "SELECT DISTINCT device_id FROM requests WHERE device_id IN ({})", ids)
+            }
+
+        return await self._query(work)
+
     async def all_pending_requests(self) -> list[DeviceRequest]:
         return await self._all(DeviceRequest, "SELECT data FROM requests ORDER BY seq", ())
 
@@ -1213,6 +1219,16 @@ class SqliteStore:
             return [_decode(kind, r[0]) for r in db.execute(sql, args)]
 
         return await (self._query(work) if reader else self._read(work))
+
+
+def _rows_in(db: sqlite3.Connection, sql: str, values: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The rows of `sql`, whose `IN ({})` takes `values`, asked in chunks below SQLite's bound on host
+    parameters."""
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(values), 500):
+        chunk = tuple(values[start : start + 500])
+        rows.extend(db.execute(sql.format(",".join("?" * len(chunk))), chunk))
+    return rows
 
 
 def _claimed(db: sqlite3.Connection, account_id: str, endpoint_name: str) -> str | None:

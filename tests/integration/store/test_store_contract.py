@@ -363,6 +363,23 @@ def test_request_queue_keeps_enqueue_order_and_updates(make_store: StoreFactory)
     run(make_store, scenario)
 
 
+def test_devices_with_pending_requests_names_only_those_with_a_queued_request(make_store: StoreFactory) -> None:
+    """Issue 16: a batch of registrations asks once which of its devices have requests waiting (a storm
+    re-registers thousands of devices with empty queues); more ids than SQLite takes in one statement."""
+
+    async def scenario(store: Store) -> None:
+        await store.enqueue_request(request("a", "d1"))
+        await store.enqueue_request(request("b", "d1"))
+        await store.enqueue_request(request("c", "d3"))
+        many = [f"x{n}" for n in range(1200)]
+        assert await store.devices_with_pending_requests(["d1", "d2", *many, "d3", "d1"]) == {"d1", "d3"}
+        assert await store.devices_with_pending_requests([]) == set()
+        assert await store.remove_request("k1", "c")
+        assert await store.devices_with_pending_requests(["d1", "d3"]) == {"d1"}
+
+    run(make_store, scenario)
+
+
 def test_enqueue_refuses_a_pending_async_id_and_a_full_queue_in_the_step_that_queues(make_store: StoreFactory) -> None:
     """Issue 15: the duplicate and queue-length checks are the store's, in one step with the insert, so concurrent
     submits of one async-id queue it once and the others get DuplicateAsyncId (not a storage error)."""
