@@ -24,7 +24,7 @@ from devicehub.errors import (
     ResourceNotFound,
     ValidationFailed,
 )
-from devicehub.ids import new_id
+from devicehub.ids import new_device_id, new_id
 from devicehub.interning import InternTable
 from devicehub.lwm2m.content import mime_for
 from devicehub.lwm2m.ports import Admission, Registration, ResourceLink
@@ -117,7 +117,7 @@ class DeviceService:
     # ---- DeviceEvents (from the LwM2M layer) ------------------------------------------------------
     async def admit(self, endpoint_name: str, endpoint_type: str, account_id: str | None = None) -> Admission | None:
         # issue 14 #1: one name is one id whatever the interleaving (and across nodes): the store claims it atomically
-        candidate = new_id()
+        candidate = new_device_id()
         if account_id:  # issue 13 #2: an authenticated device belongs to its credential's account
             device_id = await self._store.claim_device_id(account_id, endpoint_name, candidate)
         else:  # its enrolment's account, else the default one: one store round trip with the claim (issue 16 #1)
