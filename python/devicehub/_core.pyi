@@ -1,7 +1,7 @@
 """Type stubs for `devicehub._core`, the Rust core (checked by `python -m mypy.stubtest devicehub._core`)."""
 
-from collections.abc import Sequence
-from typing import Final, Self, TypeAlias, final
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Self, TypeAlias, final
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -31,6 +31,7 @@ __all__ = [
     "DtlsSession",
     "LatencyHistogram",
     "LinkFormatError",
+    "LinkTable",
     "QueueError",
     "TlvError",
     "TlvNode",
@@ -277,6 +278,34 @@ _LinkFields: TypeAlias = tuple[str, str | None, int | None, bool, str | None, by
 def parse_links(payload: bytes) -> list[_LinkFields]:
     """Every object, instance or resource link of a Register/Update payload as tuples in
     `ResourceLink` field order; raises `LinkFormatError` with the pure parser's message."""
+
+@final
+class LinkTable:
+    """Parsed links as shared objects (issue 16: a fleet registers the same links over and over): the
+    one object `make(*fields)` built for an equal link since the table last started afresh. Looked
+    up by the parsed link in Rust, so a link seen before costs no Python string, tuple or call; a
+    full table starts afresh (objects already handed out stay shared), so unique values such as
+    serial numbers never pin more than `capacity` entries."""
+
+    def __new__(cls, make: Callable[..., Any], capacity: int = 65_536) -> LinkTable: ...
+    def parse(self, payload: bytes) -> list[Any]:
+        """Every object, instance or resource link of a Register/Update payload, shared as above;
+        raises `LinkFormatError` as `parse_links` does."""
+
+    def get(
+        self,
+        path: str,
+        rt: str | None,
+        ct: int | None,
+        obs: bool,
+        iface: str | None,
+        value: bytes | None,
+        aobs: int | None,
+        deleted: bool,
+    ) -> Any:
+        """The shared object of one link given by its fields (a stored registration's links)."""
+
+    def __len__(self) -> int: ...
 
 # ---- latency histogram -------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ import base64
 import binascii
 
 from devicehub import _core
-from devicehub.interning import InternTable
 from devicehub.lwm2m.ports import ResourceLink
 
 MAX_LINKS = 20_000
@@ -61,21 +60,23 @@ def _valid_path(path: str) -> bool:
     )
 
 
-# equal links of many devices are one object (devicehub.interning): looked up by the parser's field tuple, so a
-# link seen before costs one dict lookup and no object
-_LINKS: InternTable[ResourceLink] = InternTable(ResourceLink)
+# equal links of many devices are one object, looked up in Rust by the parsed link (issue 16: building each link's
+# field tuple and looking it up in a Python table was half of parsing a Pelion registration)
+_LINKS = _core.LinkTable(ResourceLink)
 
 
 def parse_links(payload: bytes) -> list[ResourceLink]:
     """Every object, instance or resource link; the root link (`</>`) and non-LwM2M paths are skipped."""
-    return [_LINKS.get(fields) for fields in _core.parse_links(payload)]
+    links: list[ResourceLink] = _LINKS.parse(payload)
+    return links
 
 
 def shared_link(
     path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None, aobs: int | None
 ) -> ResourceLink:
     """The link of a stored registration (no value, not deleted), shared as parsed links are."""
-    return _LINKS.get((path, rt, ct, obs, iface, None, aobs, False))
+    link: ResourceLink = _LINKS.get(path, rt, ct, obs, iface, None, aobs, False)
+    return link
 
 
 def parse_links_py(payload: bytes) -> list[ResourceLink]:

@@ -28,7 +28,8 @@ pub enum LinkError {
 }
 
 /// One object, instance or resource link with the attributes LwM2M and the Pelion client use.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// `Hash`: equal links of many devices are shared (the Python binding's `LinkTable`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Link {
     pub path: String,
     pub rt: Option<String>,

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links, parse_links_py
+from devicehub import _core
+from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links, parse_links_py, shared_link
 from devicehub.lwm2m.ports import ResourceLink
 
 Parse = Callable[[bytes], list[ResourceLink]]
@@ -89,3 +90,47 @@ def test_non_ascii_digits_are_not_lwm2m_paths_or_numbers(parse: Parse) -> None:
     """Issue 14 #2: `</²/0>` raised ValueError (a 5.00), `</١/0>` became a path no request can address."""
     links = parse("</\u00b2/0>,</\u0661/0>,</3/\u0661>,</3/0>;ct=\u00b2;aobs=\u0661\u0662".encode())
     assert [(link.path, link.ct, link.aobs) for link in links] == [("/3/0", None, None)]
+
+
+def test_equal_links_of_different_payloads_are_one_shared_object() -> None:
+    """Issue 16: a fleet registers the same links; the Rust table hands out one object per distinct link, the one
+    a stored registration's links (`shared_link`) get too."""
+    first = parse_links(b'</3/0/0>;obs,</3/0/2>;v="SN-1",</3303/0/5700>;obs;aobs=7')
+    second = parse_links(b'</3/0/0>;obs,</3/0/2>;v="SN-2",</3303/0/5700>;obs;aobs=8')
+    assert second[0] is first[0]
+    assert second[1] is not first[1] and second[1].value == b"SN-2"
+    assert second[2] == ResourceLink(path="/3303/0/5700", obs=True, aobs=8) and second[2] is not first[2]
+    assert shared_link("/3/0/0", None, None, True, None, None) is first[0]
+    assert shared_link("/3303/0/5700", None, None, True, None, 7) is first[2]
+
+
+def test_a_full_link_table_starts_afresh_and_never_holds_more_than_its_capacity() -> None:
+    made: list[str] = []
+
+    def make(*fields: object) -> ResourceLink:
+        made.append(str(fields[0]))
+        return ResourceLink(*fields)  # type: ignore[arg-type]
+
+    table = _core.LinkTable(make, 2)
+    kept = table.parse(b"</1/0/1>,</1/0/2>")
+    assert len(table) == 2 and made == ["/1/0/1", "/1/0/2"]
+    assert table.parse(b"</1/0/2>")[0] is kept[1]  # known: no new object
+    table.parse(b"</1/0/3>")  # a third link: a new table
+    assert len(table) == 1
+    again = table.parse(b"</1/0/1>")[0]  # known before the restart: an equal object, built again
+    assert again == kept[0] and again is not kept[0]
+    for n in range(200):
+        table.parse(f"</1/0/{n}>".encode())
+        assert len(table) <= 2
+
+
+def test_an_error_in_make_reaches_the_caller_and_leaves_the_table_usable() -> None:
+    def refuse(*fields: object) -> ResourceLink:
+        raise ValueError("no")
+
+    table = _core.LinkTable(refuse)
+    with pytest.raises(ValueError, match="no"):
+        table.parse(b"</3/0>")
+    assert len(table) == 0
+    with pytest.raises(LinkFormatError, match="link target"):
+        table.parse(b"3/0")
