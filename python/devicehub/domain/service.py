@@ -143,14 +143,15 @@ class DeviceService:
             named = in_batch.get((r.account_id, r.gateway)) if r.gateway != r.endpoint_name else None
             gateway = named if named is not None else await self._host_gateway(r)
             before = previous.get(r.device_id)
-            if before is not None and _unchanged(before, r) and now - before.last_seen_at < SEEN_REFRESH_S:
+            resources = _resources(r.links)
+            if before is not None and _unchanged(before, r, resources) and now - before.last_seen_at < SEEN_REFRESH_S:
                 # registered again as it was: its record is not written again, as an Update; kept with the fleet's
                 # shared resource entries, not the copies just read from the store (~3 kB a device in a storm)
-                kept = msgspec.structs.replace(before, resources=_resources(r.links))
+                kept = msgspec.structs.replace(before, resources=resources)
                 devices.append(kept)
                 unchanged.append(kept.id)
             else:
-                device = _device_record(r, before, now, gateway)
+                device = _device_record(r, before, now, gateway, resources)
                 devices.append(device)
                 written.append(device)
         # spec §2.4: the values announced are reported values, stored with the registrations' entries
@@ -231,10 +232,15 @@ class DeviceService:
     async def _save(self, registration: Registration) -> Device:
         now = self._clock.now()
         cached = self._devices.get(registration.device_id)
-        if cached is not None and _unchanged(cached, registration) and now - cached.last_seen_at < SEEN_REFRESH_S:
+        resources = _resources(registration.links)
+        if (
+            cached is not None
+            and _unchanged(cached, registration, resources)
+            and now - cached.last_seen_at < SEEN_REFRESH_S
+        ):
             return cached  # issue 16 #1: an Update that changes nothing writes nothing here
         previous = await self._store.get_device(registration.device_id)
-        device = _device_record(registration, previous, now, await self._host_gateway(registration))
+        device = _device_record(registration, previous, now, await self._host_gateway(registration), resources)
         await self._store.put_device(device)
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
         self._devices[device.id] = device
@@ -434,7 +440,13 @@ class DeviceService:
         return removed
 
 
-def _device_record(registration: Registration, previous: Device | None, now: float, host_gateway: str) -> Device:
+def _device_record(
+    registration: Registration,
+    previous: Device | None,
+    now: float,
+    host_gateway: str,
+    resources: tuple[ResourceInfo, ...],
+) -> Device:
     device = Device(
         id=registration.device_id,
         account_id=registration.account_id,
@@ -443,7 +455,7 @@ def _device_record(registration: Registration, previous: Device | None, now: flo
         state="registered",
         queue_mode=registration.queue_mode,
         lifetime=registration.lifetime,
-        resources=_resources(registration.links),
+        resources=resources,
         created_at=previous.created_at if previous else now,
         updated_at=now,
         last_seen_at=now,
@@ -464,15 +476,16 @@ def _registration_event(device: Device) -> RegistrationEvent:
     )
 
 
-def _unchanged(device: Device, registration: Registration) -> bool:
-    """Would storing the registration change nothing in the device record but its times?"""
+def _unchanged(device: Device, registration: Registration, resources: tuple[ResourceInfo, ...]) -> bool:
+    """Would storing the registration (whose links give `resources`) change nothing in the device record but its
+    times?"""
     return (
         device.state == "registered"
         and not registration.gateway  # a child's gateway is looked up again (it may have registered since)
         and device.endpoint_type == registration.endpoint_type
         and device.queue_mode == registration.queue_mode
         and device.lifetime == registration.lifetime
-        and device.resources == _resources(registration.links)
+        and device.resources == resources
     )
 
 
