@@ -51,11 +51,13 @@ from support.service import ServiceProcess  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TICK = 0.002
+DEREGISTER_WAIT = 120.0
 
 
-def sink_process(port: Any, received: Any, ready: Any) -> None:
+def sink_process(port: Any, received: Any, ready: Any, registered: Any) -> None:
     async def main() -> None:
-        _sink, address = await start_sink(counter=received)  # the count is shared as each datagram is counted
+        # the counts are shared as each datagram is counted
+        _sink, address = await start_sink(counter=received, registered=registered)
         port.value = address[1]
         ready.set()
         await asyncio.Event().wait()  # until the bench terminates this process
@@ -70,8 +72,11 @@ class Sink:
         context = multiprocessing.get_context("spawn")
         self.port = context.Value("i", 0, lock=False)
         self.received = context.Value("q", 0, lock=False)
+        self.registered = context.Value("q", 0, lock=False)
         ready = context.Event()
-        self.process = context.Process(target=sink_process, args=(self.port, self.received, ready), daemon=True)
+        self.process = context.Process(
+            target=sink_process, args=(self.port, self.received, ready, self.registered), daemon=True
+        )
         self.process.start()
         ready.wait(30)
 
@@ -185,6 +190,99 @@ def alone(args: argparse.Namespace) -> None:
     )
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (its threads included) from /proc, 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of a process (its `simulate-N` workers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return found
+
+
+def _register_run(sink: Sink, args: argparse.Namespace, count: int) -> dict[str, float]:
+    """One `devicehub simulate` of `count` devices until the sink has answered all their Registers: the CPU-seconds
+    the simulator's processes (parent and workers) and the sink used from the launch to then."""
+    command = [
+        sys.executable, "-m", "devicehub", "simulate", "--server", f"coap://127.0.0.1:{sink.port.value}",
+        "--count", str(count), "--workers", str(args.workers), "--bind", args.bind, "--flavor", args.flavor, "--non",
+        "--lifetime", "300", "--register-rate", str(args.register_rate), "--rate", "0",
+    ]  # fmt: skip
+    before, sink_before = sink.registered.value, cpu_seconds(sink.process.pid or 0)
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cpu: dict[int, float] = {}  # a worker's last reading (a worker's figure stays once it is read)
+    try:
+        deadline = started + 30 + count / 100
+        while sink.registered.value - before < count:
+            if process.poll() is not None or time.perf_counter() > deadline:
+                process.kill()
+                _, err = process.communicate()
+                raise SystemExit(f"simulate registered {sink.registered.value - before}/{count}:\n{err[-3000:]}")
+            for pid in [process.pid, *children(process.pid)]:
+                cpu[pid] = max(cpu.get(pid, 0.0), cpu_seconds(pid))
+            time.sleep(0.02)
+        for pid in [process.pid, *children(process.pid)]:
+            cpu[pid] = max(cpu.get(pid, 0.0), cpu_seconds(pid))
+        wall = time.perf_counter() - started
+        sink_cpu = cpu_seconds(sink.process.pid or 0) - sink_before
+    finally:
+        process.terminate()  # the devices de-register on the way out (not measured)
+        try:
+            process.wait(DEREGISTER_WAIT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return {"simulator_cpu_s": sum(cpu.values()), "sink_cpu_s": sink_cpu, "wall_s": wall}
+
+
+def register(args: argparse.Namespace) -> None:
+    """`--register`: simulator CPU per device started and registered, the fixed start-up cost taken off."""
+    sink = Sink()
+    try:
+        fixed = _register_run(sink, args, args.workers)  # one device per worker: interpreters, imports, workers
+        runs = [_register_run(sink, args, args.devices) for _ in range(args.runs)]
+    finally:
+        sink.stop()
+    per_device = sorted((run["simulator_cpu_s"] - fixed["simulator_cpu_s"]) / args.devices for run in runs)
+    sink_per_device = sorted(run["sink_cpu_s"] / args.devices for run in runs)
+    median = per_device[len(per_device) // 2]
+    result = {
+        "devices": args.devices,
+        "workers": args.workers,
+        "flavor": args.flavor,
+        "register_rate": args.register_rate,
+        "fixed_cpu_s": round(fixed["simulator_cpu_s"], 2),
+        "runs": runs,
+        "simulator_cpu_ms_per_registration": [round(x * 1000, 4) for x in per_device],
+        "sink_cpu_ms_per_registration": [round(x * 1000, 4) for x in sink_per_device],
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "sim-register.json").write_text(json.dumps(result, indent=2) + "\n")
+    total = sorted(run["simulator_cpu_s"] for run in runs)[len(runs) // 2]
+    print(
+        f"sim register ({args.devices} {args.flavor} devices, {args.workers} workers, --register-rate "
+        f"{args.register_rate:,.0f}): simulator {median * 1000:.3f} ms CPU per device started and registered "
+        f"(median of {args.runs}; {total:.2f} CPU-s in all, {fixed['simulator_cpu_s']:.2f} of them start-up taken "
+        f"off), the sink {sink_per_device[len(runs) // 2] * 1000:.3f} ms; load average {os.getloadavg()[0]:.2f} on "
+        f"{os.cpu_count()} CPUs"
+    )
+
+
 def e2e(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         service = ServiceProcess(data_dir=Path(tmp) / "data").start()
@@ -258,12 +356,20 @@ def main() -> None:
     parser.add_argument("--e2e", action="store_true", help="serve + simulate --app: one WebSocket channel")
     parser.add_argument("--workers", type=int, default=2, help="--e2e: simulate's worker processes")
     parser.add_argument("--register-rate", type=float, default=2000.0, help="--e2e: registrations per second")
+    parser.add_argument("--register", action="store_true", help="simulator CPU per registration against the sink")
+    parser.add_argument("--bind", default="127.0.0.0/24", help="--register: simulate's --bind")
+    parser.add_argument("--flavor", default="pelion", help="--register: simulate's --flavor")
+    parser.add_argument("--runs", type=int, default=3, help="--register: runs (the median is reported)")
     parser.add_argument("--smoke", action="store_true", help="a few seconds, small figures")
     args = parser.parse_args()
     if args.smoke:
         # e2e: the devices register and the probe presubscribes within the first second of the run
         args.devices, args.rate, args.seconds = 20, 2000.0, 3.0 if args.e2e else 1.0
-    e2e(args) if args.e2e else alone(args)
+        args.runs = 1
+    if args.register:
+        register(args)
+    else:
+        e2e(args) if args.e2e else alone(args)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ NOTIFICATION = 0x45  # 2.05 Content: what a notification carries
 class CountingSink(asyncio.DatagramProtocol):
     """Registrations get 2.01 with Location-Path `rd/<n>`, updates 2.04, de-registrations 2.02; a notification is
     only counted (a CON one is acknowledged) and, with `keep`, kept as its datagram; with `counter` (a shared
-    `multiprocessing.Value`), the count is also published there as it moves, for a process watching from outside."""
+    `multiprocessing.Value`), the count is also published there as it moves, for a process watching from outside,
+    and with `registered` (another one) the count of registrations answered."""
 
-    def __init__(self, *, keep: bool = False, counter: Any = None) -> None:
+    def __init__(self, *, keep: bool = False, counter: Any = None, registered: Any = None) -> None:
         self.notifications = 0
         self.counter = counter
+        self.registered = registered
         self.registrations = 0
         self.kept: list[bytes] | None = [] if keep else None
         self.transport: asyncio.DatagramTransport | None = None
@@ -48,6 +50,8 @@ class CountingSink(asyncio.DatagramProtocol):
         path = message.uri_path.strip("/").split("/")
         if message.code == codes.POST and path == ["rd"]:
             self.registrations += 1
+            if self.registered is not None:
+                self.registered.value = self.registrations
             options = [(codes.LOCATION_PATH, b"rd"), (codes.LOCATION_PATH, str(self.registrations).encode())]
             reply = codes.CREATED
         elif message.code == codes.POST and path[0] == "rd":
@@ -64,12 +68,12 @@ class CountingSink(asyncio.DatagramProtocol):
 
 
 async def start_sink(
-    host: str = "127.0.0.1", *, keep: bool = False, counter: Any = None
+    host: str = "127.0.0.1", *, keep: bool = False, counter: Any = None, registered: Any = None
 ) -> tuple[CountingSink, tuple[str, int]]:
     """A sink on a free port; close it with `sink.transport.close()`."""
     loop = asyncio.get_running_loop()
     transport, sink = await loop.create_datagram_endpoint(
-        lambda: CountingSink(keep=keep, counter=counter), local_addr=(host, 0)
+        lambda: CountingSink(keep=keep, counter=counter, registered=registered), local_addr=(host, 0)
     )
     host, port = transport.get_extra_info("sockname")[:2]
     return sink, (str(host), int(port))
