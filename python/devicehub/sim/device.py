@@ -9,6 +9,7 @@ an `aobs` auto-observed resource that notifies with no Observe request, CON noti
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import random
 from collections.abc import Callable, Coroutine
@@ -325,22 +326,52 @@ class SimDevice:
     def links(self) -> list[ResourceLink]:
         if self.flavor == OMA:  # the Security object is never announced (LwM2M 1.1 Core §6.2.1)
             return [ResourceLink(path=p) for p in self.model.instances() if not p.startswith("/0/")]
+        # the model's own dicts, in `Model.paths()` order: looking each path up again parsed it (issue 16: a fifth
+        # of a simulated device's start and registration)
         links = []
-        for path in self.model.paths():
-            if path.startswith("/0/"):
+        for oid, instances in self.model.objects.items():
+            if oid == 0:
                 continue
-            resource = self.model.resource(path)
-            assert resource is not None
-            links.append(
-                ResourceLink(
-                    path=path,
-                    ct=OPAQUE_CF if resource.kind == OPAQUE else None,
-                    obs=not resource.executable,
-                    value=resource.text() if resource.published else None,
-                    aobs=int.from_bytes(self._auto_token, "big") if path == BATTERY else None,
-                )
-            )
+            for iid, resources in instances.items():
+                for rid, resource in resources.items():
+                    path = f"/{oid}/{iid}/{rid}"
+                    links.append(
+                        ResourceLink(
+                            path=path,
+                            ct=OPAQUE_CF if resource.kind == OPAQUE else None,
+                            obs=not resource.executable,
+                            value=resource.text() if resource.published else None,
+                            aobs=int.from_bytes(self._auto_token, "big") if path == BATTERY else None,
+                        )
+                    )
         return links
+
+    def register_payload(self) -> bytes:
+        """The Register payload: `format_links(self.links())`, written straight from the model with each resource's
+        fixed part (`<path>;ct=…;obs`) built once per process (issue 16: building a `ResourceLink` per resource and
+        formatting it was most of a Pelion device's registration CPU). Only values and `aobs` differ per device."""
+        if self.flavor == OMA:
+            return format_links(self.links())
+        heads = _LINK_HEADS
+        aobs = f';aobs="{int.from_bytes(self._auto_token, "big")}"'
+        parts = []
+        for oid, instances in self.model.objects.items():
+            if oid == 0:
+                continue
+            for iid, resources in instances.items():
+                for rid, resource in resources.items():
+                    key = (oid, iid, rid, resource.kind == OPAQUE, resource.executable)
+                    head = heads.get(key)
+                    if head is None:
+                        head = heads[key] = _link_head(*key)
+                    if resource.published:
+                        text = resource.text()
+                        shown = base64.b64encode(text).decode() if resource.kind == OPAQUE else text.decode()
+                        head += f';v="{shown}"'
+                    if oid == 3 and iid == 0 and rid == 9:  # BATTERY: auto-observed
+                        head += aobs
+                    parts.append(head)
+        return ",".join(parts).encode()
 
     async def register(self) -> None:
         binding = "UQ" if self.queue_mode else "U"
@@ -362,7 +393,7 @@ class SimDevice:
         if self._dtls is not None and not self._dtls.established:
             await self._dtls.handshake()
         try:
-            response = await self.endpoint.request(self.server, codes.POST, options, format_links(self.links()))
+            response = await self.endpoint.request(self.server, codes.POST, options, self.register_payload())
         except DeviceTimeout:
             if self._dtls is not None:  # the server may have lost the session (restart, sweep): a new one next
                 self._dtls.close_session()
@@ -730,6 +761,15 @@ class SimDevice:
             self._hot = _Hot(observer, resource, template, resource.kind == INT)
             return self._hot
         return None
+
+
+# (object, instance, resource, opaque, executable) → the fixed start of a resource's Pelion link, as format_links
+# writes it; a handful of entries per process
+_LINK_HEADS: dict[tuple[int, int, int, bool, bool], str] = {}
+
+
+def _link_head(oid: int, iid: int, rid: int, opaque: bool, executable: bool) -> str:
+    return f"</{oid}/{iid}/{rid}>" + (f";ct={OPAQUE_CF}" if opaque else "") + ("" if executable else ";obs")
 
 
 def _max_age(response: CoapMessage) -> float:
