@@ -19,5 +19,7 @@ echo "-- bench/scale_bench.py --redis"
 python3 bench/scale_bench.py --smoke --redis
 echo "-- bench/sim_bench.py --e2e"
 python3 bench/sim_bench.py --smoke --e2e
+echo "-- bench/sim_bench.py --register"
+python3 bench/sim_bench.py --smoke --register
 echo "-- bench/soak.py"
 python3 bench/soak.py --smoke
