@@ -153,7 +153,9 @@ class Fleet:
         async for spec, device in at_rate(self.clock, self.register_rate, zip(self.specs, self.devices, strict=True)):
             await device.start()
             if not self.settings.hot_path:
-                self._varying.append(asyncio.create_task(device.vary(spec.rate, random.Random(self.rng.random()))))
+                seed = self.rng.random()  # drawn for every device, so a device's seed does not depend on the others'
+                if spec.rate > 0:  # a device that never varies needs no task (issue 16: a storm starts thousands)
+                    self._varying.append(asyncio.create_task(device.vary(spec.rate, random.Random(seed))))
 
     async def _pace(self) -> None:
         """The hot path: the devices' value changes as one Poisson stream (the sum of theirs: each change goes to a
