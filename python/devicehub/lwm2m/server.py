@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -39,6 +38,7 @@ from devicehub.lwm2m.expiry import ExpiryHeap
 from devicehub.lwm2m.links import LinkFormatError, parse_links, shared_link
 from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
+from devicehub.lwm2m.retry_calendar import RetryCalendar
 from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.tls_stream import TlsAcceptor
@@ -56,10 +56,9 @@ SUPPORTED_VERSIONS = ("1.0", "1.1")
 MAX_WARNED = 10_000  # distinct refusals remembered so each is logged once
 OBSERVE_FRESHNESS = 128.0  # RFC 7641 §3.4: after this long any sequence number is taken as newer
 EXPIRY_CHECK_INTERVAL = 1.0
-# issue 16 #2: registrations admitted but not yet stored beyond which a Register is shed with 5.03, and the Max-Age
-# range it carries: RFC 7252 §5.9.3.4 lets the server say when to retry; a range spreads a storm's retries out
+# issue 16 #2: registrations admitted but not yet stored beyond which a Register is shed with 5.03 and a Max-Age
+# (RFC 7252 §5.9.3.4: the server says when to retry) booked in the node's retry calendar (retry_calendar.py)
 MAX_REGISTRATION_BACKLOG = 2000
-SHED_RETRY_S = (5, 60)
 WRITE_RETRY_S = 1.0  # a batch the store could not write is tried again after this long
 # a batch smaller than this waits up to BATCH_WINDOW_S (loop time) for more registrations before it is written: the
 # devices have their answers already, and each batch costs store round trips and a commit whatever its size (issue 16
@@ -137,13 +136,12 @@ class LwM2MServer:
         allow_nosec: bool = True,
         limits: Limits = DEFAULT_LIMITS,
         max_backlog: int = MAX_REGISTRATION_BACKLOG,
-        rng: random.Random | None = None,
     ) -> None:
         self._events = events
         self._limits = limits
         self._max_backlog = max_backlog
         self._backlog = 0  # registrations admitted and not yet stored and answered
-        self._rng = rng or random.Random()
+        self._retries = RetryCalendar()  # when shed Registers are told to come back
         self._pending: dict[str, _Pending] = {}  # device id → its write in the next batch
         self._writing: dict[str, _Pending] = {}  # the batch being written
         self._writer: asyncio.Future[None] | None = None
@@ -695,6 +693,7 @@ class LwM2MServer:
         except LinkFormatError as error:
             return _bad(str(error))
         self._backlog += 1  # until the batch that stores it is written (`_write_pending`)
+        self._retries.admitted(self._clock.now())
         reply = Reply(codes.INTERNAL_ERROR)
         try:
             reply = await self._admit(query, links, lifetime, remote, identity)
@@ -705,7 +704,7 @@ class LwM2MServer:
 
     def _shed(self) -> Reply:
         """issue 16 #2: refuse instead of queueing; the device retries after Max-Age (RFC 7252 §5.9.3.4)."""
-        max_age = coap_encode_uint(self._rng.randint(*SHED_RETRY_S))
+        max_age = coap_encode_uint(self._retries.retry_after(self._clock.now()))
         return Reply(codes.SERVICE_UNAVAILABLE, [(codes.MAX_AGE, max_age)])
 
     async def _admit(

@@ -1,0 +1,63 @@
+"""When a shed Register is told to come back (issue 16 #2): CoAP 5.03 with a Max-Age (RFC 7252 §5.9.3.4) that
+books the device into the first second still open, each second filled up to what the node admits in a second.
+
+A random Max-Age over a fixed range (5-60 s, as before) kept a storm's retries from coming back together but not
+from coming back later than needed: a device shed in the first second of a storm could be sent a minute away while
+the node idled, and a storm of 100 000 could not end within a minute whatever the node's speed. Booking the seconds
+at the node's own admission rate brings the retries back as fast as they can be taken and no faster. The devices
+shed within one second come back spread over their second as they arrived (Max-Age is whole seconds).
+"""
+
+from __future__ import annotations
+
+# the soonest a shed device is told to come back (the backlog needs a moment to drain), and the latest
+LEAST_S = 2
+MOST_S = 120
+# seconds booked at this rate at least, when the node admitted fewer in the last second (a node just started, or
+# one whose store is slow): the booked returns are spread, not all sent to the first open second
+MIN_RATE = 10
+
+
+class RetryCalendar:
+    """Booked returns per wall-clock second, and the registrations admitted per second (the node's rate)."""
+
+    def __init__(self, least_s: int = LEAST_S, most_s: int = MOST_S, min_rate: int = MIN_RATE) -> None:
+        self.least_s, self.most_s, self._min_rate = least_s, most_s, min_rate
+        self._booked: dict[int, int] = {}  # second → devices told to come back then
+        self._open_from = 0  # no second before this one has room (a booking scan starts here)
+        self._second = 0  # the second `_admitted_now` counts
+        self._admitted_now = 0
+        self._admitted_before = 0  # in the last whole second
+
+    def admitted(self, now: float) -> None:
+        """A Register was admitted at `now`."""
+        self._roll(int(now))
+        self._admitted_now += 1
+
+    def retry_after(self, now: float) -> int:
+        """Seconds until the device shed at `now` should register again: the first second from `least_s` on that
+        is not full, else `most_s`."""
+        second = int(now)
+        self._roll(second)
+        rate = max(self._min_rate, self._admitted_before, self._admitted_now)
+        start = max(second + self.least_s, self._open_from)
+        for slot in range(start, second + self.most_s):
+            booked = self._booked.get(slot, 0)
+            if booked < rate:
+                self._booked[slot] = booked + 1
+                self._open_from = slot
+                return slot - second
+        return self.most_s
+
+    @property
+    def booked(self) -> int:
+        """Returns booked for the seconds still ahead (tests, metrics)."""
+        return sum(self._booked.values())
+
+    def _roll(self, second: int) -> None:
+        if second == self._second:
+            return
+        self._admitted_before = self._admitted_now if second == self._second + 1 else 0
+        self._admitted_now, self._second = 0, second
+        for past in [s for s in self._booked if s <= second]:  # at most `most_s` entries, once a second
+            del self._booked[past]

@@ -1,0 +1,46 @@
+"""The retry calendar (issue 16 #2): a shed Register's Max-Age books the first second with room, each second
+filled up to the node's admission rate, so a storm's retries come back as fast as the node takes them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from devicehub.lwm2m.retry_calendar import RetryCalendar
+
+T0 = 1_800_000_000.0
+
+
+def test_sheds_fill_each_second_up_to_the_admission_rate_from_the_soonest_on() -> None:
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
+    for _ in range(500):  # 500 admitted in the second before the storm's sheds
+        calendar.admitted(T0 - 0.5)
+    returns = Counter(calendar.retry_after(T0 + 0.25) for _ in range(1_800))
+    assert returns == {2: 500, 3: 500, 4: 500, 5: 300}
+
+
+def test_the_rate_is_what_the_node_admits_now_when_more_than_in_the_last_second() -> None:
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
+    for _ in range(2_000):  # a storm's first second: the backlog filled before the first shed
+        calendar.admitted(T0 + 0.1)
+    assert Counter(calendar.retry_after(T0 + 0.2) for _ in range(3_000)) == {2: 2_000, 3: 1_000}
+
+
+def test_a_node_that_admitted_few_books_at_the_floor_rate() -> None:
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
+    calendar.admitted(T0)
+    assert Counter(calendar.retry_after(T0) for _ in range(35)) == {2: 10, 3: 10, 4: 10, 5: 5}
+
+
+def test_later_sheds_book_after_the_earlier_ones_and_past_seconds_are_forgotten() -> None:
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
+    first = [calendar.retry_after(T0) for _ in range(30)]  # seconds T0+2 .. T0+4 full
+    assert sorted(set(first)) == [2, 3, 4]
+    assert calendar.retry_after(T0 + 1) == 4  # T0+5 is the first second with room: 4 s from T0+1
+    assert calendar.booked == 31
+    assert calendar.retry_after(T0 + 10) == 2  # every booked second has passed
+    assert calendar.booked == 1
+
+
+def test_when_every_second_up_to_the_latest_is_full_the_latest_is_told() -> None:
+    calendar = RetryCalendar(least_s=2, most_s=6, min_rate=1)
+    assert [calendar.retry_after(T0) for _ in range(6)] == [2, 3, 4, 5, 6, 6]
