@@ -5,7 +5,8 @@ simulator per node on its own loopback /24; the figures are the two nodes' sums,
 1. ramp: N devices register (offered at --register-rate) with registration updates running (lifetime --lifetime);
    time until the node holds all N (`devicehub_registered_devices` in /metrics, polled: a measurement, not a test);
 2. storm: the simulator is killed (no de-registration) and a new one re-registers all N within --storm-window
-   seconds; time until the node counted N more registrations, registrations/s, Registers shed (5.03 + Max-Age),
+   seconds; time from its first Register until the node counted N more registrations (`storm_launch_s`: from its
+   launch, its processes' start-up included), registrations/s, Registers shed (5.03 + Max-Age),
    device-side failures, the node's CPU per registration;
 3. steady notifications (Pelion flavour: its auto-observed resource, `--rate` changes per device per second) for
    --steady seconds: notifications/s received by the node.
@@ -240,10 +241,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         storm = Simulators(nodes, args, args.devices / args.storm_window, args.notify_rate)
         try:
             target = before.get(REGISTRATIONS, 0) + args.devices
+            # the simulator's processes start (imports, N devices built) before the first Register arrives: the
+            # storm is timed from then, and the launch-inclusive time is kept beside it
+            starting_s = wait_for(bases, REGISTRATIONS, before.get(REGISTRATIONS, 0) + 1, args.timeout)
             storm_s = wait_for(bases, REGISTRATIONS, target, args.timeout)
             cpu1 = cpu_s(pids)
             after = summed(bases)
             result["storm_s"] = round(storm_s, 2)
+            result["storm_launch_s"] = round(starting_s + storm_s, 2)
             result["storm_registrations_per_s"] = round(args.devices / storm_s, 1)
             result["storm_shed"] = int(after.get(SHED, 0) - before.get(SHED, 0))
             result["cpu_ms_per_registration"] = round((cpu1 - cpu0) * 1000 / args.devices, 3)
