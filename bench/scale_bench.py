@@ -8,7 +8,8 @@ simulator per node on its own loopback /24; the figures are the two nodes' sums,
    seconds; time from its first Register until the node counted N more registrations (`storm_launch_s`: from its
    launch, its processes' start-up included), registrations/s, Registers shed (5.03 + Max-Age),
    device-side failures, the node's CPU per registration;
-3. steady notifications (Pelion flavour: its auto-observed resource, `--rate` changes per device per second) for
+3. steady notifications (Pelion flavour: its auto-observed resource, `--notify-rate` changes per device per second,
+   which the storm's simulator runs from each registration on unless `--storm-notify-rate` says otherwise) for
    --steady seconds: notifications/s received by the node.
 Then GET /v3/devices?limit=1000 (and include=total_count) latency at N, and the node's RSS after each phase.
 Prints one summary line and writes bench/results/scale.json (`--smoke`: 300 devices, seconds).
@@ -238,7 +239,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # 2. storm: every device re-registers within the window
         before = summed(bases)
         cpu0 = cpu_s(pids)
-        storm = Simulators(nodes, args, args.devices / args.storm_window, args.notify_rate)
+        storm_rate = args.notify_rate if args.storm_notify_rate is None else args.storm_notify_rate
+        result["storm_notify_rate"] = storm_rate
+        storm = Simulators(nodes, args, args.devices / args.storm_window, storm_rate)
         try:
             target = before.get(REGISTRATIONS, 0) + args.devices
             # the simulator's processes start (imports, N devices built) before the first Register arrives: the
@@ -281,6 +284,13 @@ def main() -> None:
     parser.add_argument("--hold", type=float, default=30.0, help="seconds at N with updates before the storm")
     parser.add_argument("--storm-window", type=float, default=10.0)
     parser.add_argument("--notify-rate", type=float, default=0.2, help="value changes per device per second")
+    parser.add_argument(
+        "--storm-notify-rate",
+        type=float,
+        help="value changes per device per second of the storm's simulator (default --notify-rate: each device"
+        " notifies from its registration on, so a storm of 100 000 runs beside up to 20 000 notifications/s; 0: a"
+        " storm of registrations alone, and phase 3 then measures none)",
+    )
     parser.add_argument("--steady", type=float, default=30.0, help="seconds of steady notifications")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--redis", action="store_true", help="two nodes on one redis-server, half the devices each")

@@ -4,18 +4,25 @@ books the device into the first second still open, each second filled up to what
 A random Max-Age over a fixed range (5-60 s, as before) kept a storm's retries from coming back together but not
 from coming back later than needed: a device shed in the first second of a storm could be sent a minute away while
 the node idled, and a storm of 100 000 could not end within a minute whatever the node's speed. Booking the seconds
-at the node's own admission rate brings the retries back as fast as they can be taken and no faster. The devices
-shed within one second come back spread over their second as they arrived (Max-Age is whole seconds).
+at the node's own rate (the most it admitted in one second over the last minute) brings the retries back as fast as
+they can be taken and no faster. The devices shed within one second come back spread over their second as they
+arrived (Max-Age is whole seconds).
 """
 
 from __future__ import annotations
 
+from collections import deque
+
 # the soonest a shed device is told to come back (the backlog needs a moment to drain), and the latest
 LEAST_S = 2
 MOST_S = 120
-# seconds booked at this rate at least, when the node admitted fewer in the last second (a node just started, or
-# one whose store is slow): the booked returns are spread, not all sent to the first open second
+# seconds booked at this rate at least, when the node admitted fewer (a node just started, or one whose store is
+# slow): the booked returns are spread, not all sent to the first open second
 MIN_RATE = 10
+# the node's rate is the most it admitted in one second over this many seconds: while it sheds, the devices
+# that arrive are only those booked, so its admissions show the booking rate, not what it can take; a rate read
+# from the last second alone fell with each round of bookings (a storm of 100 000 offered at 4 000/s ran at 750/s)
+RATE_MEMORY_S = 60
 
 
 class RetryCalendar:
@@ -27,7 +34,8 @@ class RetryCalendar:
         self._open_from = 0  # no second before this one has room (a booking scan starts here)
         self._second = 0  # the second `_admitted_now` counts
         self._admitted_now = 0
-        self._admitted_before = 0  # in the last whole second
+        self._admitted: deque[tuple[int, int]] = deque()  # (second, admitted) of the whole seconds remembered
+        self._peak = 0  # the most of those
 
     def admitted(self, now: float) -> None:
         """A Register was admitted at `now`."""
@@ -39,7 +47,7 @@ class RetryCalendar:
         is not full, else `most_s`."""
         second = int(now)
         self._roll(second)
-        rate = max(self._min_rate, self._admitted_before, self._admitted_now)
+        rate = max(self._min_rate, self._admitted_now, self._peak)
         start = max(second + self.least_s, self._open_from)
         for slot in range(start, second + self.most_s):
             booked = self._booked.get(slot, 0)
@@ -57,7 +65,11 @@ class RetryCalendar:
     def _roll(self, second: int) -> None:
         if second == self._second:
             return
-        self._admitted_before = self._admitted_now if second == self._second + 1 else 0
+        if self._admitted_now:
+            self._admitted.append((self._second, self._admitted_now))
+        while self._admitted and self._admitted[0][0] <= second - RATE_MEMORY_S:
+            self._admitted.popleft()
+        self._peak = max((count for _, count in self._admitted), default=0)  # once a second at most
         self._admitted_now, self._second = 0, second
         for past in [s for s in self._booked if s <= second]:  # at most `most_s` entries, once a second
             del self._booked[past]
