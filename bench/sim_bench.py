@@ -62,10 +62,10 @@ TICK = 0.002
 DEREGISTER_WAIT = 120.0
 
 
-def sink_process(port: Any, received: Any, ready: Any, registered: Any) -> None:
+def sink_process(port: Any, received: Any, ready: Any, registered: Any, goal: Any, reached: Any) -> None:
     async def main() -> None:
         # the counts are shared as each datagram is counted
-        _sink, address = await start_sink(counter=received, registered=registered)
+        _sink, address = await start_sink(counter=received, registered=registered, goal=goal, reached=reached)
         port.value = address[1]
         ready.set()
         await asyncio.Event().wait()  # until the bench terminates this process
@@ -81,9 +81,13 @@ class Sink:
         self.port = context.Value("i", 0, lock=False)
         self.received = context.Value("q", 0, lock=False)
         self.registered = context.Value("q", 0, lock=False)
+        self.goal = context.Value("q", 0, lock=False)  # `reached` is set when `registered` gets there
+        self.reached = context.Event()
         ready = context.Event()
         self.process = context.Process(
-            target=sink_process, args=(self.port, self.received, ready, self.registered), daemon=True
+            target=sink_process,
+            args=(self.port, self.received, ready, self.registered, self.goal, self.reached),
+            daemon=True,
         )
         self.process.start()
         ready.wait(30)
@@ -228,21 +232,19 @@ def _register_run(sink: Sink, args: argparse.Namespace, count: int) -> dict[str,
         "--lifetime", "300", "--register-rate", str(args.register_rate), "--rate", "0",
     ]  # fmt: skip
     before, sink_before = sink.registered.value, cpu_seconds(sink.process.pid or 0)
+    sink.reached.clear()
+    sink.goal.value = before + count  # the sink sets `reached` when it has answered that many
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    cpu: dict[int, float] = {}  # a worker's last reading (a worker's figure stays once it is read)
     try:
         deadline = started + 30 + count / 100
-        while sink.registered.value - before < count:
+        while not sink.reached.wait(0.5):  # woken by the sink; the timeout only looks after the simulator
             if process.poll() is not None or time.perf_counter() > deadline:
                 process.kill()
                 _, err = process.communicate()
                 raise SystemExit(f"simulate registered {sink.registered.value - before}/{count}:\n{err[-3000:]}")
-            for pid in [process.pid, *children(process.pid)]:
-                cpu[pid] = max(cpu.get(pid, 0.0), cpu_seconds(pid))
-            time.sleep(0.02)
-        for pid in [process.pid, *children(process.pid)]:
-            cpu[pid] = max(cpu.get(pid, 0.0), cpu_seconds(pid))
+        # the workers live until the terminate below: their CPU so far is all of it
+        cpu = {pid: cpu_seconds(pid) for pid in [process.pid, *children(process.pid)]}
         wall = time.perf_counter() - started
         sink_cpu = cpu_seconds(sink.process.pid or 0) - sink_before
     finally:

@@ -16,12 +16,16 @@ class CountingSink(asyncio.DatagramProtocol):
     """Registrations get 2.01 with Location-Path `rd/<n>`, updates 2.04, de-registrations 2.02; a notification is
     only counted (a CON one is acknowledged) and, with `keep`, kept as its datagram; with `counter` (a shared
     `multiprocessing.Value`), the count is also published there as it moves, for a process watching from outside,
-    and with `registered` (another one) the count of registrations answered."""
+    and with `registered` (another one) the count of registrations answered; with `goal` (a shared Value) and
+    `reached` (a multiprocessing Event), `reached` is set once the count of registrations gets to a goal above 0."""
 
-    def __init__(self, *, keep: bool = False, counter: Any = None, registered: Any = None) -> None:
+    def __init__(
+        self, *, keep: bool = False, counter: Any = None, registered: Any = None, goal: Any = None, reached: Any = None
+    ) -> None:
         self.notifications = 0
         self.counter = counter
         self.registered = registered
+        self.goal, self.reached = goal, reached
         self.registrations = 0
         self.kept: list[bytes] | None = [] if keep else None
         self.transport: asyncio.DatagramTransport | None = None
@@ -52,6 +56,8 @@ class CountingSink(asyncio.DatagramProtocol):
             self.registrations += 1
             if self.registered is not None:
                 self.registered.value = self.registrations
+            if self.reached is not None and 0 < self.goal.value <= self.registrations:
+                self.reached.set()
             options = [(codes.LOCATION_PATH, b"rd"), (codes.LOCATION_PATH, str(self.registrations).encode())]
             reply = codes.CREATED
         elif message.code == codes.POST and path[0] == "rd":
@@ -68,12 +74,19 @@ class CountingSink(asyncio.DatagramProtocol):
 
 
 async def start_sink(
-    host: str = "127.0.0.1", *, keep: bool = False, counter: Any = None, registered: Any = None
+    host: str = "127.0.0.1",
+    *,
+    keep: bool = False,
+    counter: Any = None,
+    registered: Any = None,
+    goal: Any = None,
+    reached: Any = None,
 ) -> tuple[CountingSink, tuple[str, int]]:
     """A sink on a free port; close it with `sink.transport.close()`."""
     loop = asyncio.get_running_loop()
     transport, sink = await loop.create_datagram_endpoint(
-        lambda: CountingSink(keep=keep, counter=counter, registered=registered), local_addr=(host, 0)
+        lambda: CountingSink(keep=keep, counter=counter, registered=registered, goal=goal, reached=reached),
+        local_addr=(host, 0),
     )
     host, port = transport.get_extra_info("sockname")[:2]
     return sink, (str(host), int(port))
