@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -34,6 +36,24 @@ def _nothing_waiting(peer: socket.socket) -> bool:
     return False
 
 
+@contextlib.asynccontextmanager
+async def _getting(peer: socket.socket) -> AsyncIterator[tuple[ManualClock, CoapEndpoint, asyncio.Task[Any]]]:
+    """An endpoint on a manual clock with a confirmable GET under way to `peer`; closed afterwards."""
+    clock = ManualClock()
+    server = await CoapEndpoint.bind("127.0.0.1", 0, clock, _refuse)
+    try:
+        yield clock, server, asyncio.create_task(server.request(peer.getsockname(), codes.GET, GET_TEMPERATURE))
+    finally:
+        await server.close()
+
+
+async def _acked(peer: socket.socket, server: CoapEndpoint) -> CoapMessage:
+    """The request as the peer received it, answered with an empty ACK (a separate response will follow)."""
+    sent = await _received(peer)
+    peer.sendto(coap_encode(codes.ACK, codes.EMPTY, sent.mid, b"", [], b""), server.address)
+    return sent
+
+
 @pytest.fixture
 def peer() -> Iterator[socket.socket]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -51,10 +71,7 @@ def test_an_unacknowledged_request_goes_again_with_its_message_id_once_the_ack_t
     timer is left on the clock."""
 
     async def scenario() -> None:
-        clock = ManualClock()
-        server = await CoapEndpoint.bind("127.0.0.1", 0, clock, _refuse)
-        try:
-            request = asyncio.create_task(server.request(peer.getsockname(), codes.GET, GET_TEMPERATURE))
+        async with _getting(peer) as (clock, server, request):
             first = await _received(peer)
             await clock.advance(ACK_TIMEOUT * 0.99)
             assert _nothing_waiting(peer)
@@ -65,8 +82,6 @@ def test_an_unacknowledged_request_goes_again_with_its_message_id_once_the_ack_t
             answer = await request
             assert (answer.code, answer.payload) == (codes.CONTENT, b"21.5")
             assert server.stats.retransmissions == 1 and clock.sleepers == 0
-        finally:
-            await server.close()
 
     run(scenario())
 
@@ -78,12 +93,8 @@ def test_an_empty_ack_stops_the_retransmissions_and_the_separate_response_ends_t
     response time-out); the answer comes later as a CON of its own, which is ACKed, and ends the request."""
 
     async def scenario() -> None:
-        clock = ManualClock()
-        server = await CoapEndpoint.bind("127.0.0.1", 0, clock, _refuse)
-        try:
-            request = asyncio.create_task(server.request(peer.getsockname(), codes.GET, GET_TEMPERATURE))
-            sent = await _received(peer)
-            peer.sendto(coap_encode(codes.ACK, codes.EMPTY, sent.mid, b"", [], b""), server.address)
+        async with _getting(peer) as (clock, server, request):
+            sent = await _acked(peer, server)
             await clock.advance(ACK_TIMEOUT * ACK_RANDOM_FACTOR * 4)  # past every retransmission of the window
             assert _nothing_waiting(peer) and not request.done()
             peer.sendto(coap_encode(codes.CON, codes.CONTENT, 7, sent.token, [], b"22.0"), server.address)
@@ -92,8 +103,6 @@ def test_an_empty_ack_stops_the_retransmissions_and_the_separate_response_ends_t
             ack = await _received(peer)
             assert (ack.mtype, ack.mid) == (codes.ACK, 7)
             assert server.stats.retransmissions == 0
-        finally:
-            await server.close()
 
     run(scenario())
 
@@ -105,12 +114,8 @@ def test_a_separate_response_that_never_comes_times_out_at_the_response_time_out
     response: still waiting just before it, DeviceTimeout once it has passed, and nothing left on the clock."""
 
     async def scenario() -> None:
-        clock = ManualClock()
-        server = await CoapEndpoint.bind("127.0.0.1", 0, clock, _refuse)
-        try:
-            request = asyncio.create_task(server.request(peer.getsockname(), codes.GET, GET_TEMPERATURE))
-            sent = await _received(peer)
-            peer.sendto(coap_encode(codes.ACK, codes.EMPTY, sent.mid, b"", [], b""), server.address)
+        async with _getting(peer) as (clock, server, request):
+            await _acked(peer, server)
             # the ACK has arrived once the only timer left is the response's, MAX_TRANSMIT_WAIT from now
             await eventually(lambda: clock.next_deadline() == clock.now() + MAX_TRANSMIT_WAIT)
             await clock.advance(MAX_TRANSMIT_WAIT * 0.99)
@@ -119,7 +124,5 @@ def test_a_separate_response_that_never_comes_times_out_at_the_response_time_out
             with pytest.raises(DeviceTimeout):
                 await request
             assert server.stats.timeouts == 1 and clock.sleepers == 0
-        finally:
-            await server.close()
 
     run(scenario())
