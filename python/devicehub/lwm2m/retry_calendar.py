@@ -1,16 +1,18 @@
 """When a shed Register is told to come back (issue 16 #2): CoAP 5.03 with a Max-Age (RFC 7252 §5.9.3.4) that
-books the device into the first second still open, each second filled up to what the node admits in a second.
+books the device into the first second still open, each second filled up to a little more than the node has
+admitted in a second (`OVERBOOK`).
 
 A random Max-Age over a fixed range (5-60 s, as before) kept a storm's retries from coming back together but not
 from coming back later than needed: a device shed in the first second of a storm could be sent a minute away while
 the node idled, and a storm of 100 000 could not end within a minute whatever the node's speed. Booking the seconds
-at the node's own rate (the most it admitted in one second over the last minute) brings the retries back as fast as
-they can be taken and no faster. The devices shed within one second come back spread over their second as they
-arrived (Max-Age is whole seconds).
+at the node's own rate (the most it admitted in one second over the last minute, and a quarter more to find out
+whether it can take more) brings the retries back about as fast as they can be taken. The devices shed within
+one second come back spread over their second as they arrived (Max-Age is whole seconds).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 # the soonest a shed device is told to come back (the backlog needs a moment to drain), and the latest
@@ -23,13 +25,21 @@ MIN_RATE = 10
 # that arrive are only those booked, so its admissions show the booking rate, not what it can take; a rate read
 # from the last second alone fell with each round of bookings (a storm of 100 000 offered at 4 000/s ran at 750/s)
 RATE_MEMORY_S = 60
+# seconds are booked this much above that rate: a rate seen while the node was also shedding (and, on a shared
+# machine, while the storm's senders took CPU) is less than it can take once the fresh Registers stop, and a node
+# booked at exactly its peak admits exactly the bookings, so the peak never rises again (100 000 offered at 4 000/s
+# then returned at ~1 000/s for a minute while the node could take ~1 900/s). Above it, a second that gets more
+# than the node takes sheds the excess again into later seconds, and one it takes raises the peak.
+OVERBOOK = 1.25
 
 
 class RetryCalendar:
     """Booked returns per wall-clock second, and the registrations admitted per second (the node's rate)."""
 
-    def __init__(self, least_s: int = LEAST_S, most_s: int = MOST_S, min_rate: int = MIN_RATE) -> None:
-        self.least_s, self.most_s, self._min_rate = least_s, most_s, min_rate
+    def __init__(
+        self, least_s: int = LEAST_S, most_s: int = MOST_S, min_rate: int = MIN_RATE, overbook: float = OVERBOOK
+    ) -> None:
+        self.least_s, self.most_s, self._min_rate, self._overbook = least_s, most_s, min_rate, overbook
         self._booked: dict[int, int] = {}  # second → devices told to come back then
         self._open_from = 0  # no second before this one has room (a booking scan starts here)
         self._second = 0  # the second `_admitted_now` counts
@@ -47,7 +57,7 @@ class RetryCalendar:
         is not full, else `most_s`."""
         second = int(now)
         self._roll(second)
-        rate = max(self._min_rate, self._admitted_now, self._peak)
+        rate = max(self._min_rate, math.ceil(max(self._admitted_now, self._peak) * self._overbook))
         start = max(second + self.least_s, self._open_from)
         for slot in range(start, second + self.most_s):
             booked = self._booked.get(slot, 0)

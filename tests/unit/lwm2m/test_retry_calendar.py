@@ -1,5 +1,6 @@
 """The retry calendar (issue 16 #2): a shed Register's Max-Age books the first second with room, each second
-filled up to the node's admission rate, so a storm's retries come back as fast as the node takes them."""
+filled up to the node's admission rate and a quarter more, so a storm's retries come back as fast as the node
+takes them."""
 
 from __future__ import annotations
 
@@ -10,19 +11,19 @@ from devicehub.lwm2m.retry_calendar import RetryCalendar
 T0 = 1_800_000_000.0
 
 
-def test_sheds_fill_each_second_up_to_the_admission_rate_from_the_soonest_on() -> None:
+def test_sheds_fill_each_second_up_to_the_admission_rate_and_a_quarter_from_the_soonest_on() -> None:
     calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
     for _ in range(500):  # 500 admitted in the second before the storm's sheds
         calendar.admitted(T0 - 0.5)
     returns = Counter(calendar.retry_after(T0 + 0.25) for _ in range(1_800))
-    assert returns == {2: 500, 3: 500, 4: 500, 5: 300}
+    assert returns == {2: 625, 3: 625, 4: 550}
 
 
 def test_the_rate_is_what_the_node_admits_now_when_more_than_in_the_last_second() -> None:
     calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
     for _ in range(2_000):  # a storm's first second: the backlog filled before the first shed
         calendar.admitted(T0 + 0.1)
-    assert Counter(calendar.retry_after(T0 + 0.2) for _ in range(3_000)) == {2: 2_000, 3: 1_000}
+    assert Counter(calendar.retry_after(T0 + 0.2) for _ in range(3_000)) == {2: 2_500, 3: 500}
 
 
 def test_a_node_that_admitted_few_books_at_the_floor_rate() -> None:
@@ -54,7 +55,19 @@ def test_the_rate_is_the_most_admitted_in_a_second_over_the_last_minute() -> Non
         calendar.admitted(T0)
     for second in range(1, 30):  # a slow half-minute: few admitted
         calendar.admitted(T0 + second)
-    assert Counter(calendar.retry_after(T0 + 30) for _ in range(2_500)) == {2: 2_000, 3: 500}
+    assert Counter(calendar.retry_after(T0 + 30) for _ in range(3_000)) == {2: 2_500, 3: 500}
     for second in range(31, 92):  # a minute later the peak is forgotten
         calendar.admitted(T0 + second)
     assert Counter(calendar.retry_after(T0 + 92) for _ in range(25)) == {2: 10, 3: 10, 4: 5}
+
+
+def test_overbooked_returns_the_node_takes_raise_the_rate_the_next_ones_are_booked_at() -> None:
+    """Booked at exactly its peak, a node admits exactly its bookings and its peak never rises, however much more it
+    could take once a storm's fresh Registers stop (100 000 offered at 4 000/s returned at ~1 000/s for a minute)."""
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
+    for _ in range(800):  # what the node admitted while it was also shedding
+        calendar.admitted(T0)
+    assert Counter(calendar.retry_after(T0 + 0.5) for _ in range(1_000)) == {2: 1_000}
+    for _ in range(1_000):  # the booked second: it took all of them
+        calendar.admitted(T0 + 2.5)
+    assert Counter(calendar.retry_after(T0 + 2.6) for _ in range(1_250)) == {2: 1_250}
