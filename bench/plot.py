@@ -1,11 +1,14 @@
-"""Plots of the end-to-end benchmark runs: delivered events/s and latency p50/p99 for each second of the
-measurement windows, one PNG per bench/results/e2e-*.json that has a timeline (bench/e2e_bench.py writes it).
+"""Plots of the benchmark runs with a timeline, one PNG beside each JSON: the end-to-end runs (delivered events/s and
+latency p50/p99 for each second of the measurement windows, bench/results/e2e-*.json from bench/e2e_bench.py) and
+the scale runs (devices registered, registrations and sheds per second through ramp, hold, storm and steady phases,
+bench/results/scale*.json from bench/scale_bench.py).
 
-Run: `python bench/plot.py` (after the e2e benchmarks; bench/README.md lists their commands).
+Run: `python bench/plot.py` (after the benchmarks; bench/README.md lists their commands).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -44,14 +47,46 @@ def plot(result: dict[str, object], out: Path) -> None:
     plt.close(fig)
 
 
+def plot_scale(result: dict[str, object], out: Path) -> None:
+    timeline = result["timeline"]
+    assert isinstance(timeline, list)
+    t = [p["t"] for p in timeline]
+    fig, (devices, rates) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.5))
+    command = str(result["command"]).replace("python bench/scale_bench.py ", "")
+    fig.suptitle(f"scale_bench {command}", fontsize=8)
+    devices.plot(t, [p["registered"] for p in timeline], color="#1d3557", label="registered")
+    devices.plot(t, [p["backlog"] for p in timeline], color="#e63946", label="backlog (admitted, not stored)")
+    devices.set_ylabel("devices")
+    devices.set_ylim(bottom=0)
+    devices.legend(loc="lower right")
+    for name, color in (("registrations", "#457b9d"), ("shed", "#e63946")):
+        per_s = [(b[name] - a[name]) / (b["t"] - a["t"]) for a, b in itertools.pairwise(timeline)]
+        rates.plot(t[1:], per_s, color=color, label=f"{name}/s")
+    rates.set_ylabel("Registers per second")
+    rates.set_xlabel("seconds since the node started")
+    rates.set_ylim(bottom=0)
+    rates.legend(loc="upper right")
+    starts = {}  # phase → its first sample's time, in order; each is shaded up to the next one's
+    for p in timeline:
+        starts.setdefault(p["phase"], p["t"])
+    bounds = [*starts.values(), timeline[-1]["t"]]
+    for n, phase in enumerate(starts):
+        for axis in (devices, rates):
+            axis.axvspan(bounds[n], bounds[n + 1], color="#a8dadc" if n % 2 else "#f1faee", alpha=0.5, lw=0)
+        devices.text(bounds[n], 0, f" {phase}", fontsize=8, va="bottom")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
 def main() -> int:
     made = 0
-    for path in sorted(RESULTS.glob("e2e-*.json")):
+    for path in sorted([*RESULTS.glob("e2e-*.json"), *RESULTS.glob("scale*.json")]):
         result = json.loads(path.read_text())
         if not result.get("timeline") or result.get("smoke"):
             continue
         out = path.with_suffix(".png")
-        plot(result, out)
+        (plot_scale if path.name.startswith("scale") else plot)(result, out)
         made += 1
         print(f"plot {out.relative_to(RESULTS.parent.parent)}: {len(result['timeline'])} seconds")
     print(f"bench plots: {made} written to bench/results/")

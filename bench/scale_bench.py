@@ -12,6 +12,7 @@ simulator per node on its own loopback /24; the figures are the two nodes' sums,
    which the storm's simulator runs from each registration on unless `--storm-notify-rate` says otherwise) for
    --steady seconds: notifications/s received by the node.
 Then GET /v3/devices?limit=1000 (and include=total_count) latency at N, and the node's RSS after each phase.
+A timeline samples /metrics once a second through all three phases (`python bench/plot.py` draws it).
 Prints one summary line and writes bench/results/scale.json (`--smoke`: 300 devices, seconds).
 Reproduce: `python bench/scale_bench.py --devices 100000` (see bench/README.md for the figures).
 """
@@ -29,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -69,6 +71,8 @@ REGISTRATIONS = 'registrations{outcome="accepted"}'
 SHED = 'registrations{outcome="shed"}'
 UPDATES = "registration_updates"
 NOTIFICATIONS = "notifications"
+BACKLOG = "registration_backlog"
+SAMPLE_S = 1.0  # the timeline's cadence
 
 
 def process_stats(pid: int) -> tuple[float, float]:
@@ -148,6 +152,44 @@ def wait_for(bases: list[str], name: str, target: float, timeout: float) -> floa
     raise NotReached(name, summed(bases).get(name, 0), timeout)
 
 
+class Timeline:
+    """/metrics once a second through the whole run, in a thread: the registered devices, the registrations and
+    sheds counted so far, the backlog and the nodes' RSS, each sample labelled with the phase it was taken in
+    (`bench/plot.py` draws it)."""
+
+    def __init__(self, bases: list[str], pids: list[int]) -> None:
+        self.samples: list[dict[str, Any]] = []
+        self.phase = "ramp"
+        self._bases, self._pids = bases, pids
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="timeline", daemon=True)
+        self._start = time.perf_counter()
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            try:
+                values = summed(self._bases)
+            except OSError:  # a node busy past the scrape's time-out: a gap in the plot, not a failed run
+                continue
+            self.samples.append(
+                {
+                    "t": round(time.perf_counter() - self._start, 2),
+                    "phase": self.phase,
+                    "registered": int(values.get(REGISTERED, 0)),
+                    "registrations": int(values.get(REGISTRATIONS, 0)),
+                    "shed": int(values.get(SHED, 0)),
+                    "backlog": int(values.get(BACKLOG, 0)),
+                    "rss_mb": rss_mb(self._pids),
+                }
+            )
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+
 def get_latency(base_url: str, key: str, query: str, runs: int = 5) -> float:
     """Median milliseconds of GET /v3/devices?{query}."""
     times = []
@@ -216,6 +258,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bases = [node.base_url for node in nodes]
         if args.redis:
             stack.callback(lambda: result.setdefault("redis_rss_end_mb", round(redis_rss_mb(args.redis_url), 1)))
+        timeline = Timeline(bases, pids)
+        stack.callback(lambda: result.setdefault("timeline", timeline.stop()))
         # 1. ramp, updates running
         rss0 = rss_mb(pids)
         ramp = Simulators(nodes, args, args.register_rate, 0.0)
@@ -230,6 +274,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["ramp_s"] = round(ramp_s, 2)
             result["rss_after_ramp_mb"] = rss_mb(pids)
             before = summed(bases)
+            timeline.phase = "hold"
             time.sleep(args.hold)  # updates keep coming meanwhile (a measurement window)
             after = summed(bases)
             result["updates_during_hold"] = int(after.get(UPDATES, 0) - before.get(UPDATES, 0))
@@ -237,6 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             ramp.stop(signal.SIGKILL)  # a network outage: no de-registration
         # 2. storm: every device re-registers within the window
+        timeline.phase = "storm"
         before = summed(bases)
         cpu0 = cpu_s(pids)
         storm_rate = args.notify_rate if args.storm_notify_rate is None else args.storm_notify_rate
@@ -257,6 +303,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["cpu_ms_per_registration"] = round((cpu1 - cpu0) * 1000 / args.devices, 3)
             result["rss_after_storm_mb"] = rss_mb(pids)
             # 3. steady notifications
+            timeline.phase = "steady"
             before, start = summed(bases), time.perf_counter()
             time.sleep(args.steady)
             after, elapsed = summed(bases), time.perf_counter() - start
@@ -269,6 +316,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["rss_end_mb"] = rss_mb(pids)
             result["rss_start_mb"] = rss0
         finally:
+            timeline.phase = "teardown"
             reports = storm.stop()
         result["simulator"] = {
             k: [report.get(k) for report in reports] for k in ("failures", "notifications", "workers", "registrations")
