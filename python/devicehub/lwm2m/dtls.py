@@ -55,6 +55,7 @@ from devicehub._core import DtlsError, DtlsServer, DtlsSession
 from devicehub.clock import Clock
 from devicehub.lwm2m.security import Keyring, PeerIdentity, authenticate, failure_reason
 from devicehub.lwm2m.transport import Address, CoapEndpoint
+from devicehub.lwm2m.udp import widen_receive_buffer
 
 log = logging.getLogger("devicehub.dtls")
 
@@ -144,6 +145,7 @@ class DtlsListener(asyncio.DatagramProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._udp = cast(asyncio.DatagramTransport, transport)
+        widen_receive_buffer(transport.get_extra_info("socket"))  # a handshake storm's burst waits, as plain CoAP's
         self._endpoint.connection_made(cast(asyncio.DatagramTransport, _SecureTransport(self)))
         self._sweeper = asyncio.ensure_future(self._sweep_forever())
 

@@ -134,6 +134,11 @@ class BatchedUdpTransport(asyncio.DatagramTransport):
             self._sock.close()
 
 
+def widen_receive_buffer(sock: socket.socket) -> None:
+    """Ask for RECEIVE_BUFFER on a listening socket (a service's listeners, not the simulator's device sockets)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+
+
 async def open_udp(endpoint: CoapEndpoint, host: str, port: int, *, batch: int = RECV_BATCH) -> None:
     """Bind a UDP socket on (host, port) under `endpoint`: batched reads on Linux, the loop's transport elsewhere;
     either way the replies of a loop turn go out together (`send_in_batches`)."""
@@ -148,7 +153,7 @@ async def open_udp(endpoint: CoapEndpoint, host: str, port: int, *, batch: int =
         sock = socket.socket(family, kind, proto)
         try:
             sock.setblocking(False)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+            widen_receive_buffer(sock)
             sock.bind(address)
         except OSError as error:
             sock.close()

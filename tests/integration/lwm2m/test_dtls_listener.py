@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mbedtls import tls
 
 from devicehub.clock import ManualClock
@@ -94,6 +96,41 @@ def test_cookie_exchange_is_stateless_and_handshakes_are_bounded_and_timed_out(t
         finally:
             for each in peers:
                 each.transport.close()
+            await listener.close()
+
+    run(main())
+
+
+BURST = 600  # ClientHellos: ~0.5 MiB of kernel buffer, where the default 208 KiB holds about 270 of them
+
+
+def _rmem_max() -> int:
+    with open("/proc/sys/net/core/rmem_max") as limit:
+        return int(limit.read())
+
+
+@pytest.mark.skipif(_rmem_max() < 2 * 1024 * 1024, reason="net.core.rmem_max caps the receive buffer below the burst")
+def test_a_burst_of_client_hellos_sent_while_the_loop_is_busy_is_answered_in_full(tmp_path: Path) -> None:
+    """Issue 16: the listener asks for the same receive buffer as the plain one (RECEIVE_BUFFER), so a handshake
+    storm's burst waits in the socket while a loop turn runs long instead of being dropped."""
+
+    async def main() -> None:
+        clock = ManualClock()
+        certificate = server_certificate(tmp_path / "c.pem", tmp_path / "c.key", create=True)
+        listener = await DtlsListener.bind("127.0.0.1", 0, clock, CoapEndpoint(clock, nothing), certificate=certificate)
+        client = await peer()
+        hellos: list[bytes] = []
+        client.transport.sendto = lambda data, _: hellos.append(data)
+        client.step(listener.address)  # the ClientHello a device starts with, kept instead of sent
+        sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            assert len(hellos) == 1
+            for _ in range(BURST):  # no await: the loop reads none of them meanwhile
+                sender.sendto(hellos[0], listener.address)
+            await eventually(lambda: listener.stats.hello_verify_requests == BURST, within=10)
+        finally:
+            sender.close()
+            client.transport.close()
             await listener.close()
 
     run(main())
