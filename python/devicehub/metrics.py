@@ -244,6 +244,14 @@ class _NodeCollector(Collector):
         yield _counter(
             "devicehub_coap_rate_limited", "CoAP requests dropped over their source's rate", v(lw, "coap_rate_limited")
         )
+        drops = CounterMetricFamily(
+            "devicehub_udp_receive_drops",
+            "Datagrams the kernel dropped at a UDP listener: its receive buffer was full (see net.core.rmem_max)",
+            labels=["listener"],
+        )
+        for listener in ("coap", "coaps"):
+            drops.add_metric([listener], v(lw, f"{listener}_receive_drops"))
+        yield drops
         block1 = CounterMetricFamily("devicehub_coap_block1_dropped", "Block1 uploads ended unfinished", labels=["why"])
         block1.add_metric(["refused"], v(lw, "coap_block1_refused"))
         block1.add_metric(["expired"], v(lw, "coap_block1_expired"))

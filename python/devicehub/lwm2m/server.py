@@ -461,6 +461,9 @@ class LwM2MServer:
                 key = f"{transport}_{name}"
                 values[key] = values.get(key, 0) + value
         values["lwm2m_locks"] = len(self._locks)
+        for transport, endpoint in self._endpoints:
+            if transport in ("coap", "coaps"):  # the UDP listeners: what their sockets' buffers could not take
+                values[f"{transport}_receive_drops"] = endpoint.receive_drops()
         if self._dtls is not None:
             values["dtls_sessions"] = self._dtls.session_count()
             for name, value in vars_of(self._dtls.stats).items():

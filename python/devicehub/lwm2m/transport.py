@@ -83,6 +83,18 @@ def bound_udp_socket(host: str, port: int) -> socket.socket | None:
     return sock
 
 
+SO_MEMINFO, SK_MEMINFO_DROPS = 55, 8  # linux/sock_diag.h: the socket's memory figures, the 9th is its drop count
+
+
+def receive_drops(sock: Any) -> int:
+    """Datagrams the kernel dropped at this socket because its receive buffer was full (0 where it cannot say)."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 4 * (SK_MEMINFO_DROPS + 1))
+    except (OSError, AttributeError):
+        return 0
+    return int.from_bytes(raw[4 * SK_MEMINFO_DROPS : 4 * (SK_MEMINFO_DROPS + 1)], sys.byteorder)
+
+
 def block_szx(size: int) -> int:
     """SZX of the largest block size (16..1024) not above `size` (RFC 7959 §2.2: size = 2 ** (SZX + 4))."""
     return max(0, min(BLOCK_SZX, size.bit_length() - 5))
@@ -735,6 +747,11 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._prune_seen(now)
         self._prune_uploads(now)
         self._rates.sweep()
+
+    def receive_drops(self) -> int:
+        """Datagrams the kernel dropped at this endpoint's UDP socket (its receive buffer was full)."""
+        sock = None if self._transport is None else self._transport.get_extra_info("socket")
+        return 0 if sock is None else receive_drops(sock)
 
     def table_sizes(self) -> dict[str, int]:
         """Sizes of the per-peer tables (issue 14 #4), for metrics and tests."""
