@@ -59,7 +59,9 @@ def plot_scale(result: dict[str, object], out: Path) -> None:
     devices.set_ylabel("devices")
     devices.set_ylim(bottom=0)
     devices.legend(loc="lower right")
-    for name, color in (("registrations", "#457b9d"), ("shed", "#e63946")):
+    for name, color in (("registrations", "#457b9d"), ("shed", "#e63946"), ("receive_drops", "#f4a261")):
+        if name not in timeline[0]:  # runs from before the drops were counted
+            continue
         per_s = [(b[name] - a[name]) / (b["t"] - a["t"]) for a, b in itertools.pairwise(timeline)]
         rates.plot(t[1:], per_s, color=color, label=f"{name}/s")
     rates.set_ylabel("Registers per second")
