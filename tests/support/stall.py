@@ -31,3 +31,11 @@ async def stalled_writer(store: SqliteStore) -> AsyncIterator[asyncio.Task[None]
     finally:
         release.set()
         await task
+
+
+async def stalled_write_committed(store: SqliteStore) -> bool:
+    """Did the stalled write's row reach the table (it bypasses the store's own methods, so asked of SQLite)?"""
+    row = await store._read(
+        lambda db: db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = 'stalled'").fetchone()
+    )
+    return row is not None and row[0] == "a1"

@@ -31,6 +31,7 @@ import msgspec
 
 from devicehub.errors import StorageUnavailable
 from devicehub.store.device_query import DeviceQuery
+from devicehub.store.endpoint_directory import EndpointDirectory
 from devicehub.store.enqueue import DUPLICATE, QUEUE_FULL, QUEUED, check_enqueued
 from devicehub.store.health import WriteHealth
 from devicehub.store.read_cache import ReadCache
@@ -204,11 +205,9 @@ class SqliteStore:
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
         self.write_health = WriteHealth()
         self._waiting: list[_Work] = []  # work for the writer thread's next transaction
-        # issue 16 #1: a new endpoint name's device id, claimed but not stored yet: written with the device's record
-        # (`put_registered_devices`), so a first Register commits nothing of its own; dropped once that committed.
-        # Claimed on the writer thread, dropped after the commit on the loop: one name, one id.
-        self._reserved: dict[tuple[str, str], str] = {}
-        self._reserved_lock = threading.Lock()
+        # issue 16 #1: a new endpoint name's device id is claimed in memory and written with the device's record
+        # (`put_registered_devices`), so a first Register neither commits nor waits for the writer thread
+        self._directory = EndpointDirectory()
         self._combiner: asyncio.Task[None] | None = None  # hands `_waiting` to the thread while there is any
 
     # Issue 14 #6: a cursor released on the event-loop thread resets a cached statement the writer thread may be
@@ -369,6 +368,10 @@ class SqliteStore:
             db.executescript(_DEVICE_INDEXES)
             db.isolation_level = "DEFERRED"
             self._db = db
+            # devices written before device_ids existed keep their id: their rows are read last and win
+            ids = [*db.execute("SELECT account_id, endpoint_name, id FROM device_ids")]
+            ids += db.execute("SELECT account_id, endpoint_name, id FROM devices")
+            self._directory.load(db.execute("SELECT endpoint_name, account_id FROM enrollments"), ids)
 
         await asyncio.get_running_loop().run_in_executor(self._thread, connect)
 
@@ -445,46 +448,41 @@ class SqliteStore:
                 (endpoint_name, account_id),
             )
         )
+        self._directory.enrolled_committed(endpoint_name, account_id)
 
     async def enrolled_account(self, endpoint_name: str) -> str | None:
-        def work(db: sqlite3.Connection) -> str | None:
-            row = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (endpoint_name,)).fetchone()
-            return None if row is None else str(row[0])
-
-        return await self._read(work)
+        return self._directory.enrolled(endpoint_name)
 
     async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
-        return await self._read(lambda db: self._claim(db, account_id, endpoint_name, candidate))
+        if not self.write_health.failing:
+            return self._directory.reserve(account_id, endpoint_name, candidate)
+        known = self._directory.known(account_id, endpoint_name)
+        if known is not None:
+            return known
 
-    async def admit_endpoint(
-        self, endpoint_name: str, default_account_id: str | None, candidate: str
-    ) -> tuple[str, str] | None:
-        def work(db: sqlite3.Connection) -> tuple[str, str] | None:
-            row = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (endpoint_name,)).fetchone()
-            account_id = default_account_id if row is None else str(row[0])
-            return None if account_id is None else (account_id, self._claim(db, account_id, endpoint_name, candidate))
-
-        return await self._read(work)
-
-    def _claim(self, db: sqlite3.Connection, account_id: str, endpoint_name: str, candidate: str) -> str:
-        """Writer thread: the name's stored id, else the one reserved for it, else `candidate`, reserved now.
-        Reads only: the reservation is written with the device's record (while writes fail, at once, as before)."""
-        key = (account_id, endpoint_name)
-        with self._reserved_lock:
-            reserved = self._reserved.get(key)  # before the tables: it is dropped only after its row committed
-        if reserved is not None:
-            return reserved
-        stored = _claimed(db, account_id, endpoint_name)
-        if stored is not None:
-            return stored
-        if self.write_health.failing:  # written now, as before: a full disk answers the Register 5.03 (issue 14.9)
+        def work(db: sqlite3.Connection) -> str:
+            # while writes fail the claim is written on its own, at once, as before issue 16: a full disk answers
+            # the Register 5.03 (issue 14 #9) rather than holding an id that no table has
+            stored = _claimed(db, account_id, endpoint_name)
+            if stored is not None:
+                return stored
             db.execute(
                 "INSERT INTO device_ids (account_id, endpoint_name, id) VALUES (?, ?, ?)",
                 (account_id, endpoint_name, candidate),
             )
             return candidate
-        with self._reserved_lock:
-            return self._reserved.setdefault(key, candidate)
+
+        device_id = await self._read(work)
+        self._directory.stored(account_id, endpoint_name, device_id)
+        return device_id
+
+    async def admit_endpoint(
+        self, endpoint_name: str, default_account_id: str | None, candidate: str
+    ) -> tuple[str, str] | None:
+        account_id = self._directory.enrolled(endpoint_name) or default_account_id
+        if account_id is None:
+            return None
+        return account_id, await self.claim_device_id(account_id, endpoint_name, candidate)
 
     async def put_device(self, device: Device) -> None:
         self._cache.touch(device.id)
@@ -507,6 +505,7 @@ class SqliteStore:
                 ),
             )
         )
+        self._directory.stored(device.account_id, device.endpoint_name, device.id)
         self._cache.put_device(device)
 
     async def get_device(self, device_id: str) -> Device | None:
@@ -519,8 +518,13 @@ class SqliteStore:
         return device
 
     async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
+        # ids claimed for new names are in no table yet: a batch of first registrations reads nothing
+        stored = [device_id for device_id in device_ids if not self._directory.is_reserved(device_id)]
+        if not stored:
+            return []
+
         def work(db: sqlite3.Connection) -> list[bytes]:
-            return [row[0] for row in _rows_in(db, "SELECT data FROM devices WHERE id IN ({})", device_ids)]
+            return [row[0] for row in _rows_in(db, "SELECT data FROM devices WHERE id IN ({})", stored)]
 
         return [_decode(Device, data) for data in await self._read(work)]
 
@@ -581,11 +585,8 @@ class SqliteStore:
         if devices:
             self._cache.directory_changed()
         await self._write(work)
-        with self._reserved_lock:  # committed: the tables hold these claims from here on
-            for device in devices:
-                key = (device.account_id, device.endpoint_name)
-                if self._reserved.get(key) == device.id:
-                    del self._reserved[key]
+        for device in devices:  # committed: the tables hold these claims from here on
+            self._directory.stored(device.account_id, device.endpoint_name, device.id)
         for device in devices:
             self._cache.drop_subscriptions(device.id)  # the registration's write removed them (spec §2.1)
             self._cache.put_device(device)
@@ -657,15 +658,21 @@ class SqliteStore:
         self._cache.directory_changed()
         await self._reported.flush()
 
-        def work(db: sqlite3.Connection) -> None:
+        def work(db: sqlite3.Connection) -> list[tuple[str, str]]:
+            names = [
+                (str(account_id), str(name))
+                for table in ("device_ids", "devices")
+                for account_id, name in db.execute(
+                    f"SELECT account_id, endpoint_name FROM {table} WHERE id = ?", (device_id,)
+                )
+            ]
             for table in ("device_ids", "devices", "subscriptions", "requests", "snapshot"):
                 column = "id" if table in ("devices", "device_ids") else "device_id"
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
-            with self._reserved_lock:  # its name may mint a new id
-                for key in [key for key, reserved in self._reserved.items() if reserved == device_id]:
-                    del self._reserved[key]
+            return names
 
-        await self._write(work)
+        names = await self._read(work)
+        self._directory.deleted(device_id, names)  # its name may mint a new id
         self._cache.forget(device_id)
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:

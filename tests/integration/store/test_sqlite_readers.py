@@ -20,7 +20,7 @@ from devicehub.store.records import (
     SnapshotResource,
 )
 from devicehub.store.sqlite import SqliteStore
-from support.stall import stalled_writer
+from support.stall import stalled_write_committed, stalled_writer
 
 TIMES = {"created_at": 1.0, "updated_at": 1.0, "last_seen_at": 1.0}
 WAIT = 10.0  # bound on each wait below; they end on a condition, never on the timeout
@@ -70,7 +70,7 @@ def test_hot_path_reads_are_answered_while_a_write_is_stalled(tmp_path: Path) ->
             assert reads[0] == key and reads[2] == device and reads[3] == [device] and reads[4] == 1
             assert [r.path for r in reads[5]] == ["/3/0/0"]
             assert reads[6] == ["/3/0/0"] and reads[7] == request and reads[8] == [request]
-            assert await store.enrolled_account("stalled") == "a1"  # and the stalled write did commit
+            assert await stalled_write_committed(store)  # and the stalled write did commit
         finally:
             await store.close()
 
@@ -260,3 +260,49 @@ def test_a_device_reporting_values_keeps_its_snapshot_in_the_read_cache(tmp_path
             await fresh.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_a_register_is_admitted_while_the_writer_is_stalled(tmp_path: Path) -> None:
+    """issue 16 #1: admission (enrolment, the id of a known name, a new name's claim) is answered from memory, never
+    queued behind a write; the directory it reads is loaded again from the tables on reopen."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.enroll("b", "enrolled-ep")
+            await store.put_device(_device("d" * 32, "known-ep"))
+            async with stalled_writer(store) as stalled:
+                admitted = await asyncio.wait_for(
+                    asyncio.gather(
+                        store.admit_endpoint("known-ep", "a", "1" * 32),
+                        store.admit_endpoint("enrolled-ep", "a", "2" * 32),
+                        store.admit_endpoint("new-ep", "a", "3" * 32),
+                        store.admit_endpoint("new-ep", "a", "4" * 32),
+                        store.claim_device_id("a", "new-ep", "5" * 32),
+                    ),
+                    WAIT,
+                )
+                assert not stalled.done()
+            assert admitted == [("a", "d" * 32), ("b", "2" * 32), ("a", "3" * 32), ("a", "3" * 32), "3" * 32]
+            assert await store.get_devices(["3" * 32]) == []  # reserved: in no table, and no query asked
+            await store.put_registered_devices([_device("3" * 32, "new-ep")])
+        finally:
+            await store.close()
+        reopened = SqliteStore(tmp_path)
+        await reopened.open()
+        try:
+            assert await reopened.admit_endpoint("new-ep", "a", "6" * 32) == ("a", "3" * 32)
+            # the enrolment was loaded; the id reserved for it was never stored with a device, so it is not kept
+            assert await reopened.admit_endpoint("enrolled-ep", None, "7" * 32) == ("b", "7" * 32)
+            assert await reopened.admit_endpoint("known-ep", "a", "8" * 32) == ("a", "d" * 32)
+        finally:
+            await reopened.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def _device(device_id: str, endpoint_name: str) -> Device:
+    return Device(
+        id=device_id, account_id="a", endpoint_name=endpoint_name, created_at=1.0, updated_at=1.0, last_seen_at=1.0
+    )

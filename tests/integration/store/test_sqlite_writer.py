@@ -15,7 +15,7 @@ import pytest
 from devicehub.errors import StorageUnavailable
 from devicehub.store.records import Account
 from devicehub.store.sqlite import SqliteStore
-from support.stall import stalled_writer
+from support.stall import stalled_write_committed, stalled_writer
 
 
 def test_many_concurrent_ensure_resources_calls_all_succeed(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_writes_queued_behind_a_transaction_share_the_next_one_and_a_failing_one
             }
             assert stored == {(f"k{i % 3}", f"d{i % 10}", f"/3303/{i}/5700") for i in range(200)}
             assert await reopened.get_account("a2") is None
-            assert await reopened.enrolled_account("stalled") == "a1"
+            assert await stalled_write_committed(reopened)
         finally:
             await reopened.close()
 
