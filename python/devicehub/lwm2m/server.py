@@ -62,9 +62,12 @@ MAX_REGISTRATION_BACKLOG = 2000
 WRITE_RETRY_S = 1.0  # a batch the store could not write is tried again after this long
 # a batch smaller than this waits up to BATCH_WINDOW_S (loop time) for more registrations before it is written: the
 # devices have their answers already, and each batch costs store round trips and a commit whatever its size (issue 16
-# #1). It goes at once when the backlog reaches its bound or someone waits for it (`settled`, `flush`).
+# #1). It goes at once when the backlog reaches its bound or someone waits for it (`settled`, `flush`). 50 ms, not
+# 20: first registrations at 500/s cost 0.473 ms of CPU each with 20 ms windows and 0.414 with 50 (the writer thread
+# 0.145 -> 0.122 ms, the loop 0.328 -> 0.292; `bench/register_bench.py --measure-cpu`); 100 ms gave 0.376 but holds
+# a new device's events (and calls on it) a tenth of a second.
 BATCH_FULL = 128
-BATCH_WINDOW_S = 0.02
+BATCH_WINDOW_S = 0.05
 # a notification whose token this node does not hold is looked up in the store (another node's or a restarted
 # node's observation): a token is looked up once at a time, at most this many at once (beyond: taken as unknown),
 # and a miss is remembered this long (this many at most), so a flood of made-up tokens is not a flood of store reads
