@@ -278,12 +278,9 @@ class RedisStore:
         # a value goes in this MULTI with its entry, unless the write-behind holds an older value of it: then it goes
         # after that one, as set_reported
         valued: dict[str, dict[str, bytes]] = {}
-        later = []
-        for device_id, path, value in reported:
-            if self._reported.holds(device_id, path):
-                later.append((device_id, path, value))
-            else:
-                valued.setdefault(device_id, {})[path] = _encode(value)
+        free, later = self._reported.split_held(reported)
+        for device_id, path, value in free:
+            valued.setdefault(device_id, {})[path] = _encode(value)
         async with self.redis.pipeline(transaction=True) as tx:
             for device, previous_blob in zip(devices, written[0::2], strict=True):
                 self._write_device(tx, device, None if previous_blob is None else _decode(Device, previous_blob))

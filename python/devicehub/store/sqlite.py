@@ -536,10 +536,8 @@ class SqliteStore:
     ) -> None:
         # a value is written with its entry (one row write, not the empty row now and the value a flush later),
         # unless the write-behind holds an older value of it: then it goes after that one, as set_reported
-        held = self._reported.holds
-        valued = [(device_id, path, value) for device_id, path, value in reported if not held(device_id, path)]
-        later = [(device_id, path, value) for device_id, path, value in reported if held(device_id, path)]
-        with_value = {(device_id, path) for device_id, path, _ in valued}
+        valued, later = self._reported.split_held(reported)
+        with_value = {(device_id, path) for device_id, path, _ in valued} if devices else set()
 
         def work(db: sqlite3.Connection) -> None:
             db.executemany(

@@ -39,3 +39,31 @@ def test_an_unavailable_store_keeps_the_values_pending_and_logs_no_error(
     with caplog.at_level(logging.INFO):
         asyncio.run(scenario())
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+
+
+def test_values_announced_in_a_batch_split_into_free_ones_and_those_behind_a_held_value() -> None:
+    """`split_held` agrees with `holds` for every value, in order, whether the held value is pending or being
+    written; with nothing held every value is free."""
+    release = asyncio.Event()
+
+    async def write(pending: Pending) -> None:
+        await release.wait()
+
+    def value(text: str) -> ReportedValue:
+        return ReportedValue(value=text.encode(), content_type="text/plain", reported_at=1.0)
+
+    async def scenario() -> None:
+        behind = ReportedWriteBehind(write, interval=3600)
+        announced = [("d1", "/3/0/0", value("a")), ("d1", "/3/0/1", value("b")), ("d2", "/3/0/0", value("c"))]
+        assert behind.split_held(announced) == (announced, [])
+        behind.put("d1", "/3/0/0", value("old"))
+        flushing = asyncio.ensure_future(behind.flush())
+        await asyncio.sleep(0)  # the flush took the pending values: they are being written now
+        behind.put("d2", "/3/0/0", value("pending"))
+        free, held = behind.split_held(announced)
+        assert free == [announced[1]] and held == [announced[0], announced[2]]
+        assert [item in held for item in announced] == [behind.holds(d, p) for d, p, _ in announced]
+        release.set()
+        await flushing
+
+    asyncio.run(scenario())
