@@ -211,6 +211,8 @@ class CoapMessage:
     @property
     def options(self) -> list[tuple[int, bytes]]:
         """Every option as (number, raw value), in wire order."""
+    def has_option(self, number: int) -> bool:
+        """Whether an option numbered `number` is present: a check that builds no option list."""
     @property
     def payload(self) -> bytes: ...
     @property

@@ -779,7 +779,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             if message.mtype == codes.CON:  # §5.4.1; a NON one is silently ignored (§4.3)
                 self._reply(message, remote, Reply(codes.BAD_OPTION, payload=fault.encode()[:100]))
             return
-        if any(n in (codes.PROXY_URI, codes.PROXY_SCHEME) for n, _ in message.options):
+        if message.has_option(codes.PROXY_URI) or message.has_option(codes.PROXY_SCHEME):
             self._reply(message, remote, Reply(codes.PROXYING_NOT_SUPPORTED))  # §5.7.2: this is no proxy
             return
         block1 = message.block1

@@ -69,6 +69,11 @@ impl PyCoapMessage {
             .collect()
     }
 
+    /// Whether an option numbered `number` is present: a check that builds no option list.
+    fn has_option(&self, number: u16) -> bool {
+        self.message.first_option(number).is_some()
+    }
+
     #[getter]
     fn payload<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.message.payload)

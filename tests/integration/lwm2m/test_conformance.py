@@ -288,6 +288,28 @@ def test_every_device_answer_maps_to_its_status_and_only_silence_is_a_timeout(tm
     run(scenario())
 
 
+def test_a_request_through_a_proxy_gets_5_05_and_registers_nothing(tmp_path: Path) -> None:
+    """RFC 7252 §5.7.2: a server that is no proxy answers a Proxy-Uri or Proxy-Scheme request 5.05."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path) as node, raw_client(node) as client:
+            register = coap_decode(WAKAAMA_REGISTER + WAKAAMA_LINKS)
+            for mid, option in (
+                (0x7001, (codes.PROXY_URI, b"coap://elsewhere/rd")),
+                (0x7002, (codes.PROXY_SCHEME, b"coap")),
+            ):
+                proxied = coap_encode(
+                    codes.CON, codes.POST, mid, register.token, [*register.options, option], register.payload
+                )
+                client.send(proxied)
+                answer = coap_decode(await client.receive())
+                assert (answer.mtype, answer.code, answer.mid) == (codes.ACK, codes.PROXYING_NOT_SUPPORTED, mid)
+            assert node.lwm2m.stats.registrations == 0
+            assert await wakaama_registers(client)
+
+    run(scenario())
+
+
 def test_unrecognised_critical_option_gets_4_02_and_a_malformed_con_gets_rst(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path) as node, raw_client(node) as client:

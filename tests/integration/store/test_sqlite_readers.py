@@ -263,15 +263,17 @@ def test_a_device_reporting_values_keeps_its_snapshot_in_the_read_cache(tmp_path
 
 
 def test_a_register_is_admitted_while_the_writer_is_stalled(tmp_path: Path) -> None:
-    """issue 16 #1: admission (enrolment, the id of a known name, a new name's claim) is answered from memory, never
-    queued behind a write; the directory it reads is loaded again from the tables on reopen."""
+    """issue 16 #1: admission (enrolment, the id of a known name, a new name's claim) and a registration batch's read
+    of its devices are answered from memory, never queued behind a write; the directory admission reads is loaded
+    again from the tables on reopen."""
 
     async def scenario() -> None:
         store = SqliteStore(tmp_path)
         await store.open()
         try:
             await store.enroll("b", "enrolled-ep")
-            await store.put_device(_device("d" * 32, "known-ep"))
+            known = _device("d" * 32, "known-ep")
+            await store.put_device(known)
             async with stalled_writer(store) as stalled:
                 admitted = await asyncio.wait_for(
                     asyncio.gather(
@@ -283,6 +285,8 @@ def test_a_register_is_admitted_while_the_writer_is_stalled(tmp_path: Path) -> N
                     ),
                     WAIT,
                 )
+                # a registration batch's read of its devices: the known one from the read cache, the new one skipped
+                assert await asyncio.wait_for(store.get_devices(["d" * 32, "3" * 32]), WAIT) == [known]
                 assert not stalled.done()
             assert admitted == [("a", "d" * 32), ("b", "2" * 32), ("a", "3" * 32), ("a", "3" * 32), "3" * 32]
             assert await store.get_devices(["3" * 32]) == []  # reserved: in no table, and no query asked

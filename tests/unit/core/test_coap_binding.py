@@ -35,6 +35,13 @@ def test_decode_wakaama_register() -> None:
     assert message.location_path == []
 
 
+def test_has_option_agrees_with_the_option_list() -> None:
+    message = coap_decode(WAKAAMA_REGISTER)
+    numbers = {number for number, _ in message.options}
+    assert all(message.has_option(n) == (n in numbers) for n in range(0, 65))
+    assert message.has_option(URI_QUERY) and not message.has_option(35)  # Proxy-Uri
+
+
 def test_decode_notification_pre_parses_observe_and_content_format() -> None:
     message = coap_decode(WAKAAMA_NOTIFICATION)
     assert (message.mtype, message.code, message.observe, message.content_format) == (1, 0x45, 7, 11542)
