@@ -16,7 +16,6 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from devicehub.collector import installed_freezer
 from devicehub.domain.events import (
     KIND_ASYNC_RESPONSE,
     KIND_DE_REGISTRATION,
@@ -165,24 +164,6 @@ def _counter(name: str, doc: str, value: float, labels: dict[str, str] | None = 
     return family
 
 
-def _collector_families() -> Iterator[Metric]:
-    """The garbage collector's full passes (collector.py), when `serve` installed the freezer in this process."""
-    freezer = installed_freezer()
-    if freezer is None:
-        return
-    yield _counter(
-        "devicehub_gc_full_collections", "Full passes of the cyclic garbage collector", freezer.full_collections
-    )
-    yield _counter(
-        "devicehub_gc_full_collection_seconds",
-        "Time the full passes held the process (the event loop stands still meanwhile)",
-        freezer.full_collection_seconds,
-    )
-    frozen = GaugeMetricFamily("devicehub_gc_frozen_objects", "Objects frozen after surviving a full pass")
-    frozen.add_metric([], freezer.frozen)
-    yield frozen
-
-
 class _NodeCollector(Collector):
     """Reads the counters the LwM2M server, the CoAP endpoint and the channel hub keep, at scrape time."""
 
@@ -230,7 +211,6 @@ class _NodeCollector(Collector):
             "Batches of registrations written to the store (registrations / batches: the batch size)",
             v(lw, "lwm2m_registration_batches"),
         )
-        yield from _collector_families()
         yield _counter("devicehub_registration_updates", "LwM2M registration updates", v(lw, "lwm2m_updates"))
         yield _counter("devicehub_deregistrations", "LwM2M de-registrations", v(lw, "lwm2m_deregistrations"))
         yield _counter("devicehub_registration_expiries", "Registrations expired", v(lw, "lwm2m_expirations"))

@@ -18,7 +18,6 @@ from devicehub.api.tls import server_context
 from devicehub.channels.cluster import ClusterLink
 from devicehub.channels.hub import ChannelHub
 from devicehub.clock import Clock, SystemClock
-from devicehub.collector import SurvivorFreezer
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService
 from devicehub.domain.credentials import CredentialService, SecretBox, load_secret_key
@@ -314,8 +313,6 @@ async def serve(settings: ServeSettings) -> int:
     # collector's full passes no longer walk it each time the event path's young objects come of age
     gc.collect()
     gc.freeze()
-    freezer = SurvivorFreezer()  # issue 16: full passes walk only what is new since the last one
-    freezer.install()
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     elif not await has_active_key(node):
@@ -337,6 +334,5 @@ async def serve(settings: ServeSettings) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping")
-    freezer.uninstall()
     await node.stop()
     return 0

@@ -58,17 +58,3 @@ def test_json_log_format_puts_the_request_id_on_api_lines(tmp_path: Path) -> Non
     assert access and access[0]["logger"] == "devicehub.api.access"
     assert "GET /v3/devices 200" in access[0]["message"]
     assert any(e["message"].startswith("devicehub serving HTTP") for e in entries)
-
-
-def test_serve_reports_the_collectors_full_passes_and_what_it_froze(tmp_path: Path) -> None:
-    """issue 16: `serve` freezes what survives each full pass of the garbage collector (collector.py) and /metrics
-    says so; a process with a fleet in memory would otherwise stall seconds at a time."""
-    service = ServiceProcess(data_dir=tmp_path / "data").start()
-    try:
-        with urllib.request.urlopen(f"{service.base_url}/metrics", timeout=10) as response:
-            text = response.read().decode()
-    finally:
-        service.stop()
-    frozen = [line for line in text.splitlines() if line.startswith("devicehub_gc_frozen_objects ")]
-    assert frozen and float(frozen[0].split()[1]) > 0  # start-up's objects at least
-    assert any(line.startswith("devicehub_gc_full_collections_total ") for line in text.splitlines())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import socket
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from devicehub.collector import SurvivorFreezer
 from devicehub.config import ServeSettings
 from devicehub.node import Node
 from support.node import device, run, running_node
@@ -248,30 +246,5 @@ def test_datagrams_the_kernel_dropped_at_the_coap_listener_are_counted(tmp_path:
         assert value(before, "devicehub_udp_receive_drops_total", listener="coap") == 0
         assert 50 <= dropped <= 100
         assert value(after, "devicehub_udp_receive_drops_total", listener="coaps") == 0
-
-    run(scenario())
-
-
-def test_full_collector_passes_are_counted_once_serve_installed_the_freezer(tmp_path: Path) -> None:
-    """issue 16: `serve` installs the survivor freezer (collector.py); /metrics then shows the full passes, the time
-    they held the process and what is frozen. Without it (nodes built in a test process) the families are absent."""
-
-    async def scenario() -> None:
-        async with running_node(tmp_path) as node:
-            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as http:
-                samples, types = await scrape(http)
-                assert "devicehub_gc_full_collections" not in types
-                freezer = SurvivorFreezer()
-                freezer.install()
-                try:
-                    gc.collect()
-                    samples, types = await scrape(http)
-                finally:
-                    freezer.uninstall()
-                    gc.unfreeze()
-            assert types["devicehub_gc_full_collections"] == "counter"
-            assert value(samples, "devicehub_gc_full_collections_total") >= 1
-            assert value(samples, "devicehub_gc_full_collection_seconds_total") > 0
-            assert value(samples, "devicehub_gc_frozen_objects") > 0
 
     run(scenario())
