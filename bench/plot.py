@@ -51,7 +51,10 @@ def plot_scale(result: dict[str, object], out: Path) -> None:
     timeline = result["timeline"]
     assert isinstance(timeline, list)
     t = [p["t"] for p in timeline]
-    fig, (devices, rates) = plt.subplots(2, 1, sharex=True, figsize=(8, 5.5))
+    with_cpu = "node_cpu_s" in timeline[0]  # runs from before the CPU was sampled have two panels
+    panels = plt.subplots(3 if with_cpu else 2, 1, sharex=True, figsize=(8, 7.5 if with_cpu else 5.5))[1]
+    fig = panels[0].figure
+    devices, rates = panels[0], panels[1]
     command = str(result["command"]).replace("python bench/scale_bench.py ", "")
     fig.suptitle(f"scale_bench {command}", fontsize=8)
     devices.plot(t, [p["registered"] for p in timeline], color="#1d3557", label="registered")
@@ -65,15 +68,26 @@ def plot_scale(result: dict[str, object], out: Path) -> None:
         per_s = [(b[name] - a[name]) / (b["t"] - a["t"]) for a, b in itertools.pairwise(timeline)]
         rates.plot(t[1:], per_s, color=color, label=f"{name}/s")
     rates.set_ylabel("Registers per second")
-    rates.set_xlabel("seconds since the node started")
     rates.set_ylim(bottom=0)
     rates.legend(loc="upper right")
+    if with_cpu:
+        cores = panels[2]
+        for name, color, label in (
+            ("node_cpu_s", "#1d3557", "node(s)"),
+            ("machine_cpu_s", "#e63946", "whole machine (node + simulators)"),
+        ):
+            per_s = [(b[name] - a[name]) / (b["t"] - a["t"]) for a, b in itertools.pairwise(timeline)]
+            cores.plot(t[1:], per_s, color=color, label=label)
+        cores.set_ylabel("cores busy")
+        cores.set_ylim(bottom=0)
+        cores.legend(loc="upper right")
+    panels[-1].set_xlabel("seconds since the node started")
     starts = {}  # phase → its first sample's time, in order; each is shaded up to the next one's
     for p in timeline:
         starts.setdefault(p["phase"], p["t"])
     bounds = [*starts.values(), timeline[-1]["t"]]
     for n, phase in enumerate(starts):
-        for axis in (devices, rates):
+        for axis in panels:
             axis.axvspan(bounds[n], bounds[n + 1], color="#a8dadc" if n % 2 else "#f1faee", alpha=0.5, lw=0)
         devices.text(bounds[n], 0, f" {phase}", fontsize=8, va="bottom")
     fig.tight_layout()

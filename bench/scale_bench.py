@@ -183,6 +183,11 @@ class Timeline:
                     "backlog": int(values.get(BACKLOG, 0)),
                     "receive_drops": int(values.get(DROPS, 0)),
                     "rss_mb": rss_mb(self._pids),
+                    # cumulative CPU-seconds of the nodes and of the whole machine (every process, both cores): their
+                    # difference per second is what the simulators (and the rest) took, so a plot shows which one
+                    # was the limit at each moment of a storm
+                    "node_cpu_s": round(cpu_s(self._pids), 2),
+                    "machine_cpu_s": round(machine_busy_s(), 2),
                 }
             )
 
@@ -246,6 +251,14 @@ def start_nodes(stack: contextlib.ExitStack, tmp: Path, args: argparse.Namespace
 
 def rss_mb(pids: list[int]) -> float:
     return round(sum(process_stats(pid)[0] for pid in pids), 1)
+
+
+def machine_busy_s() -> float:
+    """CPU-seconds every core of the machine spent not idle since boot (/proc/stat)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / CLOCK_TICKS
 
 
 def cpu_s(pids: list[int]) -> float:
