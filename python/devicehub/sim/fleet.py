@@ -8,6 +8,7 @@ import gc
 import itertools
 import json
 import multiprocessing
+import operator
 import os
 import queue
 import random
@@ -50,6 +51,7 @@ COUNTERS = (
     "bootstrap_failures",
     "register_failures",
 )
+_counter_values = operator.attrgetter(*COUNTERS)
 
 
 def server_address(uri: str) -> Address:
@@ -217,15 +219,16 @@ class Fleet:
         await asyncio.gather(*(device.stop() for device in self.devices))
 
     def snapshot(self) -> dict[str, int]:
-        """Counters summed over the devices (what a worker reports to the parent)."""
-        totals = {name: 0 for name in COUNTERS}
-        for device in self.devices:
-            counters = device.counters
-            for name in COUNTERS:
-                totals[name] += getattr(counters, name)
+        """Counters summed over the devices (what a worker reports to the parent, once a second). Read a device at a
+        time by one `attrgetter` and summed by column: a loop of `getattr` per counter took ~25 ms a second in each
+        worker of 12 500 devices, a fifth of a core over 8 workers doing nothing else (issue 16: the simulators share
+        the machine with the node in a storm)."""
+        rows = [_counter_values(device.counters) for device in self.devices]
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(COUNTERS)
+        totals = {name: sum(column) for name, column in zip(COUNTERS, columns, strict=True)}
         totals["devices"] = len(self.devices)
         totals["registered"] = sum(d.registered.is_set() for d in self.devices)
-        totals["notifying"] = sum(d.counters.notifications > 0 for d in self.devices)
+        totals["notifying"] = sum(n > 0 for n in columns[COUNTERS.index("notifications")])
         totals["restarts"], totals["vanished"] = self.restarts, self.vanished
         totals["hot_sent"], totals["hot_behind"] = self.hot_sent, self.hot_behind
         return totals
