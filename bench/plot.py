@@ -47,6 +47,11 @@ def plot(result: dict[str, object], out: Path) -> None:
     plt.close(fig)
 
 
+def _per_second(timeline: list[dict[str, float]], name: str) -> list[float]:
+    """A cumulative count of the timeline as a rate between consecutive samples."""
+    return [(b[name] - a[name]) / (b["t"] - a["t"]) for a, b in itertools.pairwise(timeline)]
+
+
 def plot_scale(result: dict[str, object], out: Path) -> None:
     timeline = result["timeline"]
     assert isinstance(timeline, list)
@@ -65,8 +70,7 @@ def plot_scale(result: dict[str, object], out: Path) -> None:
     for name, color in (("registrations", "#457b9d"), ("shed", "#e63946"), ("receive_drops", "#f4a261")):
         if name not in timeline[0]:  # runs from before the drops were counted
             continue
-        per_s = [(b[name] - a[name]) / (b["t"] - a["t"]) for a, b in itertools.pairwise(timeline)]
-        rates.plot(t[1:], per_s, color=color, label=f"{name}/s")
+        rates.plot(t[1:], _per_second(timeline, name), color=color, label=f"{name}/s")
     rates.set_ylabel("Registers per second")
     rates.set_ylim(bottom=0)
     rates.legend(loc="upper right")
@@ -76,8 +80,7 @@ def plot_scale(result: dict[str, object], out: Path) -> None:
             ("node_cpu_s", "#1d3557", "node(s)"),
             ("machine_cpu_s", "#e63946", "whole machine (node + simulators)"),
         ):
-            per_s = [(b[name] - a[name]) / (b["t"] - a["t"]) for a, b in itertools.pairwise(timeline)]
-            cores.plot(t[1:], per_s, color=color, label=label)
+            cores.plot(t[1:], _per_second(timeline, name), color=color, label=label)
         cores.set_ylabel("cores busy")
         cores.set_ylim(bottom=0)
         cores.legend(loc="upper right")

@@ -592,9 +592,8 @@ class SqliteStore:
         if devices:
             self._cache.directory_changed()
         await self._write(work)
-        for device in devices:  # committed: the tables hold these claims from here on
-            self._directory.stored(device.account_id, device.endpoint_name, device.id)
         for device in devices:
+            self._directory.stored(device.account_id, device.endpoint_name, device.id)  # its claim is in the tables
             self._cache.drop_subscriptions(device.id)  # the registration's write removed them (spec §2.1)
             self._cache.put_device(device)
             self._cache.ensure(device.id, [r.path for r in device.resources])

@@ -52,21 +52,24 @@ class ReportedWriteBehind:
 
     def holds(self, device_id: str, path: str) -> bool:
         """A value of (device, path) waits here or is being written: a newer one must come through `put`, after it."""
-        return any(path in batch.get(device_id, ()) for batch in (*self._writing, self._pending))
+        return _held(self._unwritten(), device_id, path)
 
     def split_held(self, values: Sequence[Reported]) -> tuple[list[Reported], list[Reported]]:
         """`values` in two: those free to be written now, and those `holds` says must come after a held one. A
         registration storm announces thousands of values a batch while nothing is held (issue 16: two `holds` per
         value were a tenth of the event loop's samples)."""
-        batches = [batch for batch in (*self._writing, self._pending) if batch]
+        batches = self._unwritten()
         if not batches:
             return list(values), []
         free: list[Reported] = []
         held: list[Reported] = []
         for item in values:
-            device_id, path = item[0], item[1]
-            (held if any(path in batch.get(device_id, ()) for batch in batches) else free).append(item)
+            (held if _held(batches, item[0], item[1]) else free).append(item)
         return free, held
+
+    def _unwritten(self) -> list[Pending]:
+        """The batches being written, oldest first, then the pending one; empty ones left out."""
+        return [batch for batch in (*self._writing, self._pending) if batch]
 
     def _flush_soon(self) -> None:
         self._timer = None
@@ -108,3 +111,7 @@ class ReportedWriteBehind:
     async def close(self) -> None:
         await self.flush()
         await asyncio.gather(*self._flushes, return_exceptions=True)
+
+
+def _held(batches: list[Pending], device_id: str, path: str) -> bool:
+    return any(path in batch.get(device_id, ()) for batch in batches)

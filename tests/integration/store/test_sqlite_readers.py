@@ -307,6 +307,4 @@ def test_a_register_is_admitted_while_the_writer_is_stalled(tmp_path: Path) -> N
 
 
 def _device(device_id: str, endpoint_name: str) -> Device:
-    return Device(
-        id=device_id, account_id="a", endpoint_name=endpoint_name, created_at=1.0, updated_at=1.0, last_seen_at=1.0
-    )
+    return Device(id=device_id, account_id="a", endpoint_name=endpoint_name, **TIMES)
