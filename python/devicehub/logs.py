@@ -79,38 +79,11 @@ def setup_logging(args: argparse.Namespace) -> None:
     root.setLevel(level.upper())
 
 
-def request_id_middleware() -> Any:
-    """Every API request gets an id (the caller's `X-Request-Id` if sane, else a new one): on its log lines
-    (`request_id` in JSON, `[request …]` in text) and in the `X-Request-Id` response header."""
-
-    from aiohttp import web
-
-    log = logging.getLogger("devicehub.api.access")
-
-    @web.middleware
-    async def with_request_id(request: web.Request, handler: Any) -> web.StreamResponse:
-        given = request.headers.get("X-Request-Id", "")
-        rid = given if 0 < len(given) <= 64 and given.isascii() and given.isprintable() else new_id()
-        token = request_id.set(rid)
-        started = time.perf_counter()
-        status = 500
-        try:
-            response: web.StreamResponse = await handler(request)
-            status = response.status
-            if not response.prepared:
-                response.headers["X-Request-Id"] = rid
-            return response
-        except web.HTTPException as exc:
-            status = exc.status
-            exc.headers["X-Request-Id"] = rid
-            raise
-        finally:
-            if log.isEnabledFor(logging.DEBUG):
-                elapsed_ms = (time.perf_counter() - started) * 1000
-                log.debug("%s %s %d %.1f ms", request.method, request.path, status, elapsed_ms)
-            request_id.reset(token)
-
-    return with_request_id
+def request_id_for(request: Any) -> str:
+    """The API request's id: the caller's `X-Request-Id` if sane, else a new one. It is on the request's log lines
+    (`request_id` in JSON, `[request …]` in text) and in the `X-Request-Id` response header (api/edge.py)."""
+    given = request.headers.get("X-Request-Id", "")
+    return given if 0 < len(given) <= 64 and given.isascii() and given.isprintable() else new_id()
 
 
 class _BadClientInput(logging.Filter):

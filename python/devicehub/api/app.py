@@ -7,12 +7,13 @@ from aiohttp import web
 
 from devicehub.api import console, notification_routes, openapi
 from devicehub.api.context import SERVICES, Services
-from devicehub.api.errors import JSON_ERROR_ROUTES, error_middleware
+from devicehub.api.edge import edge_middleware
+from devicehub.api.errors import JSON_ERROR_ROUTES
 from devicehub.api.health_routes import METRICS
-from devicehub.api.rate_limit import RATE_LIMITS, rate_limit_middleware
+from devicehub.api.rate_limit import RATE_LIMITS
 from devicehub.api.routes import ROUTES, Route
 from devicehub.api.trailing_slash import tolerate_trailing_slash
-from devicehub.logs import quiet_bad_requests, request_id_middleware
+from devicehub.logs import quiet_bad_requests
 from devicehub.metrics import NodeMetrics
 from devicehub.ratelimit import TokenBuckets
 
@@ -39,7 +40,7 @@ def create_app(services: Services) -> web.Application:
         services.hub.counters.on_delivered = node_metrics.events_delivered
     settings = services.settings
     app = web.Application(
-        middlewares=[request_id_middleware(), node_metrics.middleware(), error_middleware, rate_limit_middleware],
+        middlewares=[edge_middleware(node_metrics.request_recorder())],
         client_max_size=settings.max_body_bytes,
         handler_args={"max_line_size": MAX_REQUEST_LINE},
     )

@@ -93,23 +93,30 @@ def _from_http(exc: web.HTTPException) -> DevicehubError | None:
     return None
 
 
+def error_response(request: web.Request, error: Exception) -> web.Response:
+    """The response for an error a handler raised; re-raises an HTTPException that maps to no error object (a
+    redirect, a status below 400): aiohttp answers that one itself."""
+    if isinstance(error, DevicehubError):
+        return render(request, error)
+    if isinstance(error, web.HTTPException):
+        mapped = _from_http(error)
+        if mapped is None or error.status < 400:
+            raise error
+        response = render(request, mapped)
+        if isinstance(error, web.HTTPMethodNotAllowed):
+            response.headers["Allow"] = ",".join(sorted(error.allowed_methods))
+        return response
+    if unreachable(error):  # Redis down or not answering: the store is unavailable, not the request wrong
+        log.warning("store unreachable on %s %s: %s", request.method, request.path, error)
+        return render(request, StorageUnavailable("the store does not answer; retry later"))
+    log.error("unhandled error on %s %s", request.method, request.path, exc_info=error)
+    return render(request, DevicehubError("unexpected error; see the service log"))
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The error mapping alone, for an application without the API edge (edge.py)."""
     try:
         return await handler(request)
-    except DevicehubError as error:
-        return render(request, error)
-    except web.HTTPException as exc:
-        mapped = _from_http(exc)
-        if mapped is None or exc.status < 400:
-            raise
-        response = render(request, mapped)
-        if isinstance(exc, web.HTTPMethodNotAllowed):
-            response.headers["Allow"] = ",".join(sorted(exc.allowed_methods))
-        return response
     except Exception as error:
-        if unreachable(error):  # Redis down or not answering: the store is unavailable, not the request wrong
-            log.warning("store unreachable on %s %s: %s", request.method, request.path, error)
-            return render(request, StorageUnavailable("the store does not answer; retry later"))
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return render(request, DevicehubError("unexpected error; see the service log"))
+        return error_response(request, error)

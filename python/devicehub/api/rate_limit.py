@@ -11,7 +11,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from devicehub.api.context import authenticate, presented_key
-from devicehub.api.errors import Handler
 from devicehub.errors import RateLimited
 from devicehub.ratelimit import TokenBuckets
 
@@ -30,11 +29,11 @@ async def _bucket(request: web.Request) -> str:
     return f"addr:{request.remote}"
 
 
-@web.middleware
-async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def check_rate(request: web.Request) -> None:
+    """Raises RateLimited (429 with Retry-After) when the caller's bucket is empty; the API edge asks before every
+    handler (edge.py)."""
     buckets = request.app[RATE_LIMITS]
     if buckets.rate > 0:
         wait = buckets.take(await _bucket(request))
         if wait:
             raise RateLimited(buckets.retry_after(wait))
-    return await handler(request)

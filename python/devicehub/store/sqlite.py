@@ -59,6 +59,11 @@ T = TypeVar("T")
 
 DB_FILE = "devicehub.sqlite3"
 REPORTED_FLUSH_S = 0.05
+ENQUEUE = "INSERT INTO requests (key_id, async_id, device_id, data) VALUES (?, ?, ?, ?)"
+ENQUEUE_BOUNDED = (
+    "INSERT INTO requests (key_id, async_id, device_id, data) SELECT ?, ?, ?, ?"
+    " WHERE (SELECT count(*) FROM requests WHERE device_id = ?) < ?"
+)
 MAX_BATCH = 256  # writes combined into one transaction at most
 READERS = 2  # reader threads (connections); reads are short point lookups, the GIL bounds what more would give
 
@@ -934,19 +939,19 @@ class SqliteStore:
 
     # ---- device-request queue -----------------------------------------------------------------------
     async def enqueue_request(self, request: DeviceRequest, max_pending: int = 0) -> None:
+        row = (request.key_id, request.async_id, request.device_id, _encode(request))
+
         def work(db: sqlite3.Connection) -> int:
-            if max_pending > 0:
-                waiting = db.execute("SELECT count(*) FROM requests WHERE device_id = ?", (request.device_id,))
-                if int(waiting.fetchone()[0]) >= max_pending:
-                    return QUEUE_FULL
             try:
-                db.execute(
-                    "INSERT INTO requests (key_id, async_id, device_id, data) VALUES (?, ?, ?, ?)",
-                    (request.key_id, request.async_id, request.device_id, _encode(request)),
-                )
+                if max_pending <= 0:
+                    db.execute(ENQUEUE, row)
+                    return QUEUED
+                # the queue's bound checked in the statement that inserts (issue 15: one statement, not a count and
+                # an insert, in the writer thread's transaction for every device request)
+                inserted = db.execute(ENQUEUE_BOUNDED, (*row, request.device_id, max_pending)).rowcount
             except sqlite3.IntegrityError:  # UNIQUE (key_id, async_id): still pending
                 return DUPLICATE
-            return QUEUED
+            return QUEUED if inserted else QUEUE_FULL
 
         check_enqueued(await self._read(work), request, max_pending)
 
