@@ -21,3 +21,8 @@ def run(make_store: StoreFactory, scenario: Callable[[Store], Awaitable[None]]) 
             await store.close()
 
     asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def minting(device_id: str) -> Callable[[], str]:
+    """A store's `mint` for a new endpoint name's id that makes `device_id`."""
+    return lambda: device_id

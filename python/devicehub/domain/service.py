@@ -117,16 +117,21 @@ class DeviceService:
     # ---- DeviceEvents (from the LwM2M layer) ------------------------------------------------------
     async def admit(self, endpoint_name: str, endpoint_type: str, account_id: str | None = None) -> Admission | None:
         # issue 14 #1: one name is one id whatever the interleaving (and across nodes): the store claims it atomically
-        candidate = new_device_id()
+        minted: list[str] = []  # the id made for this name, if the store asked for one
+
+        def mint() -> str:
+            minted.append(new_device_id())
+            return minted[-1]
+
         if account_id:  # issue 13 #2: an authenticated device belongs to its credential's account
-            device_id = await self._store.claim_device_id(account_id, endpoint_name, candidate)
+            device_id = await self._store.claim_device_id(account_id, endpoint_name, mint)
         else:  # its enrolment's account, else the default one: one store round trip with the claim (issue 16 #1)
-            admitted = await self._store.admit_endpoint(endpoint_name, self._default_account_id, candidate)
+            admitted = await self._store.admit_endpoint(endpoint_name, self._default_account_id, mint)
             if admitted is None:
                 log.info("refused unknown endpoint %r (not enrolled, no default account)", endpoint_name)
                 return None
             account_id, device_id = admitted
-        return Admission(account_id=account_id, device_id=device_id, new=device_id == candidate)
+        return Admission(account_id=account_id, device_id=device_id, new=device_id in minted)
 
     async def registered(self, registration: Registration) -> None:
         await self.registered_many([registration])

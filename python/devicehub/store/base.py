@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from devicehub.store.device_query import DeviceQuery
@@ -49,12 +49,13 @@ class Store(Protocol):
     # enrollment and devices ----------------------------------------------------------------
     async def enroll(self, account_id: str, endpoint_name: str) -> None: ...
     async def enrolled_account(self, endpoint_name: str) -> str | None: ...
-    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
-        """The one device id of (account, endpoint name): the existing one, else `candidate`, atomically — two
-        concurrent first registrations of a name get the same id (issue 14 #1)."""
+    async def claim_device_id(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str:
+        """The one device id of (account, endpoint name): the existing one, else a new one from `mint`, atomically —
+        two concurrent first registrations of a name get the same id (issue 14 #1). `mint` is called only when the
+        name may need an id (a storm re-registers known names: no id is made for them, issue 16)."""
 
     async def admit_endpoint(
-        self, endpoint_name: str, default_account_id: str | None, candidate: str
+        self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
     ) -> tuple[str, str] | None:
         """(account id, device id) of a registering endpoint: its enrolment's account, else `default_account_id`,
         and `claim_device_id` there; None when neither names an account. One store round trip (issue 16 #1)."""

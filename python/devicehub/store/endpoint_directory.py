@@ -11,7 +11,7 @@ Loop thread only: a claim runs without an await, so one name gets one id whateve
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 Key = tuple[str, str]  # (account id, endpoint name)
 
@@ -44,11 +44,12 @@ class EndpointDirectory:
         key = (account_id, endpoint_name)
         return self._stored.get(key) or self._reserved.get(key)
 
-    def reserve(self, account_id: str, endpoint_name: str, candidate: str) -> str:
-        """The name's id, else `candidate`, reserved for it now."""
+    def reserve(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str:
+        """The name's id, else a new one from `mint`, reserved for it now."""
         known = self.known(account_id, endpoint_name)
         if known is not None:
             return known
+        candidate = mint()
         self._reserved[(account_id, endpoint_name)] = candidate
         self._reserved_ids.add(candidate)
         return candidate

@@ -7,7 +7,7 @@ half-written; the lease is one Lua script (compare-and-set on the owner). Key na
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -186,19 +186,19 @@ class RedisStore:
         account_id = await self.redis.get(self._k("enroll", endpoint_name))
         return None if account_id is None else _text(account_id)
 
-    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
+    async def claim_device_id(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str:
         # the name index put_device keeps is the claim: the first SET NX wins, everyone reads the winner
         key = self._k("device_ep", account_id, endpoint_name)
-        await self.redis.set(key, candidate, nx=True)
+        await self.redis.set(key, mint(), nx=True)
         return _text(await self.redis.get(key))
 
     async def admit_endpoint(
-        self, endpoint_name: str, default_account_id: str | None, candidate: str
+        self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
     ) -> tuple[str, str] | None:
         account_id = await self.enrolled_account(endpoint_name) or default_account_id
         if account_id is None:
             return None
-        return account_id, await self.claim_device_id(account_id, endpoint_name, candidate)
+        return account_id, await self.claim_device_id(account_id, endpoint_name, mint)
 
     def _device_indexes(self, device: Device) -> list[str]:
         """The lexicographic id indexes a device belongs to: its account's, and one per filterable value."""

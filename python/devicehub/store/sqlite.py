@@ -458,12 +458,13 @@ class SqliteStore:
     async def enrolled_account(self, endpoint_name: str) -> str | None:
         return self._directory.enrolled(endpoint_name)
 
-    async def claim_device_id(self, account_id: str, endpoint_name: str, candidate: str) -> str:
+    async def claim_device_id(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str:
         if not self.write_health.failing:
-            return self._directory.reserve(account_id, endpoint_name, candidate)
+            return self._directory.reserve(account_id, endpoint_name, mint)
         known = self._directory.known(account_id, endpoint_name)
         if known is not None:
             return known
+        candidate = mint()
 
         def work(db: sqlite3.Connection) -> str:
             # while writes fail the claim is written on its own, at once, as before issue 16: a full disk answers
@@ -482,12 +483,12 @@ class SqliteStore:
         return device_id
 
     async def admit_endpoint(
-        self, endpoint_name: str, default_account_id: str | None, candidate: str
+        self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
     ) -> tuple[str, str] | None:
         account_id = self._directory.enrolled(endpoint_name) or default_account_id
         if account_id is None:
             return None
-        return account_id, await self.claim_device_id(account_id, endpoint_name, candidate)
+        return account_id, await self.claim_device_id(account_id, endpoint_name, mint)
 
     async def put_device(self, device: Device) -> None:
         self._cache.touch(device.id)

@@ -21,6 +21,7 @@ from devicehub.store.records import (
 )
 from devicehub.store.sqlite import SqliteStore
 from support.stall import stalled_write_committed, stalled_writer
+from support.stores import minting
 
 TIMES = {"created_at": 1.0, "updated_at": 1.0, "last_seen_at": 1.0}
 WAIT = 10.0  # bound on each wait below; they end on a condition, never on the timeout
@@ -277,11 +278,11 @@ def test_a_register_is_admitted_while_the_writer_is_stalled(tmp_path: Path) -> N
             async with stalled_writer(store) as stalled:
                 admitted = await asyncio.wait_for(
                     asyncio.gather(
-                        store.admit_endpoint("known-ep", "a", "1" * 32),
-                        store.admit_endpoint("enrolled-ep", "a", "2" * 32),
-                        store.admit_endpoint("new-ep", "a", "3" * 32),
-                        store.admit_endpoint("new-ep", "a", "4" * 32),
-                        store.claim_device_id("a", "new-ep", "5" * 32),
+                        store.admit_endpoint("known-ep", "a", minting("1" * 32)),
+                        store.admit_endpoint("enrolled-ep", "a", minting("2" * 32)),
+                        store.admit_endpoint("new-ep", "a", minting("3" * 32)),
+                        store.admit_endpoint("new-ep", "a", minting("4" * 32)),
+                        store.claim_device_id("a", "new-ep", minting("5" * 32)),
                     ),
                     WAIT,
                 )
@@ -296,10 +297,10 @@ def test_a_register_is_admitted_while_the_writer_is_stalled(tmp_path: Path) -> N
         reopened = SqliteStore(tmp_path)
         await reopened.open()
         try:
-            assert await reopened.admit_endpoint("new-ep", "a", "6" * 32) == ("a", "3" * 32)
+            assert await reopened.admit_endpoint("new-ep", "a", minting("6" * 32)) == ("a", "3" * 32)
             # the enrolment was loaded; the id reserved for it was never stored with a device, so it is not kept
-            assert await reopened.admit_endpoint("enrolled-ep", None, "7" * 32) == ("b", "7" * 32)
-            assert await reopened.admit_endpoint("known-ep", "a", "8" * 32) == ("a", "d" * 32)
+            assert await reopened.admit_endpoint("enrolled-ep", None, minting("7" * 32)) == ("b", "7" * 32)
+            assert await reopened.admit_endpoint("known-ep", "a", minting("8" * 32)) == ("a", "d" * 32)
         finally:
             await reopened.close()
 

@@ -29,7 +29,7 @@ from devicehub.store.records import (
 )
 from devicehub.store.redis import RedisStore
 from devicehub.store.sqlite import SqliteStore
-from support.stores import StoreFactory, run
+from support.stores import StoreFactory, minting, run
 
 A = "a" * 32
 B = "b" * 32
@@ -478,15 +478,15 @@ def test_data_survives_close_and_reopen(make_store: StoreFactory) -> None:
 def test_concurrent_claims_of_one_endpoint_name_agree_on_one_device_id(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         claims = await asyncio.gather(
-            *(store.claim_device_id(A, f"ep-{i % 3}", f"{i:032x}") for i in range(60)),
-            store.claim_device_id(B, "ep-0", "f" * 32),
+            *(store.claim_device_id(A, f"ep-{i % 3}", minting(f"{i:032x}")) for i in range(60)),
+            store.claim_device_id(B, "ep-0", minting("f" * 32)),
         )
         assert len(set(claims[:-1])) == 3 and claims[-1] == "f" * 32  # one id per (account, name)
         assert [claims[i] for i in range(3)] == [claims[i + 3] for i in range(3)]
         await store.put_device(device(claims[0], "ep-0"))
-        assert await store.claim_device_id(A, "ep-0", "e" * 32) == claims[0]
+        assert await store.claim_device_id(A, "ep-0", minting("e" * 32)) == claims[0]
         await store.delete_device(claims[0])  # six months unseen: the name may mint a new id
-        assert await store.claim_device_id(A, "ep-0", "e" * 32) == "e" * 32
+        assert await store.claim_device_id(A, "ep-0", minting("e" * 32)) == "e" * 32
 
     run(make_store, scenario)
 
@@ -496,13 +496,13 @@ def test_a_claimed_id_stored_with_its_registered_device_survives_a_reopen(make_s
     way the id is one and the same after a restart."""
 
     async def write(store: Store) -> None:
-        (_, claimed) = await store.admit_endpoint("ep-kept", A, "c" * 32) or ("", "")
+        (_, claimed) = await store.admit_endpoint("ep-kept", A, minting("c" * 32)) or ("", "")
         assert claimed == "c" * 32
-        assert await store.claim_device_id(A, "ep-kept", "d" * 32) == claimed  # reserved: one name, one id
+        assert await store.claim_device_id(A, "ep-kept", minting("d" * 32)) == claimed  # reserved: one name, one id
         await store.put_registered_devices([device(claimed, "ep-kept")])
 
     async def check(store: Store) -> None:
-        assert await store.admit_endpoint("ep-kept", A, "e" * 32) == (A, "c" * 32)
+        assert await store.admit_endpoint("ep-kept", A, minting("e" * 32)) == (A, "c" * 32)
 
     run(make_store, write)
     reopen(make_store, check)
@@ -512,12 +512,12 @@ def test_admitting_an_endpoint_takes_its_enrolment_else_the_default_account_and_
     make_store: StoreFactory,
 ) -> None:
     async def scenario(store: Store) -> None:
-        assert await store.admit_endpoint("stray", None, "a" * 32) is None  # not enrolled, no default: refused
+        assert await store.admit_endpoint("stray", None, minting("a" * 32)) is None  # not enrolled, no default: refused
         await store.enroll(B, "enrolled")
-        assert await store.admit_endpoint("enrolled", A, "b" * 32) == (B, "b" * 32)  # the enrolment wins
-        assert await store.admit_endpoint("enrolled", A, "c" * 32) == (B, "b" * 32)  # one id per name
-        assert await store.claim_device_id(B, "enrolled", "d" * 32) == "b" * 32  # the same claim
-        assert await store.admit_endpoint("open", A, "e" * 32) == (A, "e" * 32)  # the default account
+        assert await store.admit_endpoint("enrolled", A, minting("b" * 32)) == (B, "b" * 32)  # the enrolment wins
+        assert await store.admit_endpoint("enrolled", A, minting("c" * 32)) == (B, "b" * 32)  # one id per name
+        assert await store.claim_device_id(B, "enrolled", minting("d" * 32)) == "b" * 32  # the same claim
+        assert await store.admit_endpoint("open", A, minting("e" * 32)) == (A, "e" * 32)  # the default account
 
     run(make_store, scenario)
 

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from devicehub.store.endpoint_directory import EndpointDirectory
 
 A, B = "account-a", "account-b"
 
 
+def minting(device_id: str) -> Callable[[], str]:
+    return lambda: device_id
+
+
+def refusing() -> str:
+    raise AssertionError("an id was made for a name that has one")
+
+
 def test_a_new_name_reserves_its_candidate_and_every_later_claim_gets_that_id() -> None:
     directory = EndpointDirectory()
-    assert directory.reserve(A, "ep", "id-1") == "id-1"
-    assert directory.reserve(A, "ep", "id-2") == "id-1"
-    assert directory.reserve(B, "ep", "id-3") == "id-3"  # the name is per account
+    assert directory.reserve(A, "ep", minting("id-1")) == "id-1"
+    assert directory.reserve(A, "ep", refusing) == "id-1"  # issue 16: a known name makes no id
+    assert directory.reserve(B, "ep", minting("id-3")) == "id-3"  # the name is per account
     assert directory.is_reserved("id-1") and directory.is_reserved("id-3")
 
 
 def test_a_stored_claim_is_no_longer_reserved_and_keeps_its_id() -> None:
     directory = EndpointDirectory()
-    directory.reserve(A, "ep", "id-1")
+    directory.reserve(A, "ep", minting("id-1"))
     directory.stored(A, "ep", "id-1")
     assert not directory.is_reserved("id-1")
-    assert directory.reserve(A, "ep", "id-2") == "id-1"
+    assert directory.reserve(A, "ep", minting("id-2")) == "id-1"
     assert directory.known(A, "ep") == "id-1"
 
 
@@ -36,11 +46,11 @@ def test_loaded_rows_are_known_and_an_enrolment_names_the_account() -> None:
 def test_a_deleted_device_frees_its_name_for_a_new_id() -> None:
     directory = EndpointDirectory()
     directory.load([], [(A, "ep", "id-1")])
-    directory.reserve(A, "other", "id-2")
+    directory.reserve(A, "other", minting("id-2"))
     directory.deleted("id-1", [(A, "ep")])
     directory.deleted("id-2", [])  # reserved only: no row named it
-    assert directory.reserve(A, "ep", "id-3") == "id-3"
-    assert directory.reserve(A, "other", "id-4") == "id-4"
+    assert directory.reserve(A, "ep", minting("id-3")) == "id-3"
+    assert directory.reserve(A, "other", minting("id-4")) == "id-4"
     assert not directory.is_reserved("id-2")
     assert len(directory) == 2
 
