@@ -31,6 +31,7 @@ from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.links import LinkFormatError, ascii_digits, link_attributes
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.lwm2m.udp import open_udp
 from devicehub.store.base import Store
 from devicehub.store.records import BootstrapConfig
 
@@ -145,7 +146,10 @@ class BootstrapServer:
         self.stats = BootstrapStats()
 
     async def start(self, host: str, port: int) -> None:
-        self._endpoint = await CoapEndpoint.bind(host, port, self._clock, self._handle)
+        # the LwM2M listener's socket (batched reads, RECEIVE_BUFFER): a fleet bootstrapping at once is a storm too
+        endpoint = CoapEndpoint(self._clock, self._handle)
+        await open_udp(endpoint, host, port)
+        self._endpoint = endpoint
 
     async def stop(self) -> None:
         for task in list(self._sessions.values()):

@@ -144,7 +144,8 @@ async def open_udp(endpoint: CoapEndpoint, host: str, port: int, *, batch: int =
     either way the replies of a loop turn go out together (`send_in_batches`)."""
     loop = asyncio.get_running_loop()
     if not RECV_BATCHES:
-        await loop.create_datagram_endpoint(lambda: endpoint, local_addr=(host, port))
+        transport, _ = await loop.create_datagram_endpoint(lambda: endpoint, local_addr=(host, port))
+        widen_receive_buffer(transport.get_extra_info("socket"))
         endpoint.send_in_batches()
         return
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM, proto=socket.IPPROTO_UDP)

@@ -14,7 +14,7 @@ import uvloop
 
 from devicehub._core import CoapMessage, UdpReceiver, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import SystemClock
-from devicehub.lwm2m import codes
+from devicehub.lwm2m import codes, udp
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.lwm2m.udp import open_udp
 from support.node import eventually
@@ -251,6 +251,27 @@ def test_a_burst_that_arrives_while_the_loop_is_busy_waits_in_the_socket_instead
             await eventually(lambda: sum(len(batch) for batch in endpoint.batches) == BURST, within=10)
         finally:
             peer.close()
+            await endpoint.close()
+
+    _run("uvloop", scenario)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_the_listener_asks_for_the_wide_receive_buffer_with_and_without_batched_reads(
+    batched: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where recvmmsg is missing the listener is the loop's own datagram transport; it asks for RECEIVE_BUFFER all
+    the same (Linux reports twice what was granted, capped at net.core.rmem_max)."""
+    monkeypatch.setattr(udp, "RECV_BATCHES", batched)
+
+    async def scenario() -> None:
+        endpoint = await _listen(batch=16)
+        try:
+            assert endpoint._transport is not None
+            sock = endpoint._transport.get_extra_info("socket")
+            granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+            assert granted >= 2 * min(udp.RECEIVE_BUFFER, _rmem_max())
+        finally:
             await endpoint.close()
 
     _run("uvloop", scenario)

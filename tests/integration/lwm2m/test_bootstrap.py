@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, tlv_decode
 from devicehub.clock import SystemClock
@@ -243,5 +244,37 @@ def test_a_discover_answer_with_non_ascii_digits_is_read_and_the_session_still_e
             # a pct of non-ASCII digits is no content-format number
             answer = await raw_request(node.bootstrap_port, codes.POST, "/bs", ["ep=odd-pct", "pct=1\u00b2"])
             assert answer.code == codes.BAD_REQUEST and node.bootstrap.stats.malformed == 1
+
+    run(scenario())
+
+
+BURST = 600  # 1 KiB Bootstrap-Requests: ~1.4 MiB of kernel buffer, where the default 208 KiB holds about 90
+
+
+def _rmem_max() -> int:
+    with open("/proc/sys/net/core/rmem_max") as limit:
+        return int(limit.read())
+
+
+@pytest.mark.skipif(_rmem_max() < 2 * BURST * 1024, reason="net.core.rmem_max caps the receive buffer below the burst")
+def test_a_burst_of_bootstrap_requests_sent_while_the_loop_is_busy_is_read_whole(tmp_path: Path) -> None:
+    """The bootstrap listener asks for the same receive buffer as the LwM2M one (issue 16: a fleet that bootstraps at
+    once after an outage is a storm too). The burst is sent while the loop cannot read (no await between the
+    sends), then every request must reach the server: each is refused (no configuration), and counted."""
+
+    async def scenario() -> None:
+        async with bootstrap_node(tmp_path, dev=False) as node:
+            assert node.bootstrap is not None
+            peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                for mid in range(BURST):  # no await: the loop reads none of them meanwhile
+                    options = [(codes.URI_PATH, b"bs"), (codes.URI_QUERY, f"ep=burst-{mid}".encode())]
+                    request = coap_encode(codes.NON, codes.POST, mid, mid.to_bytes(2, "big"), options, bytes(1024))
+                    peer.sendto(request, ("127.0.0.1", node.bootstrap_port))
+                server = node.bootstrap
+                await eventually(lambda: server.stats.refused == BURST, within=10)
+                assert server.stats.requests == BURST
+            finally:
+                peer.close()
 
     run(scenario())
