@@ -116,6 +116,8 @@ class RedisStore:
         self._put_bootstrap = self._redis.register_script((_LUA / "put_bootstrap_config.lua").read_text())
         self._delete_bootstrap = self._redis.register_script((_LUA / "delete_bootstrap_config.lua").read_text())
         self._enqueue = self._redis.register_script((_LUA / "enqueue_request.lua").read_text())
+        self._admit = self._redis.register_script((_LUA / "admit_endpoint.lua").read_text())
+        self._claim = self._redis.register_script((_LUA / "claim_device_id.lua").read_text())
         await self._index_existing_devices()
 
     async def close(self) -> None:
@@ -187,18 +189,21 @@ class RedisStore:
         return None if account_id is None else _text(account_id)
 
     async def claim_device_id(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str:
-        # the name index put_device keeps is the claim: the first SET NX wins, everyone reads the winner
-        key = self._k("device_ep", account_id, endpoint_name)
-        await self.redis.set(key, mint(), nx=True)
-        return _text(await self.redis.get(key))
+        # the name index put_device keeps is the claim (claim_device_id.lua)
+        claimed = await self._claim(keys=[self._k("device_ep", account_id, endpoint_name)], args=[mint()])
+        return _text(claimed)
 
     async def admit_endpoint(
         self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
     ) -> tuple[str, str] | None:
-        account_id = await self.enrolled_account(endpoint_name) or default_account_id
-        if account_id is None:
+        admitted = await self._admit(
+            keys=[self._k("enroll", endpoint_name)],
+            args=[default_account_id or "", self._k("device_ep", ""), endpoint_name, mint()],
+        )
+        if not admitted:
             return None
-        return account_id, await self.claim_device_id(account_id, endpoint_name, mint)
+        account_id, device_id = admitted
+        return _text(account_id), _text(device_id)
 
     def _device_indexes(self, device: Device) -> list[str]:
         """The lexicographic id indexes a device belongs to: its account's, and one per filterable value."""
