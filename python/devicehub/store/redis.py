@@ -2,21 +2,26 @@
 
 Records are msgpack blobs (the same msgspec Structs as SQLite); indexes are sets and sorted sets beside them.
 Every write that touches more than one key runs in one MULTI/EXEC transaction, so a failing call leaves nothing
-half-written; the lease is one Lua script (compare-and-set on the owner). Key names all start with `prefix`.
+half-written; the lease is one Lua script (compare-and-set on the owner). A write derived from what it replaces
+(a device's indexes from its previous record) WATCHes the keys it reads, reads them on that connection and retries
+if another node changed them before its EXEC (`_transact`). Key names all start with `prefix`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio import BlockingConnectionPool
+from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import NoScriptError, WatchError
 
+from devicehub.errors import Unavailable
 from devicehub.store import revocations
 from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.enqueue import check_enqueued
@@ -49,6 +54,7 @@ _VALUE_INDEXED = ("endpoint_type", "host_gateway")  # besides `state`, which has
 _DEVICE_INDEX_VERSION = "2"
 _MIN_PAGE = 100
 _MAX_PAGE = 1000
+WATCH_ATTEMPTS = 16  # reads and writes of one call before it gives up on keys other nodes keep changing (503)
 POOL_CONNECTIONS = 64  # per node: Redis is single-threaded, more connections add no throughput
 SEP = "\x1f"  # joins two ids inside one member; never part of an id, path or key
 
@@ -118,6 +124,7 @@ class RedisStore:
         self._enqueue = self._redis.register_script((_LUA / "enqueue_request.lua").read_text())
         self._admit = self._redis.register_script((_LUA / "admit_endpoint.lua").read_text())
         self._claim = self._redis.register_script((_LUA / "claim_device_id.lua").read_text())
+        self._read_replaced = self._redis.register_script((_LUA / "read_replaced.lua").read_text())
         await self._index_existing_devices()
 
     async def close(self) -> None:
@@ -125,6 +132,33 @@ class RedisStore:
         if self._redis is not None:
             await self._redis.aclose()
             self._redis = None
+
+    async def _transact(
+        self, watched: Sequence[str], read: Callable[[Pipeline], Awaitable[T]], write: Callable[[Pipeline, T], None]
+    ) -> None:
+        """Queue `write` on what `read` found in one MULTI that Redis refuses if another client changed a `watched`
+        key since the WATCH; then read again and write again. A write derived from a stale read (the previous
+        record's index entries) would leave the other node's entries behind."""
+        async with self.redis.pipeline(transaction=True) as tx:
+            for _ in range(WATCH_ATTEMPTS):
+                try:
+                    await tx.watch(*watched)
+                    found = await read(tx)  # commands run at once on the watching connection until multi()
+                    tx.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+                    write(tx, found)
+                    await tx.execute()
+                    return
+                except WatchError:
+                    continue  # execute() has reset the pipeline: no WATCH or queued command is left
+        raise Unavailable(f"other clients kept changing {len(watched)} key(s) this write replaces; retry later")
+
+    async def _run_now(self, tx: Pipeline, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """`script` on the watching connection before its MULTI: EVALSHA, not `script(client=tx)`, which would add a
+        SCRIPT EXISTS round trip to the EXEC; a Redis that restarted since `open` is sent the script itself."""
+        try:
+            return await tx.evalsha(script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await tx.eval(script.script, len(keys), *keys, *args)
 
     async def _blob(self, kind: type[T], key: str) -> T | None:
         data = await self.redis.get(key)
@@ -235,10 +269,13 @@ class RedisStore:
                 await tx.execute()
 
     async def put_device(self, device: Device) -> None:
-        previous = await self.get_device(device.id)
-        async with self.redis.pipeline(transaction=True) as tx:
-            self._write_device(tx, device, previous)
-            await tx.execute()
+        key = self._k("device", device.id)
+
+        async def previous(tx: Pipeline) -> Device | None:
+            data = await tx.get(key)
+            return None if data is None else _decode(Device, data)
+
+        await self._transact([key], previous, lambda tx, replaced: self._write_device(tx, device, replaced))
 
     def _write_device(self, tx: Any, device: Device, previous: Device | None) -> None:
         """Queue on `tx` the record, its endpoint-name key and its indexes, replacing `previous`'s."""
@@ -265,46 +302,50 @@ class RedisStore:
         reported: Sequence[tuple[str, str, ReportedValue]] = (),
     ) -> None:
         """What `put_device`, `ensure_resources`, `remove_device_subscriptions` and `clear_subscribed` do for one
-        device, for a batch in two round trips (a registration storm writes thousands a second): one pipeline
-        reads the previous records and subscriber sets, one MULTI writes everything (for `unchanged` devices only
-        the subscriptions are dropped)."""
+        device, for a batch in three round trips whatever its size (a registration storm writes thousands a second):
+        one WATCHes the records and subscriber sets, one script reads them, one MULTI writes everything (for
+        `unchanged` devices only the subscriptions are dropped); again if another node changed one meanwhile."""
         if not devices and not unchanged:
             for device_id, path, value in reported:
                 await self.set_reported(device_id, path, value)
             return
-        async with self.redis.pipeline(transaction=False) as reads:
-            for device in devices:
-                reads.get(self._k("device", device.id))
-                reads.smembers(self._k("subscribers", device.id))
-            for device_id in unchanged:
-                reads.smembers(self._k("subscribers", device_id))
-            found = await reads.execute()
-        written = found[: 2 * len(devices)]
+        record_keys = [self._k("device", d.id) for d in devices]
+        subscribed_ids = [*(d.id for d in devices), *unchanged]
+        subscriber_keys = [self._k("subscribers", i) for i in subscribed_ids]
         # a value goes in this MULTI with its entry, unless the write-behind holds an older value of it: then it goes
         # after that one, as set_reported
-        valued: dict[str, dict[str, bytes]] = {}
         free, later = self._reported.split_held(reported)
+        valued: dict[str, dict[str, bytes]] = {}
         for device_id, path, value in free:
             valued.setdefault(device_id, {})[path] = _encode(value)
-        async with self.redis.pipeline(transaction=True) as tx:
-            for device, previous_blob in zip(devices, written[0::2], strict=True):
+
+        async def replaced(tx: Pipeline) -> list[Any]:
+            # the records, then the subscriber sets: one round trip, on the connection that watches them
+            return list(await self._run_now(tx, self._read_replaced, [*record_keys, *subscriber_keys], [len(devices)]))
+
+        def write(tx: Pipeline, found: list[Any]) -> None:
+            for device, previous_blob in zip(devices, found[: len(devices)], strict=True):
                 self._write_device(tx, device, None if previous_blob is None else _decode(Device, previous_blob))
                 if device.resources:
                     tx.zadd(
                         self._k("snap_paths", device.id), dict.fromkeys((r.path for r in device.resources), 0), nx=True
                     )
-            ids = [*(d.id for d in devices), *unchanged]
-            for device_id, members in zip(ids, [*written[1::2], *found[2 * len(devices) :]], strict=True):
-                for member in map(_text, members):
-                    tx.srem(self._k("subs", member.partition(SEP)[0], device_id), member.partition(SEP)[2])
-                    tx.srem(self._k("subscribers", device_id), member)
-                tx.delete(self._k("snap_sub", device_id))
+            for device_id, members in zip(subscribed_ids, found[len(devices) :], strict=True):
+                self._drop_subscriptions(tx, device_id, map(_text, members))
             for device_id, values in valued.items():
                 tx.zadd(self._k("snap_paths", device_id), dict.fromkeys(values, 0))
                 tx.hset(self._k("snap_rep", device_id), mapping={p: v for p, v in values.items()})
-            await tx.execute()
+
+        await self._transact([*record_keys, *subscriber_keys], replaced, write)
         for device_id, path, value in later:
             await self.set_reported(device_id, path, value)
+
+    def _drop_subscriptions(self, tx: Pipeline, device_id: str, members: Iterable[str]) -> None:
+        """Queue on `tx` the removal of the device's subscriptions (`members` of its subscriber set) and marks."""
+        for member in members:
+            tx.srem(self._k("subs", member.partition(SEP)[0], device_id), member.partition(SEP)[2])
+            tx.srem(self._k("subscribers", device_id), member)
+        tx.delete(self._k("snap_sub", device_id))
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))
@@ -393,24 +434,39 @@ class RedisStore:
 
     async def delete_device(self, device_id: str) -> None:
         await self._reported.flush()
-        device = await self.get_device(device_id)
-        subscribers = await self.subscribers(device_id)
-        requests = [_text(m) for m in await self.redis.zrange(self._k("reqs", device_id), 0, -1)]
-        async with self.redis.pipeline(transaction=True) as tx:
-            if device is not None:
-                tx.delete(self._k("device_ep", device.account_id, device.endpoint_name))
-                for index in self._device_indexes(device):
-                    tx.zrem(index, device_id)
-            tx.delete(self._k("device", device_id), self._k("subscribers", device_id), self._k("reqs", device_id))
-            tx.zrem(self._k("seen"), device_id)
-            for key_id, _ in subscribers:
-                tx.delete(self._k("subs", key_id, device_id))
-            for member in requests:
-                key_id, _, async_id = member.partition(SEP)
-                tx.delete(self._k("req", key_id, async_id))
-                tx.zrem(self._k("reqs"), member)
-            tx.delete(*(self._k(part, device_id) for part in ("snap_paths", "snap_rep", "snap_des", "snap_sub")))
-            await tx.execute()
+        record_key, subscriber_key, queue_key = (self._k(part, device_id) for part in ("device", "subscribers", "reqs"))
+
+        async def attached(tx: Pipeline) -> tuple[Device | None, list[str], list[str]]:
+            # what names the device from elsewhere (indexes, name, subscriptions, queued requests): read where watched,
+            # so that what another node adds meanwhile makes the delete read again, not stay behind
+            data = await tx.get(record_key)
+            members = await tx.smembers(subscriber_key)
+            queued = await tx.zrange(queue_key, 0, -1)
+            device = None if data is None else _decode(Device, data)
+            return device, [_text(m) for m in members], [_text(m) for m in queued]
+
+        def delete(tx: Pipeline, found: tuple[Device | None, list[str], list[str]]) -> None:
+            self._delete_device(tx, device_id, *found)
+
+        await self._transact([record_key, subscriber_key, queue_key], attached, delete)
+
+    def _delete_device(
+        self, tx: Pipeline, device_id: str, device: Device | None, subscribers: list[str], requests: list[str]
+    ) -> None:
+        """Queue on `tx` the removal of the device, its snapshot and everything that names it (as read)."""
+        if device is not None:
+            tx.delete(self._k("device_ep", device.account_id, device.endpoint_name))
+            for index in self._device_indexes(device):
+                tx.zrem(index, device_id)
+        tx.delete(self._k("device", device_id), self._k("subscribers", device_id), self._k("reqs", device_id))
+        tx.zrem(self._k("seen"), device_id)
+        for member in subscribers:
+            tx.delete(self._k("subs", member.partition(SEP)[0], device_id))
+        for member in requests:
+            key_id, _, async_id = member.partition(SEP)
+            tx.delete(self._k("req", key_id, async_id))
+            tx.zrem(self._k("reqs"), member)
+        tx.delete(*(self._k(part, device_id) for part in ("snap_paths", "snap_rep", "snap_des", "snap_sub")))
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
         ids = await self.redis.zrangebyscore(self._k("seen"), "-inf", f"({cutoff}", start=0, num=limit)

@@ -1,0 +1,275 @@
+"""Two nodes writing one device at once through one Redis: whichever writes last, the indexes and the
+endpoint-name key left behind are those of the record left behind.
+
+Each test holds node A's write after it has read what it replaces (the record, its subscriptions) and before its
+MULTI reaches Redis, lets node B change the device meanwhile, then lets A finish: the interleaving in which A would
+remove only the index entries of the record it read, not those B added."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import pytest
+
+from devicehub.errors import Unavailable
+from devicehub.store.device_query import Condition, DeviceQuery
+from devicehub.store.records import Device, DeviceRequest
+from devicehub.store.redis import WATCH_ATTEMPTS, RedisStore
+
+pytestmark = pytest.mark.redis
+
+A = "a" * 32
+_prefixes = itertools.count()
+
+BASE = Device(
+    id="d1",
+    account_id=A,
+    endpoint_name="ep-1",
+    state="registered",
+    created_at=1.0,
+    updated_at=2.0,
+    last_seen_at=2.0,
+)
+
+
+class HeldBeforeMulti:
+    """Holds the first MULTI/EXEC a store sends until `release` is set: the store has read what it replaces and
+    written nothing yet. Later transactions (a retry, another call) pass once it is released."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+        client: Any = store.redis
+        open_pipeline = client.pipeline
+
+        def pipeline(transaction: bool = True, shard_hint: Any = None) -> Any:
+            pipe = open_pipeline(transaction, shard_hint)
+            if transaction:
+                execute = pipe.execute
+
+                async def held_execute(raise_on_error: bool = True) -> Any:
+                    self.reached.set()
+                    await self.release.wait()
+                    return await execute(raise_on_error)
+
+                pipe.execute = held_execute
+            return pipe
+
+        client.pipeline = pipeline  # this store's client only: node B's writes are not held
+
+
+Race = Callable[[RedisStore, RedisStore], Awaitable[None]]
+
+
+def race(redis_url: str, node_a_writes: Race, node_b_writes: Race, check: Race, *, start: Device = BASE) -> None:
+    """Store `start`; start A's write and hold it before its MULTI; run B's write to the end; release A; check."""
+
+    async def main() -> None:
+        prefix = f"race{next(_prefixes)}:"
+        node_a, node_b = RedisStore(redis_url, prefix=prefix), RedisStore(redis_url, prefix=prefix)
+        await node_a.open()
+        await node_b.open()
+        try:
+            await node_b.put_device(start)
+            hold = HeldBeforeMulti(node_a)
+            writing = asyncio.ensure_future(node_a_writes(node_a, node_b))
+            await asyncio.wait({writing, asyncio.ensure_future(hold.reached.wait())}, return_when="FIRST_COMPLETED")
+            assert hold.reached.is_set() and not writing.done(), "node A wrote without a MULTI"
+            await node_b_writes(node_a, node_b)
+            hold.release.set()
+            await writing
+            await check(node_a, node_b)
+        finally:
+            await node_a.close()
+            await node_b.close()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+async def indexes_holding(store: RedisStore, device_id: str) -> set[str]:
+    """Every id index (sorted set) that lists the device."""
+    keys = [k.decode() async for k in store.redis.scan_iter(match=store.prefix + "devices*")]
+    return {k for k in keys if await store.redis.zscore(k, device_id) is not None}
+
+
+async def names_pointing_at(store: RedisStore, device_id: str) -> set[str]:
+    """Every endpoint-name key whose value is the device's id."""
+    keys = [k.decode() async for k in store.redis.scan_iter(match=store.prefix + "device_ep:*")]
+    return {k for k in keys if await store.redis.get(k) == device_id.encode()}
+
+
+async def assert_indexes_follow(store: RedisStore, device_id: str) -> None:
+    """The device is in exactly the indexes, and named by exactly the endpoint-name key, its stored record implies
+    (none of either once it is deleted)."""
+    stored = await store.get_device(device_id)
+    expected_indexes = set() if stored is None else set(store._device_indexes(stored))
+    expected_names = set() if stored is None else {store.prefix + f"device_ep:{A}:{stored.endpoint_name}"}
+    assert await indexes_holding(store, device_id) == expected_indexes
+    assert await names_pointing_at(store, device_id) == expected_names
+
+
+def gateway_is(value: str) -> DeviceQuery:
+    return DeviceQuery((Condition("host_gateway", "eq", (value,)),))
+
+
+def test_a_device_written_by_two_nodes_at_once_is_indexed_as_the_last_write_left_it(redis_url: str) -> None:
+    """Node A expires the device (state deregistered) while node B stores its Update naming gateway g1: A writes
+    last, so the device is deregistered behind no gateway, and neither the state index nor the gateway filter
+    finds it under a value B wrote."""
+    expired = msgspec.structs.replace(BASE, state="deregistered", updated_at=3.0)
+    behind_g1 = msgspec.structs.replace(BASE, host_gateway="g1", updated_at=3.0)
+
+    async def a_writes(node_a: RedisStore, _: RedisStore) -> None:
+        await node_a.put_device(expired)
+
+    async def b_writes(_: RedisStore, node_b: RedisStore) -> None:
+        await node_b.put_device(behind_g1)
+
+    async def check(_: RedisStore, node_b: RedisStore) -> None:
+        assert await node_b.get_device("d1") == expired
+        assert await node_b.count_devices(A, query=gateway_is("g1")) == 0
+        assert await node_b.count_devices(A, state="registered") == 0
+        await assert_indexes_follow(node_b, "d1")
+
+    race(redis_url, a_writes, b_writes, check)
+
+
+def test_a_batch_of_registrations_racing_another_nodes_write_leaves_no_stale_index_or_name(redis_url: str) -> None:
+    """Node A stores a batch of registrations (`put_registered_devices`) with the device as it first was, while
+    node B stores it under another endpoint name behind gateway g1: A writes last, so neither B's name nor B's
+    gateway still leads to the device."""
+    renamed = msgspec.structs.replace(BASE, endpoint_name="ep-2", host_gateway="g1", updated_at=3.0)
+    registered = msgspec.structs.replace(BASE, lifetime=60, updated_at=4.0)
+    other = msgspec.structs.replace(BASE, id="d2", endpoint_name="ep-other", updated_at=4.0)
+
+    async def a_writes(node_a: RedisStore, _: RedisStore) -> None:
+        await node_a.put_registered_devices([registered, other])
+
+    async def b_writes(_: RedisStore, node_b: RedisStore) -> None:
+        await node_b.put_device(renamed)
+
+    async def check(_: RedisStore, node_b: RedisStore) -> None:
+        assert await node_b.get_device("d1") == registered
+        assert await node_b.find_device(A, "ep-2") is None
+        assert await node_b.find_device(A, "ep-1") == registered
+        assert await node_b.count_devices(A, query=gateway_is("g1")) == 0
+        await assert_indexes_follow(node_b, "d1")
+        await assert_indexes_follow(node_b, "d2")
+
+    race(redis_url, a_writes, b_writes, check)
+
+
+def test_a_registration_batch_drops_a_subscription_added_while_it_was_read(redis_url: str) -> None:
+    """A full registration drops the device's subscriptions and their snapshot marks: one another node adds after
+    the batch read the subscriber set goes with the marks, or both stay; a subscription is never left without
+    its mark."""
+    registered = msgspec.structs.replace(BASE, lifetime=60, updated_at=4.0)
+
+    async def a_writes(node_a: RedisStore, _: RedisStore) -> None:
+        await node_a.put_registered_devices([registered])
+
+    async def b_writes(_: RedisStore, node_b: RedisStore) -> None:
+        await node_b.add_subscription("k1", "d1", "/3/0/0")
+        await node_b.set_subscribed("d1", "/3/0/0", True)
+
+    async def check(_: RedisStore, node_b: RedisStore) -> None:
+        assert await node_b.subscribers("d1") == []  # A's registration came last: it drops what was there
+        assert await node_b.list_subscriptions("k1", "d1") == []
+        assert [(e.path, e.subscribed) for e in await node_b.get_snapshot("d1")] == [("/3/0/0", False)]
+
+    race(redis_url, a_writes, b_writes, check)
+
+
+def test_a_device_deleted_while_another_node_writes_it_leaves_nothing_behind(redis_url: str) -> None:
+    """`DELETE /v3/devices/{id}` on node A while node B stores an Update naming gateway g1, adds a subscription and
+    queues a request for the device: A deletes last, so no index, name, subscription or request of the device is
+    left."""
+    behind_g1 = msgspec.structs.replace(BASE, host_gateway="g1", updated_at=3.0)
+    queued = DeviceRequest(
+        async_id="r1",
+        key_id="k1",
+        account_id=A,
+        device_id="d1",
+        method="GET",
+        uri="/3/0/0",
+        created_at=3.0,
+        expires_at=9.0,
+    )
+
+    async def a_deletes(node_a: RedisStore, _: RedisStore) -> None:
+        await node_a.delete_device("d1")
+
+    async def b_writes(_: RedisStore, node_b: RedisStore) -> None:
+        await node_b.put_device(behind_g1)
+        await node_b.add_subscription("k1", "d1", "/3/0/0")
+        await node_b.enqueue_request(queued)
+
+    async def check(_: RedisStore, node_b: RedisStore) -> None:
+        assert await node_b.get_device("d1") is None
+        assert await node_b.count_devices(A, query=gateway_is("g1")) == 0
+        assert await node_b.list_subscriptions("k1", "d1") == []
+        assert await node_b.all_pending_requests() == [] and await node_b.find_request("k1", "r1") is None
+        await assert_indexes_follow(node_b, "d1")
+
+    race(redis_url, a_deletes, b_writes, check)
+
+
+def test_a_write_that_loses_every_race_gives_up_with_unavailable(redis_url: str) -> None:
+    """A write whose device another node changes before each of its attempts gives up after `WATCH_ATTEMPTS`
+    with `Unavailable` (503, retry later) instead of looping, and writes nothing."""
+
+    async def main() -> None:
+        prefix = f"race{next(_prefixes)}:"
+        node_a, node_b = RedisStore(redis_url, prefix=prefix), RedisStore(redis_url, prefix=prefix)
+        await node_a.open()
+        await node_b.open()
+        try:
+            await node_b.put_device(BASE)
+            attempts = itertools.count(1)
+            client: Any = node_a.redis
+            open_pipeline = client.pipeline
+
+            def pipeline(transaction: bool = True, shard_hint: Any = None) -> Any:
+                pipe = open_pipeline(transaction, shard_hint)
+                execute = pipe.execute
+
+                async def execute_after_b_wrote(raise_on_error: bool = True) -> Any:
+                    await node_b.put_device(msgspec.structs.replace(BASE, updated_at=float(next(attempts))))
+                    return await execute(raise_on_error)
+
+                pipe.execute = execute_after_b_wrote
+                return pipe
+
+            client.pipeline = pipeline
+            with pytest.raises(Unavailable):
+                await node_a.put_device(msgspec.structs.replace(BASE, state="deregistered"))
+            assert next(attempts) == WATCH_ATTEMPTS + 1
+            stored = await node_b.get_device("d1")
+            assert stored is not None and stored.state == "registered"
+        finally:
+            await node_a.close()
+            await node_b.close()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_a_batch_of_registrations_is_read_after_redis_forgot_its_script(redis_url: str) -> None:
+    """A Redis restarted since the store opened has no scripts: the batch's read sends the script itself."""
+
+    async def main() -> None:
+        store = RedisStore(redis_url, prefix=f"race{next(_prefixes)}:")
+        await store.open()
+        try:
+            await store.put_device(msgspec.structs.replace(BASE, host_gateway="g1"))
+            await store.redis.script_flush()
+            await store.put_registered_devices([BASE])
+            assert await store.get_device("d1") == BASE
+            await assert_indexes_follow(store, "d1")
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
