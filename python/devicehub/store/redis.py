@@ -43,6 +43,7 @@ from devicehub.store.records import (
     StoredEvent,
     TrustedCa,
 )
+from devicehub.store.redis_writes import Writes
 from devicehub.store.write_behind import Pending, ReportedWriteBehind
 
 T = TypeVar("T")
@@ -275,19 +276,24 @@ class RedisStore:
             data = await tx.get(key)
             return None if data is None else _decode(Device, data)
 
-        await self._transact([key], previous, lambda tx, replaced: self._write_device(tx, device, replaced))
+        def write(tx: Pipeline, replaced: Device | None) -> None:
+            writes = Writes()
+            self._write_device(writes, device, replaced)
+            writes.queue_on(tx)
 
-    def _write_device(self, tx: Any, device: Device, previous: Device | None) -> None:
-        """Queue on `tx` the record, its endpoint-name key and its indexes, replacing `previous`'s."""
+        await self._transact([key], previous, write)
+
+    def _write_device(self, writes: Writes, device: Device, previous: Device | None) -> None:
+        """Queue the record, its endpoint-name key and its indexes, replacing `previous`'s."""
         if previous is not None:
-            tx.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
+            writes.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
             for index in self._device_indexes(previous):
-                tx.zrem(index, device.id)
-        tx.set(self._k("device", device.id), _encode(device))
-        tx.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
+                writes.zrem(index, device.id)
+        writes.set(self._k("device", device.id), _encode(device))
+        writes.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
         for index in self._device_indexes(device):
-            tx.zadd(index, {device.id: 0})
-        tx.zadd(self._k("seen"), {device.id: device.last_seen_at})
+            writes.zadd(index, device.id)
+        writes.zadd(self._k("seen"), device.id, device.last_seen_at)
 
     async def get_device(self, device_id: str) -> Device | None:
         return await self._blob(Device, self._k("device", device_id))
@@ -324,28 +330,31 @@ class RedisStore:
             return list(await self._run_now(tx, self._read_replaced, [*record_keys, *subscriber_keys], [len(devices)]))
 
         def write(tx: Pipeline, found: list[Any]) -> None:
+            writes = Writes()
             for device, previous_blob in zip(devices, found[: len(devices)], strict=True):
-                self._write_device(tx, device, None if previous_blob is None else _decode(Device, previous_blob))
-                if device.resources:
-                    tx.zadd(
-                        self._k("snap_paths", device.id), dict.fromkeys((r.path for r in device.resources), 0), nx=True
-                    )
+                self._write_device(writes, device, None if previous_blob is None else _decode(Device, previous_blob))
+                paths = self._k("snap_paths", device.id)
+                for resource in device.resources:
+                    writes.zadd(paths, resource.path, only_new=True)
             for device_id, members in zip(subscribed_ids, found[len(devices) :], strict=True):
-                self._drop_subscriptions(tx, device_id, map(_text, members))
+                self._drop_subscriptions(writes, device_id, map(_text, members))
             for device_id, values in valued.items():
-                tx.zadd(self._k("snap_paths", device_id), dict.fromkeys(values, 0))
-                tx.hset(self._k("snap_rep", device_id), mapping={p: v for p, v in values.items()})
+                paths, reported = self._k("snap_paths", device_id), self._k("snap_rep", device_id)
+                for path, value in values.items():
+                    writes.zadd(paths, path)
+                    writes.hset(reported, path, value)
+            writes.queue_on(tx)
 
         await self._transact([*record_keys, *subscriber_keys], replaced, write)
         for device_id, path, value in later:
             await self.set_reported(device_id, path, value)
 
-    def _drop_subscriptions(self, tx: Pipeline, device_id: str, members: Iterable[str]) -> None:
-        """Queue on `tx` the removal of the device's subscriptions (`members` of its subscriber set) and marks."""
+    def _drop_subscriptions(self, writes: Writes, device_id: str, members: Iterable[str]) -> None:
+        """Queue the removal of the device's subscriptions (`members` of its subscriber set) and marks."""
         for member in members:
-            tx.srem(self._k("subs", member.partition(SEP)[0], device_id), member.partition(SEP)[2])
-            tx.srem(self._k("subscribers", device_id), member)
-        tx.delete(self._k("snap_sub", device_id))
+            writes.srem(self._k("subs", member.partition(SEP)[0], device_id), member.partition(SEP)[2])
+            writes.srem(self._k("subscribers", device_id), member)
+        writes.delete(self._k("snap_sub", device_id))
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))

@@ -1,0 +1,82 @@
+"""Many Redis writes as one script call (store/redis_writes.py, lua/apply_writes.lua), against a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from devicehub.store.redis_writes import APPLY_WRITES, Writes
+
+pytestmark = pytest.mark.redis
+
+
+_prefixes = itertools.count()
+Key = Callable[[str], str]
+
+
+def _run(redis_url: str, scenario: Callable[[aioredis.Redis, Key], Awaitable[None]]) -> None:
+    """`scenario` with a client and its own key names (the server is shared with the other store tests)."""
+    prefix = f"writes{next(_prefixes)}:"
+
+    async def main() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            await scenario(client, lambda name: prefix + name)
+        finally:
+            await client.aclose()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_every_write_is_applied_in_order_inside_the_callers_transaction(redis_url: str) -> None:
+    """Each operation does what its Redis command does, in the order queued (a later write to a key wins), and the
+    whole list is one command of the MULTI."""
+
+    async def scenario(client: aioredis.Redis, k: Key) -> None:
+        await client.set(k("gone"), "x")
+        await client.sadd(k("set"), "a", "b")
+        await client.zadd(k("nx"), {"m": 5})
+        writes = Writes()
+        writes.set(k("k"), b"first")
+        writes.set(k("k"), b"second")
+        writes.delete(k("gone"))
+        writes.zadd(k("z"), "m1", 1.5)
+        writes.zadd(k("z"), "m2")
+        writes.zrem(k("z"), "m2")
+        writes.zadd(k("nx"), "m", 9, only_new=True)  # kept: NX leaves an existing member's score
+        writes.zadd(k("nx"), "new", 2, only_new=True)
+        writes.srem(k("set"), "a")
+        writes.hset(k("h"), "f", b"\x00\xff")
+        async with client.pipeline(transaction=True) as tx:
+            writes.queue_on(tx)
+            assert len(tx.command_stack) == 1
+            await tx.execute()
+        assert await client.get(k("k")) == b"second"
+        assert await client.exists(k("gone")) == 0
+        assert await client.zrange(k("z"), 0, -1, withscores=True) == [(b"m1", 1.5)]
+        assert await client.zrange(k("nx"), 0, -1, withscores=True) == [(b"new", 2.0), (b"m", 5.0)]
+        assert await client.smembers(k("set")) == {b"b"}
+        assert await client.hgetall(k("h")) == {b"f": b"\x00\xff"}
+
+    _run(redis_url, scenario)
+
+
+def test_an_empty_list_sends_nothing_and_a_malformed_one_is_refused(redis_url: str) -> None:
+    """No command for no writes; an unknown operation or a missing argument is a script error, not a wrong write."""
+
+    async def scenario(client: aioredis.Redis, k: Key) -> None:
+        async with client.pipeline(transaction=True) as tx:
+            Writes().queue_on(tx)
+            assert tx.command_stack == []
+        with pytest.raises(ResponseError, match="unknown operation"):
+            await client.eval(APPLY_WRITES, 0, "INCR", k("k"))
+        with pytest.raises(ResponseError, match="lacks arguments"):
+            await client.eval(APPLY_WRITES, 0, "SET", k("k"))
+        assert await client.exists(k("k")) == 0
+
+    _run(redis_url, scenario)
