@@ -3,8 +3,9 @@
 Records are msgpack blobs (the same msgspec Structs as SQLite); indexes are sets and sorted sets beside them.
 Every write that touches more than one key runs in one MULTI/EXEC transaction, so a failing call leaves nothing
 half-written; the lease is one Lua script (compare-and-set on the owner). A write derived from what it replaces
-(a device's indexes from its previous record) WATCHes the keys it reads, reads them on that connection and retries
-if another node changed them before its EXEC (`_transact`). Key names all start with `prefix`.
+(a device's indexes from its previous record, the observations a Register ends) WATCHes the keys it reads, reads
+them on that connection and retries if another node changed them before its EXEC (`_transact`). Key names all
+start with `prefix`.
 """
 
 from __future__ import annotations
@@ -258,16 +259,31 @@ class RedisStore:
         return None
 
     async def _index_existing_devices(self) -> None:
-        """Fill the value indexes for devices written before they existed (once per database)."""
-        if not await self.redis.set(self._k("device_index_version"), _DEVICE_INDEX_VERSION, nx=True):
+        """Fill the value indexes for devices written before they existed (once per database). The mark is set
+        once every device is indexed: a node stopped midway (or given up on by `_transact`) leaves the fill to the
+        next node to open, instead of marking it done; two nodes filling at once add the same entries."""
+        mark = self._k("device_index_version")
+        if await self.redis.exists(mark):
             return
         keys = [_text(k) async for k in self.redis.scan_iter(match=self._k("device", "*"), count=1000)]
         for start in range(0, len(keys), 500):
-            async with self.redis.pipeline(transaction=True) as tx:
-                for device in await self._blobs(Device, keys[start : start + 500]):
-                    for index in self._device_indexes(device):
-                        tx.zadd(index, {device.id: 0})
-                await tx.execute()
+            await self._index_devices(keys[start : start + 500])
+        await self.redis.set(mark, _DEVICE_INDEX_VERSION)
+
+    async def _index_devices(self, record_keys: list[str]) -> None:
+        """Add the devices of `record_keys` to their indexes as the records stand when the entries are added: a
+        record another node rewrote or deleted after the read (its own write indexed it anew) is read again, so no
+        entry of a value the device no longer has is added back."""
+
+        async def records(tx: Pipeline) -> list[Device]:
+            return [_decode(Device, data) for data in await tx.mget(record_keys) if data is not None]
+
+        def index(tx: Pipeline, devices: list[Device]) -> None:
+            for device in devices:
+                for device_index in self._device_indexes(device):
+                    tx.zadd(device_index, {device.id: 0})
+
+        await self._transact(record_keys, records, index)
 
     async def put_device(self, device: Device) -> None:
         key = self._k("device", device.id)
@@ -494,24 +510,39 @@ class RedisStore:
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
     ) -> None:
-        ended: list[tuple[str, list[str]]] = []
-        if fresh:
-            async with self.redis.pipeline(transaction=False) as reads:
-                for device_id in fresh:
-                    reads.smembers(self._k("reg_obs", device_id))
-                tokens = await reads.execute()
-            ended = [(d, [_text(t) for t in members]) for d, members in zip(fresh, tokens, strict=True)]
-        async with self.redis.pipeline(transaction=True) as tx:
-            for device_id, members in ended:
-                tx.delete(self._k("reg_obs", device_id), *(self._k("obs", t) for t in members))
-            for registration in registrations:
-                tx.set(self._k("reg", registration.device_id), _encode(registration))
-            if registrations:
-                tx.zadd(self._k("reg_expiry"), {r.device_id: r.expires_at for r in registrations})
-            for observation in observations:
-                tx.set(self._k("obs", observation.token.hex()), _encode(observation))
-                tx.sadd(self._k("reg_obs", observation.device_id), observation.token.hex())
-            await tx.execute()
+        """Without `fresh` ids one MULTI. With them three round trips whatever the batch size: one WATCHes their
+        observation-token sets, one script reads them, one MULTI deletes the tokens' records and writes the batch;
+        again if an observation of one was stored meanwhile (its record would stay behind, named by no token set)."""
+        if not fresh:  # nothing read, nothing to watch
+            async with self.redis.pipeline(transaction=True) as tx:
+                self._write_registrations(tx, registrations, observations)
+                await tx.execute()
+            return
+        token_sets = [self._k("reg_obs", device_id) for device_id in fresh]
+
+        async def ended_tokens(tx: Pipeline) -> list[list[str]]:
+            # all sets in one round trip on the watching connection (SMEMBERS there would be one each)
+            found = await self._run_now(tx, self._read_replaced, token_sets, [0])
+            return [[_text(t) for t in members] for members in found]
+
+        def write(tx: Pipeline, ended: list[list[str]]) -> None:
+            for token_set, tokens in zip(token_sets, ended, strict=True):
+                tx.delete(token_set, *(self._k("obs", t) for t in tokens))
+            self._write_registrations(tx, registrations, observations)
+
+        await self._transact(token_sets, ended_tokens, write)
+
+    def _write_registrations(
+        self, tx: Pipeline, registrations: Sequence[RegistrationRecord], observations: Sequence[ObservationRecord]
+    ) -> None:
+        """Queue on `tx` the registrations, their expiry times and the observations with their token-set entries."""
+        for registration in registrations:
+            tx.set(self._k("reg", registration.device_id), _encode(registration))
+        if registrations:
+            tx.zadd(self._k("reg_expiry"), {r.device_id: r.expires_at for r in registrations})
+        for observation in observations:
+            tx.set(self._k("obs", observation.token.hex()), _encode(observation))
+            tx.sadd(self._k("reg_obs", observation.device_id), observation.token.hex())
 
     async def get_registration(self, device_id: str) -> RegistrationRecord | None:
         return await self._blob(RegistrationRecord, self._k("reg", device_id))

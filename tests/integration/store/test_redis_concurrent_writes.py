@@ -17,7 +17,7 @@ import pytest
 
 from devicehub.errors import Unavailable
 from devicehub.store.device_query import Condition, DeviceQuery
-from devicehub.store.records import Device, DeviceRequest
+from devicehub.store.records import Device, DeviceRequest, ObservationRecord, RegistrationRecord
 from devicehub.store.redis import WATCH_ATTEMPTS, RedisStore
 
 pytestmark = pytest.mark.redis
@@ -65,8 +65,17 @@ class HeldBeforeMulti:
 Race = Callable[[RedisStore, RedisStore], Awaitable[None]]
 
 
-def race(redis_url: str, node_a_writes: Race, node_b_writes: Race, check: Race, *, start: Device = BASE) -> None:
-    """Store `start`; start A's write and hold it before its MULTI; run B's write to the end; release A; check."""
+def race(
+    redis_url: str,
+    node_a_writes: Race,
+    node_b_writes: Race,
+    check: Race,
+    *,
+    start: Device = BASE,
+    prepare: Race | None = None,
+) -> None:
+    """Store `start` (and what `prepare` writes); start A's write and hold it before its MULTI; run B's write to the
+    end; release A; check."""
 
     async def main() -> None:
         prefix = f"race{next(_prefixes)}:"
@@ -75,6 +84,8 @@ def race(redis_url: str, node_a_writes: Race, node_b_writes: Race, check: Race, 
         await node_b.open()
         try:
             await node_b.put_device(start)
+            if prepare is not None:
+                await prepare(node_a, node_b)
             hold = HeldBeforeMulti(node_a)
             writing = asyncio.ensure_future(node_a_writes(node_a, node_b))
             await asyncio.wait({writing, asyncio.ensure_future(hold.reached.wait())}, return_when="FIRST_COMPLETED")
@@ -216,6 +227,76 @@ def test_a_device_deleted_while_another_node_writes_it_leaves_nothing_behind(red
         await assert_indexes_follow(node_b, "d1")
 
     race(redis_url, a_deletes, b_writes, check)
+
+
+def registration(updated_at: float) -> RegistrationRecord:
+    return RegistrationRecord(
+        device_id="d1",
+        account_id=A,
+        endpoint_name="ep-1",
+        lifetime=60,
+        host="127.0.0.1",
+        port=5001,
+        registered_at=updated_at,
+        updated_at=updated_at,
+        expires_at=updated_at + 153,
+    )
+
+
+async def observation_keys(store: RedisStore) -> set[str]:
+    """Every stored observation record's key (`obs:<token>`), pointed to by a registration's token set or not."""
+    return {k.decode() async for k in store.redis.scan_iter(match=store.prefix + "obs:*")}
+
+
+def test_a_register_ends_an_observation_another_node_stored_while_it_was_read(redis_url: str) -> None:
+    """A Register (`put_registrations(fresh=...)`) ends the device's earlier observations, record and token alike:
+    one node B stores after node A read the device's token set and before A's MULTI goes too, so no `obs:<token>`
+    record is left that no token set names (a key leak per race, found again by a notification's token lookup)."""
+    earlier = ObservationRecord(token=b"\x01", device_id="d1", path="/3/0/0")
+    observed_meanwhile = ObservationRecord(token=b"\x02", device_id="d1", path="/3/0/1")
+    after_register = ObservationRecord(token=b"\x03", device_id="d1", path="/3/0/0", auto=True)
+
+    async def b_registered(_: RedisStore, node_b: RedisStore) -> None:
+        await node_b.put_registrations([registration(100.0)], [earlier])
+
+    async def a_registers(node_a: RedisStore, _: RedisStore) -> None:
+        await node_a.put_registrations([registration(200.0)], [after_register], fresh=["d1"])
+
+    async def b_observes(_: RedisStore, node_b: RedisStore) -> None:
+        await node_b.put_observation(observed_meanwhile)
+
+    async def check(_: RedisStore, node_b: RedisStore) -> None:
+        assert await node_b.get_registration("d1") == registration(200.0)
+        assert await node_b.device_observations("d1") == [after_register]
+        assert await node_b.get_observation(observed_meanwhile.token) is None
+        assert await observation_keys(node_b) == {node_b.prefix + "obs:03"}
+
+    race(redis_url, a_registers, b_observes, check, prepare=b_registered)
+
+
+def test_the_index_backfill_adds_no_entry_of_a_value_another_node_replaced_meanwhile(redis_url: str) -> None:
+    """The one-time fill of the value indexes (a database of the previous release, opened by this one) reads the
+    records and then indexes them: node B moving the device from gateway g1 to g2 in between (B's write indexes
+    it under g2) does not leave the device found behind g1."""
+    behind_g1 = msgspec.structs.replace(BASE, host_gateway="g1")
+    behind_g2 = msgspec.structs.replace(BASE, host_gateway="g2", updated_at=3.0)
+
+    async def as_the_previous_release_left_it(_: RedisStore, node_b: RedisStore) -> None:
+        value_indexes = [k async for k in node_b.redis.scan_iter(match=node_b.prefix + "devices_by:*")]
+        await node_b.redis.delete(*value_indexes, node_b.prefix + "device_index_version")
+
+    async def a_backfills(node_a: RedisStore, _: RedisStore) -> None:
+        await node_a._index_existing_devices()  # what `open` runs first on such a database
+
+    async def b_writes(_: RedisStore, node_b: RedisStore) -> None:
+        await node_b.put_device(behind_g2)
+
+    async def check(_: RedisStore, node_b: RedisStore) -> None:
+        assert await node_b.count_devices(A, query=gateway_is("g1")) == 0
+        assert await node_b.count_devices(A, query=gateway_is("g2")) == 1
+        await assert_indexes_follow(node_b, "d1")
+
+    race(redis_url, a_backfills, b_writes, check, start=behind_g1, prepare=as_the_previous_release_left_it)
 
 
 def test_a_write_that_loses_every_race_gives_up_with_unavailable(redis_url: str) -> None:
