@@ -42,6 +42,14 @@ class EndpointClosed(DeviceError):
     token = "NOT_CONNECTED"
 
 
+class NotConnected(DeviceError):
+    """The device registered over TCP (RFC 8323) and its connection is gone: it is reachable again only once it
+    connects and sends Register or Update."""
+
+    status = 503
+    token = "NOT_CONNECTED"
+
+
 class NotRegistered(DeviceError):
     """The device has no current registration on this server."""
 

@@ -6,6 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+# the transport a registration was made over (`Registration.transport`): which listener reaches the device
+UDP = "udp"  # CoAP over UDP, or DTLS when `secure`
+TCP = "tcp"  # CoAP over TCP (RFC 8323), or TLS when `secure`: only on the connection the device opened
+
 
 @dataclass(frozen=True, slots=True)
 class ResourceLink:
@@ -40,6 +44,7 @@ class Registration:
     domain: str | None = None
     gateway: str = ""  # `gw=`: the endpoint name of the Edge gateway hosting this device (devicehub's Edge Core)
     secure: bool = False  # made over DTLS by a peer that proved it is `endpoint_name` (issue 13 #2)
+    transport: str = UDP  # UDP or TCP: of the last Register or Update, with `address` (they change together)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,10 +33,10 @@ from devicehub.locks import KeyedLocks
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
 from devicehub.lwm2m.dtls import DtlsListener
-from devicehub.lwm2m.errors import DeviceError, NotRegistered
+from devicehub.lwm2m.errors import DeviceError, NotConnected, NotRegistered
 from devicehub.lwm2m.expiry import ExpiryHeap
 from devicehub.lwm2m.links import LinkFormatError, parse_links, shared_link
-from devicehub.lwm2m.ports import DeviceEvents, DeviceResponse, Registration, ResourceLink
+from devicehub.lwm2m.ports import TCP, UDP, DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.retry_calendar import RetryCalendar
 from devicehub.lwm2m.security import PeerIdentity
@@ -188,20 +188,20 @@ class LwM2MServer:
         return endpoint
 
     async def start(self, host: str, port: int) -> None:
-        endpoint = self._new_endpoint("coap", self._handle, self._notification)
+        endpoint = self._new_endpoint("coap", self._handle, self._notification)  # UDP is their default transport
         await open_udp(endpoint, host, port)  # recvmmsg batches on Linux (issue 15 #2)
         self._endpoint = endpoint
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
 
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
         """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, with an identity."""
-        endpoint = self._new_endpoint("coaps", *self._identified(self._dtls_identity))
+        endpoint = self._new_endpoint("coaps", *self._identified(self._dtls_identity, UDP))
         self._dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
         self._secure = endpoint
 
     async def start_tcp(self, host: str, port: int) -> StreamListener:
         """A CoAP-over-TCP listener (issue 13 #5): its frames reach the same handlers; plain TCP is plain CoAP."""
-        endpoint = self._new_endpoint("coap_tcp", self._handle, self._notification)
+        endpoint = self._new_endpoint("coap_tcp", *self._plain(TCP))
         listener = StreamListener(endpoint)
         await listener.start(host, port)
         self._streams.append(listener)
@@ -212,7 +212,7 @@ class LwM2MServer:
     ) -> StreamListener:
         """The CoAP-over-TLS listener (`coaps+tcp://`, issue 13 #5): its frames reach the same handlers, with the
         identity the TLS handshake proved, under the DTLS listener's rules."""
-        endpoint = self._new_endpoint("coaps_tcp", *self._identified(self._tls_identity))
+        endpoint = self._new_endpoint("coaps_tcp", *self._identified(self._tls_identity, TCP))
         listener = StreamListener(endpoint, tls=TlsAcceptor(self._clock, certificate, **options))
         await listener.start(host, port)
         self._coaps_tcp = listener
@@ -605,23 +605,42 @@ class LwM2MServer:
     def _tls_identity(self, remote: Address) -> PeerIdentity | None:
         return None if self._coaps_tcp is None else self._coaps_tcp.identity(remote)
 
-    def _identified(self, identity_of: Callable[[Address], PeerIdentity | None]) -> tuple[Handler, NotificationHandler]:
-        """The handlers of a (D)TLS endpoint: each message carries the identity its peer's session proved."""
+    def _identified(
+        self, identity_of: Callable[[Address], PeerIdentity | None], transport: str
+    ) -> tuple[Handler, NotificationHandler]:
+        """The handlers of a (D)TLS endpoint: each message carries the identity its peer's session proved and the
+        transport it came over."""
 
         async def handle(message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
             identity = identity_of(remote)
             if identity is None:  # its session ended meanwhile
                 return Reply(codes.UNAUTHORIZED)
-            return await self._handle(message, payload, remote, identity)
+            return await self._handle(message, payload, remote, identity, transport)
 
         def notification(message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
             identity = identity_of(remote)
-            return False if identity is None else self._notification(message, remote, identity)
+            return False if identity is None else self._notification(message, remote, identity, transport)
+
+        return handle, notification
+
+    def _plain(self, transport: str) -> tuple[Handler, NotificationHandler]:
+        """The handlers of a plain endpoint of `transport`: each message carries the transport it came over."""
+
+        async def handle(message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
+            return await self._handle(message, payload, remote, None, transport)
+
+        def notification(message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
+            return self._notification(message, remote, None, transport)
 
         return handle, notification
 
     async def _handle(
-        self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None = None
+        self,
+        message: CoapMessage,
+        payload: bytes,
+        remote: Address,
+        identity: PeerIdentity | None = None,
+        transport: str = UDP,
     ) -> Reply | None:
         if identity is None and not self._allow_nosec:
             self.stats.refused_identity += 1
@@ -634,11 +653,11 @@ class LwM2MServer:
         segments = [s for s in message.uri_path.split("/") if s]
         if segments[:1] == ["rd"]:
             if message.code == codes.POST and len(segments) == 1:
-                return await self._register(message, payload, remote, identity)
+                return await self._register(message, payload, remote, identity, transport)
             if len(segments) >= 2 and message.code in (codes.POST, codes.DELETE):
                 async with self._locks(segments[-1]):
                     if message.code == codes.POST:
-                        return await self._update(segments[-1], message, payload, remote, identity)
+                        return await self._update(segments[-1], message, payload, remote, identity, transport)
                     return await self._deregister(segments[-1], remote, identity)
             return Reply(codes.METHOD_NOT_ALLOWED)
         if segments == ["dp"] and message.code == codes.POST:
@@ -680,7 +699,12 @@ class LwM2MServer:
         return allowed
 
     async def _register(
-        self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None = None
+        self,
+        message: CoapMessage,
+        payload: bytes,
+        remote: Address,
+        identity: PeerIdentity | None = None,
+        transport: str = UDP,
     ) -> Reply:
         query = parse_query(message.uri_query)
         if endpoint_name_in(query) is None:
@@ -702,7 +726,7 @@ class LwM2MServer:
         self._retries.admitted(self._clock.now())
         reply = Reply(codes.INTERNAL_ERROR)
         try:
-            reply = await self._admit(query, links, lifetime, remote, identity)
+            reply = await self._admit(query, links, lifetime, remote, identity, transport)
         finally:
             if reply.code != codes.CREATED:
                 self._backlog -= 1
@@ -720,6 +744,7 @@ class LwM2MServer:
         lifetime: int,
         remote: Address,
         identity: PeerIdentity | None,
+        transport: str,
     ) -> Reply:
         endpoint_name, version = query["ep"], query.get("lwm2m", "1.0")
         endpoint_type = query.get("et", "")
@@ -772,6 +797,7 @@ class LwM2MServer:
             domain=query.get("d"),
             gateway=gateway,
             secure=identity is not None,
+            transport=transport,
         )
         async with self._locks(admission.device_id):
             previous = self._devices.get(admission.device_id)
@@ -828,6 +854,7 @@ class LwM2MServer:
         payload: bytes,
         remote: Address,
         identity: PeerIdentity | None = None,
+        transport: str = UDP,
     ) -> Reply:
         entry = self._pending.get(device_id) or self._writing.get(device_id)
         if entry is not None and entry.fresh:
@@ -853,7 +880,10 @@ class LwM2MServer:
             lifetime=lifetime,
             binding=binding,
             links=links,
+            # the device is reached where its Update came from: over TCP that is the connection it came on
+            # (RFC 8323 §3, LwM2M 1.1 Transport §6.4), so address and transport move together
             address=remote,
+            transport=transport,
             updated_at=self._clock.now(),
             endpoint_type=query.get("et", current.endpoint_type),
             queue_mode="Q" in binding or "Q" in query if ("b" in query or "Q" in query) else current.queue_mode,
@@ -909,7 +939,7 @@ class LwM2MServer:
 
     # ---- notifications --------------------------------------------------------------------------------
     def _notification(
-        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None = None
+        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None = None, transport: str = UDP
     ) -> bool | Awaitable[bool]:
         if identity is None and not self._allow_nosec:
             return False
@@ -919,12 +949,14 @@ class LwM2MServer:
         if device is None or observation is None:
             if self._store is None:
                 return False
-            return self._look_up(message, remote, identity)
+            return self._look_up(message, remote, identity, transport)
         if not self._continues(device, identity, remote, "notification"):
             return False
         return self._accept_notification(device, observation, message, remote)
 
-    def _look_up(self, message: CoapMessage, remote: Address, identity: PeerIdentity | None) -> bool | Awaitable[bool]:
+    def _look_up(
+        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None, transport: str
+    ) -> bool | Awaitable[bool]:
         """A token this node does not hold: the device may have been served by another node or before a restart.
         Looked up in the store once at a time, boundedly; a miss is remembered for MISSED_TOKEN_TTL."""
         assert self._store is not None
@@ -944,7 +976,7 @@ class LwM2MServer:
             lookup = self._lookups[token] = asyncio.ensure_future(self._store.get_observation(token))
             lookup.add_done_callback(lambda done: self._looked_up(token, done))
         self._lookup_waiters += 1
-        return self._stored_notification(message, remote, identity, lookup)
+        return self._stored_notification(message, remote, identity, transport, lookup)
 
     def _looked_up(self, token: bytes, lookup: asyncio.Future[ObservationRecord | None]) -> None:
         if self._lookups.get(token) is lookup:
@@ -963,6 +995,7 @@ class LwM2MServer:
         message: CoapMessage,
         remote: Address,
         identity: PeerIdentity | None,
+        transport: str,
         lookup: asyncio.Future[ObservationRecord | None],
     ) -> bool:
         assert self._store is not None
@@ -984,9 +1017,9 @@ class LwM2MServer:
         observation = device.observations.get(message.token)
         if observation is None or not self._continues(device, identity, remote, "notification"):
             return False
-        if device.registration.address != remote:  # its source address moved (NAT, load balancer)
+        if device.registration.address != remote:  # its source address moved (NAT, load balancer, a new connection)
             self._release(device.registration.address, stored.device_id)
-            device.registration = replace(device.registration, address=remote)
+            device.registration = replace(device.registration, address=remote, transport=transport)
             self._by_address[remote] = stored.device_id
         return self._accept_notification(device, observation, message, remote)
 
@@ -1126,13 +1159,25 @@ class LwM2MServer:
         return device
 
     def _endpoint_for(self, device: _Device) -> CoapEndpoint:
-        for stream in self._streams:  # a device registered over TCP (TLS) is asked on its plain (TLS) connection
-            if stream.secure == device.registration.secure and stream.connected(device.registration.address):
-                return stream.endpoint
-        endpoint = self._secure if device.registration.secure else self._endpoint
+        registration = device.registration
+        if registration.transport == TCP:
+            return self._connection_endpoint(registration)
+        endpoint = self._secure if registration.secure else self._endpoint
         if endpoint is None:
             raise NotRegistered("server stopped")
         return endpoint
+
+    def _connection_endpoint(self, registration: Registration) -> CoapEndpoint:
+        """The endpoint of the listener holding the device's connection, plain or TLS as it registered.
+
+        RFC 8323 §3 and LwM2M 1.1 Transport §6.4: over TCP the server reaches the device only on the connection
+        the device opened. Once that is closed (or this node restarted) the device is not connected until it
+        connects again and sends Register or Update; a datagram to its TCP address would reach no one and wait
+        out the whole CoAP retransmission schedule."""
+        for stream in self._streams:
+            if stream.secure == registration.secure and stream.connected(registration.address):
+                return stream.endpoint
+        raise NotConnected(f"device {registration.device_id} registered over TCP has no open connection")
 
     def _forget_observation(self, device_id: str, token: bytes, *, only_ours: bool) -> None:
         device = self._devices.get(device_id)
@@ -1173,6 +1218,7 @@ def _record(registration: Registration, expires_at: float) -> RegistrationRecord
         queue_mode=registration.queue_mode,
         domain=registration.domain,
         secure=registration.secure,
+        transport=registration.transport,
     )
 
 
@@ -1192,6 +1238,7 @@ def _registration(record: RegistrationRecord) -> Registration:
         queue_mode=record.queue_mode,
         domain=record.domain,
         secure=record.secure,
+        transport=record.transport,
     )
 
 

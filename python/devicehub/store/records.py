@@ -170,6 +170,7 @@ class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     queue_mode: bool = False
     domain: str | None = None
     secure: bool = False  # made over DTLS (issue 13 #2): only that authenticated peer may continue it
+    transport: str = "udp"  # "udp" or "tcp" (lwm2m/ports.py); older records decode as "udp", as they were treated
 
 
 class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):

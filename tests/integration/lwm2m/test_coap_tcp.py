@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import socket
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from devicehub._core import coap_decode
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes, tcp
+from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.tcp import ABORT, CSM, PONG, decode_frame, encode_frame, options_body
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
@@ -52,6 +55,122 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes, bytes]:
 def register_frame(name: str) -> bytes:
     options = [(codes.URI_PATH, b"rd"), (codes.URI_QUERY, f"ep={name}".encode()), (codes.URI_QUERY, b"lt=60")]
     return encode_frame(codes.POST, b"\x01\x02", options_body(options, b"</3/0>"))
+
+
+async def register_raw(port: int, name: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that exchanged CSMs and registered `name` (2.01); closing it leaves the registration."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    assert (await read_frame(reader))[0] == CSM
+    writer.write(encode_frame(CSM, b"", b"") + register_frame(name))
+    assert (await read_frame(reader))[0] == codes.CREATED
+    return reader, writer
+
+
+async def hang_up(node: Node, writer: asyncio.StreamWriter) -> None:
+    """Close the device's side and wait (bounded) until the server's listener has seen the connection go."""
+    address = writer.get_extra_info("sockname")[:2]
+    writer.close()
+    await writer.wait_closed()
+    await eventually(lambda: not node.lwm2m._streams[0].connected(address))
+
+
+def registered_id(node: Node, name: str) -> str:
+    return next(d for d, held in node.lwm2m._devices.items() if held.registration.endpoint_name == name)
+
+
+async def refused_as_not_connected(node: Node, device_id: str) -> None:
+    """The request fails within a few seconds (not a CoAP time-out) with the gateway's 503 NOT_CONNECTED."""
+    with pytest.raises(DeviceError) as raised:
+        await asyncio.wait_for(node.lwm2m.request(device_id, "GET", "/3/0/0"), 3)
+    assert (raised.value.status, raised.value.token) == (503, "NOT_CONNECTED")
+
+
+def test_a_request_to_a_tcp_device_whose_connection_closed_fails_at_once_and_sends_no_datagram(
+    tmp_path: Path,
+) -> None:
+    """RFC 8323 §3 (LwM2M 1.1 Transport §6.4): the server reaches a CoAP-over-TCP device only on the connection
+    the device opened. Once it is closed the device is not connected: a request fails at once with 503
+    NOT_CONNECTED, and no UDP datagram goes to the TCP peer's address (a UDP socket bound to the same port number
+    receives nothing), where it would wait out the CoAP retransmission schedule."""
+
+    async def main() -> None:
+        async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
+            assert node.coap_tcp_port is not None
+            _, writer = await register_raw(node.coap_tcp_port, "tcp-gone-1")
+            host, port = writer.get_extra_info("sockname")[:2]
+            device_id = registered_id(node, "tcp-gone-1")
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                udp.bind((host, port))  # a datagram sent to the TCP peer's address would land here
+                udp.setblocking(False)
+                await hang_up(node, writer)
+                await refused_as_not_connected(node, device_id)
+                with pytest.raises(BlockingIOError):  # loopback delivers at send: one sent would be queued by now
+                    udp.recv(2048)
+            assert node.lwm2m.registration(device_id) is not None  # still registered: it may reconnect and Update
+
+    run(main())
+
+
+def test_a_rest_request_to_a_disconnected_tcp_device_ends_as_503_not_connected(tmp_path: Path) -> None:
+    """A device request through the REST API to a CoAP-over-TCP device whose connection is gone is answered
+    promptly with the async-response status wire-format.md gives a device that is not connected: 503
+    NOT_CONNECTED (no retry asked: the attempt fails and ends the request)."""
+
+    async def main() -> None:
+        async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
+            assert node.coap_tcp_port is not None
+            _, writer = await register_raw(node.coap_tcp_port, "tcp-gone-2")
+            device_id = registered_id(node, "tcp-gone-2")
+            await node.lwm2m.flush()  # the core has the Register before the request is queued
+            await hang_up(node, writer)
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                async with http.put("/v2/notification/websocket") as r:
+                    assert r.status in (200, 201)
+                ws = await http.ws_connect("/v2/notification/websocket-connect")
+                body = {"method": "GET", "uri": "/3/0/0"}
+                async with http.post(f"/v2/device-requests/{device_id}?async-id=gone-1", json=body) as r:
+                    assert r.status == 202, await r.text()
+                answer = await EventReader(ws).wait_for("async-responses", lambda e: e["id"] == "gone-1", timeout=3)
+                assert (answer["status"], answer["error"]) == (503, "NOT_CONNECTED")
+                await ws.close()
+
+    run(main())
+
+
+def test_a_tcp_registration_restored_after_a_restart_is_not_connected_until_the_device_reconnects(
+    tmp_path: Path,
+) -> None:
+    """The stored registration remembers it was made over TCP: after a restart the node takes it up from the
+    store, and with no connection to the device a request fails at once with 503 NOT_CONNECTED instead of going
+    to the old address over UDP. The device's Update on a new connection makes it reachable again."""
+
+    async def main() -> None:
+        async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
+            assert node.coap_tcp_port is not None
+            _, writer = await register_raw(node.coap_tcp_port, "tcp-restart-1")
+            device_id = registered_id(node, "tcp-restart-1")
+            location = f"rd/{node.lwm2m._devices[device_id].registration.account_id}/{device_id}"
+            writer.close()
+        async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
+            assert node.coap_tcp_port is not None
+            await refused_as_not_connected(node, device_id)
+            restored = node.lwm2m.registration(device_id)
+            assert restored is not None and restored.transport == "tcp"
+            reader, writer = await asyncio.open_connection("127.0.0.1", node.coap_tcp_port)
+            assert (await read_frame(reader))[0] == CSM
+            update = [(codes.URI_PATH, segment.encode()) for segment in location.split("/")]
+            writer.write(encode_frame(CSM, b"", b"") + encode_frame(codes.POST, b"\x03", options_body(update)))
+            assert (await read_frame(reader))[:2] == (codes.CHANGED, b"\x03")
+            sent = asyncio.ensure_future(node.lwm2m.request(device_id, "GET", "/3/0/0"))
+            code, token, _ = await read_frame(reader)  # the request comes on the new connection
+            assert code == codes.GET
+            writer.write(encode_frame(codes.CONTENT, token, options_body([], b"devicehub")))
+            response = await asyncio.wait_for(sent, 3)
+            assert (response.code, response.payload) == (codes.CONTENT, b"devicehub")
+            writer.close()
+
+    run(main())
 
 
 def test_a_device_registers_over_tcp_is_read_observed_and_deregisters(tmp_path: Path) -> None:

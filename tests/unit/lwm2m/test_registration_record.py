@@ -1,0 +1,42 @@
+"""The stored form of a registration keeps the transport it was made over (a restarted node must not reach a TCP
+device over UDP); records stored before the field existed decode with its default, UDP."""
+
+from __future__ import annotations
+
+import msgspec
+
+from devicehub.lwm2m.ports import TCP, UDP, Registration
+from devicehub.lwm2m.server import _record, _registration
+from devicehub.store.records import RegistrationRecord
+
+
+def registration(transport: str) -> Registration:
+    return Registration(
+        account_id="acc",
+        device_id="dev-1",
+        endpoint_name="ep-1",
+        endpoint_type="",
+        lifetime=60,
+        binding="T",
+        lwm2m_version="1.1",
+        links=(),
+        address=("127.0.0.1", 40_000),
+        registered_at=100.0,
+        updated_at=100.0,
+        transport=transport,
+    )
+
+
+def test_a_tcp_registration_is_stored_and_restored_as_made_over_tcp() -> None:
+    """The record written for restarts and other nodes says TCP, and the registration taken up from it too."""
+    stored = msgspec.msgpack.encode(_record(registration(TCP), expires_at=253.0))
+    restored = _registration(msgspec.msgpack.decode(stored, type=RegistrationRecord))
+    assert restored.transport == TCP and restored == registration(TCP)
+
+
+def test_a_record_stored_before_the_transport_field_decodes_as_udp() -> None:
+    """A blob without `transport` (written by an older node) still decodes: its registration was made over UDP."""
+    older = msgspec.to_builtins(_record(registration(UDP), expires_at=253.0))
+    del older["transport"]
+    record = msgspec.msgpack.decode(msgspec.msgpack.encode(older), type=RegistrationRecord)
+    assert _registration(record).transport == UDP
