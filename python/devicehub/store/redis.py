@@ -515,7 +515,9 @@ class RedisStore:
         again if an observation of one was stored meanwhile (its record would stay behind, named by no token set)."""
         if not fresh:  # nothing read, nothing to watch
             async with self.redis.pipeline(transaction=True) as tx:
-                self._write_registrations(tx, registrations, observations)
+                writes = Writes()
+                self._write_registrations(writes, registrations, observations)
+                writes.queue_on(tx)
                 await tx.execute()
             return
         token_sets = [self._k("reg_obs", device_id) for device_id in fresh]
@@ -526,23 +528,28 @@ class RedisStore:
             return [[_text(t) for t in members] for members in found]
 
         def write(tx: Pipeline, ended: list[list[str]]) -> None:
+            writes = Writes()
             for token_set, tokens in zip(token_sets, ended, strict=True):
-                tx.delete(token_set, *(self._k("obs", t) for t in tokens))
-            self._write_registrations(tx, registrations, observations)
+                writes.delete(token_set)
+                for token in tokens:
+                    writes.delete(self._k("obs", token))
+            self._write_registrations(writes, registrations, observations)
+            writes.queue_on(tx)
 
         await self._transact(token_sets, ended_tokens, write)
 
     def _write_registrations(
-        self, tx: Pipeline, registrations: Sequence[RegistrationRecord], observations: Sequence[ObservationRecord]
+        self, writes: Writes, registrations: Sequence[RegistrationRecord], observations: Sequence[ObservationRecord]
     ) -> None:
-        """Queue on `tx` the registrations, their expiry times and the observations with their token-set entries."""
+        """Queue the registrations, their expiry times and the observations with their token-set entries."""
+        expiry = self._k("reg_expiry")
         for registration in registrations:
-            tx.set(self._k("reg", registration.device_id), _encode(registration))
-        if registrations:
-            tx.zadd(self._k("reg_expiry"), {r.device_id: r.expires_at for r in registrations})
+            writes.set(self._k("reg", registration.device_id), _encode(registration))
+            writes.zadd(expiry, registration.device_id, registration.expires_at)
         for observation in observations:
-            tx.set(self._k("obs", observation.token.hex()), _encode(observation))
-            tx.sadd(self._k("reg_obs", observation.device_id), observation.token.hex())
+            token = observation.token.hex()
+            writes.set(self._k("obs", token), _encode(observation))
+            writes.sadd(self._k("reg_obs", observation.device_id), token)
 
     async def get_registration(self, device_id: str) -> RegistrationRecord | None:
         return await self._blob(RegistrationRecord, self._k("reg", device_id))

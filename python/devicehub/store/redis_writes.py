@@ -35,6 +35,9 @@ class Writes:
     def zrem(self, key: str, member: str) -> None:
         self.args += ("ZREM", key, member)
 
+    def sadd(self, key: str, member: str) -> None:
+        self.args += ("SADD", key, member)
+
     def srem(self, key: str, member: str) -> None:
         self.args += ("SREM", key, member)
 

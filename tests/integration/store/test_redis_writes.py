@@ -51,6 +51,7 @@ def test_every_write_is_applied_in_order_inside_the_callers_transaction(redis_ur
         writes.zadd(k("nx"), "m", 9, only_new=True)  # kept: NX leaves an existing member's score
         writes.zadd(k("nx"), "new", 2, only_new=True)
         writes.srem(k("set"), "a")
+        writes.sadd(k("set"), "c")
         writes.hset(k("h"), "f", b"\x00\xff")
         async with client.pipeline(transaction=True) as tx:
             writes.queue_on(tx)
@@ -60,7 +61,7 @@ def test_every_write_is_applied_in_order_inside_the_callers_transaction(redis_ur
         assert await client.exists(k("gone")) == 0
         assert await client.zrange(k("z"), 0, -1, withscores=True) == [(b"m1", 1.5)]
         assert await client.zrange(k("nx"), 0, -1, withscores=True) == [(b"new", 2.0), (b"m", 5.0)]
-        assert await client.smembers(k("set")) == {b"b"}
+        assert await client.smembers(k("set")) == {b"b", b"c"}
         assert await client.hgetall(k("h")) == {b"f": b"\x00\xff"}
 
     _run(redis_url, scenario)
