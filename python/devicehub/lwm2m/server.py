@@ -1219,6 +1219,7 @@ def _record(registration: Registration, expires_at: float) -> RegistrationRecord
         domain=registration.domain,
         secure=registration.secure,
         transport=registration.transport,
+        gateway=registration.gateway,
     )
 
 
@@ -1239,6 +1240,7 @@ def _registration(record: RegistrationRecord) -> Registration:
         domain=record.domain,
         secure=record.secure,
         transport=record.transport,
+        gateway=record.gateway,
     )
 
 

@@ -171,6 +171,9 @@ class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     domain: str | None = None
     secure: bool = False  # made over DTLS (issue 13 #2): only that authenticated peer may continue it
     transport: str = "udp"  # "udp" or "tcp" (lwm2m/ports.py); older records decode as "udp", as they were treated
+    # `gw=`: the Edge gateway a child registered through; the node that takes the registration up lets that gateway's
+    # identity continue it (older records decode as "": their children re-register through their gateway)
+    gateway: str = ""
 
 
 class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -196,3 +196,31 @@ def test_edge_core_over_coaps_tcp_registers_itself_and_its_child_under_its_psk(t
                     await translator.ws.close()
 
     run(scenario())
+
+
+def test_a_restarted_node_lets_the_gateway_continue_its_childs_registration_and_no_one_else(tmp_path: Path) -> None:
+    """A child's registration is stored with the gateway it was made through (`gw=`), so the node that takes it up
+    after a restart (or another node, in Redis mode) accepts the gateway's Update of it and still refuses another
+    identity's; restored without it, the gateway's Update was refused and the child counted as a gateway itself."""
+
+    async def scenario() -> None:
+        port = free_udp_port()
+        async with running_node(tmp_path, dev=False, allow_nosec=False, coaps_port=port) as node:
+            await tenant(node)
+            async with peer(node, GATEWAY) as gateway:
+                assert (await register(gateway, GATEWAY, ""))[0] == codes.CREATED
+                code, location = await register(gateway, "plain-child-0001", GATEWAY)
+                assert code == codes.CREATED
+            await node.lwm2m.flush()
+        path = [(codes.URI_PATH, part.encode()) for part in location]
+        async with running_node(tmp_path, dev=False, allow_nosec=False, coaps_port=port) as node:
+            child = node.lwm2m._devices[location[-1]].registration
+            assert (child.gateway, child.secure) == (GATEWAY, True)
+            async with peer(node, GATEWAY) as gateway, peer(node, OTHER) as other:
+                for sim in (gateway, other):
+                    assert sim._dtls is not None
+                    await sim._dtls.handshake()
+                assert (await gateway.endpoint.request(gateway.server, codes.POST, path)).code == codes.CHANGED
+                assert (await other.endpoint.request(other.server, codes.POST, path)).code == codes.FORBIDDEN
+
+    run(scenario())

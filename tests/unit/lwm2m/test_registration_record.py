@@ -3,6 +3,8 @@ device over UDP); records stored before the field existed decode with its defaul
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 
 from devicehub.lwm2m.ports import TCP, UDP, Registration
@@ -40,3 +42,10 @@ def test_a_record_stored_before_the_transport_field_decodes_as_udp() -> None:
     del older["transport"]
     record = msgspec.msgpack.decode(msgspec.msgpack.encode(older), type=RegistrationRecord)
     assert _registration(record).transport == UDP
+
+
+def test_an_edge_childs_record_keeps_the_gateway_it_registered_through() -> None:
+    """`gw=` is stored: the node that takes the child's registration up knows which identity may continue it."""
+    child = dataclasses.replace(registration(UDP), gateway="edge-gateway-00001", secure=True)
+    stored = msgspec.msgpack.encode(_record(child, expires_at=253.0))
+    assert _registration(msgspec.msgpack.decode(stored, type=RegistrationRecord)) == child
