@@ -482,6 +482,13 @@ class LwM2MServer:
         device = self._devices.get(device_id)
         return None if device is None else device.registration
 
+    def connected(self, device_id: str) -> bool:
+        device = self._devices.get(device_id)
+        if device is None:
+            return False
+        registration = device.registration
+        return registration.transport != TCP or self._live_stream(registration) is not None
+
     async def request(
         self,
         device_id: str,
@@ -1174,10 +1181,17 @@ class LwM2MServer:
         the device opened. Once that is closed (or this node restarted) the device is not connected until it
         connects again and sends Register or Update; a datagram to its TCP address would reach no one and wait
         out the whole CoAP retransmission schedule."""
+        stream = self._live_stream(registration)
+        if stream is not None:
+            return stream.endpoint
+        raise NotConnected(f"device {registration.device_id} registered over TCP has no open connection")
+
+    def _live_stream(self, registration: Registration) -> StreamListener | None:
+        """The TCP (or TLS) listener holding an open connection from the registration's address, if any."""
         for stream in self._streams:
             if stream.secure == registration.secure and stream.connected(registration.address):
-                return stream.endpoint
-        raise NotConnected(f"device {registration.device_id} registered over TCP has no open connection")
+                return stream
+        return None
 
     def _forget_observation(self, device_id: str, token: bytes, *, only_ours: bool) -> None:
         device = self._devices.get(device_id)

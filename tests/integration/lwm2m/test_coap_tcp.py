@@ -111,16 +111,17 @@ def test_a_request_to_a_tcp_device_whose_connection_closed_fails_at_once_and_sen
     run(main())
 
 
-def test_a_rest_request_to_a_disconnected_tcp_device_ends_as_503_not_connected(tmp_path: Path) -> None:
-    """A device request through the REST API to a CoAP-over-TCP device whose connection is gone is answered
-    promptly with the async-response status wire-format.md gives a device that is not connected: 503
-    NOT_CONNECTED (no retry asked: the attempt fails and ends the request)."""
+def test_a_rest_request_to_a_disconnected_tcp_device_waits_for_its_next_connection(tmp_path: Path) -> None:
+    """Spec §4.3: a device request waits in the queue until the device can take it. A CoAP-over-TCP device whose
+    connection is gone cannot (no datagram goes to its old address, no retry is spent on it); once it connects
+    again and sends its Update, the request goes out on the new connection and its answer reaches the channel."""
 
     async def main() -> None:
         async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
             assert node.coap_tcp_port is not None
             _, writer = await register_raw(node.coap_tcp_port, "tcp-gone-2")
             device_id = registered_id(node, "tcp-gone-2")
+            location = f"rd/{node.lwm2m._devices[device_id].registration.account_id}/{device_id}"
             await node.lwm2m.flush()  # the core has the Register before the request is queued
             await hang_up(node, writer)
             headers = {"Authorization": f"Bearer {node.dev_api_key}"}
@@ -131,8 +132,20 @@ def test_a_rest_request_to_a_disconnected_tcp_device_ends_as_503_not_connected(t
                 body = {"method": "GET", "uri": "/3/0/0"}
                 async with http.post(f"/v2/device-requests/{device_id}?async-id=gone-1", json=body) as r:
                     assert r.status == 202, await r.text()
+                queue = node.devices.requests
+                await eventually(lambda: device_id not in queue._workers)  # its worker looked and left it queued
+                assert [q.async_id for q in await node.store.pending_requests(device_id)] == ["gone-1"]
+                reader, writer = await asyncio.open_connection("127.0.0.1", node.coap_tcp_port)
+                assert (await read_frame(reader))[0] == CSM
+                update = [(codes.URI_PATH, segment.encode()) for segment in location.split("/")]
+                writer.write(encode_frame(CSM, b"", b"") + encode_frame(codes.POST, b"\x03", options_body(update)))
+                assert (await read_frame(reader))[:2] == (codes.CHANGED, b"\x03")
+                code, token, _ = await asyncio.wait_for(read_frame(reader), 3)  # the queued request, on this connection
+                assert code == codes.GET
+                writer.write(encode_frame(codes.CONTENT, token, options_body([], b"back")))
                 answer = await EventReader(ws).wait_for("async-responses", lambda e: e["id"] == "gone-1", timeout=3)
-                assert (answer["status"], answer["error"]) == (503, "NOT_CONNECTED")
+                assert (answer["status"], base64.b64decode(answer["payload"])) == (200, b"back")
+                writer.close()
                 await ws.close()
 
     run(main())
