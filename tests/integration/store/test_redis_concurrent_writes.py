@@ -8,8 +8,9 @@ remove only the index entries of the record it read, not those B added."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -65,6 +66,20 @@ class HeldBeforeMulti:
 Race = Callable[[RedisStore, RedisStore], Awaitable[None]]
 
 
+@contextlib.asynccontextmanager
+async def two_nodes(redis_url: str) -> AsyncIterator[tuple[RedisStore, RedisStore]]:
+    """Two stores on one Redis and one key prefix, as two service nodes hold them."""
+    prefix = f"race{next(_prefixes)}:"
+    node_a, node_b = RedisStore(redis_url, prefix=prefix), RedisStore(redis_url, prefix=prefix)
+    await node_a.open()
+    await node_b.open()
+    try:
+        yield node_a, node_b
+    finally:
+        await node_a.close()
+        await node_b.close()
+
+
 def race(
     redis_url: str,
     node_a_writes: Race,
@@ -78,11 +93,7 @@ def race(
     end; release A; check."""
 
     async def main() -> None:
-        prefix = f"race{next(_prefixes)}:"
-        node_a, node_b = RedisStore(redis_url, prefix=prefix), RedisStore(redis_url, prefix=prefix)
-        await node_a.open()
-        await node_b.open()
-        try:
+        async with two_nodes(redis_url) as (node_a, node_b):
             await node_b.put_device(start)
             if prepare is not None:
                 await prepare(node_a, node_b)
@@ -94,9 +105,6 @@ def race(
             hold.release.set()
             await writing
             await check(node_a, node_b)
-        finally:
-            await node_a.close()
-            await node_b.close()
 
     asyncio.run(asyncio.wait_for(main(), 20))
 
@@ -304,11 +312,7 @@ def test_a_write_that_loses_every_race_gives_up_with_unavailable(redis_url: str)
     with `Unavailable` (503, retry later) instead of looping, and writes nothing."""
 
     async def main() -> None:
-        prefix = f"race{next(_prefixes)}:"
-        node_a, node_b = RedisStore(redis_url, prefix=prefix), RedisStore(redis_url, prefix=prefix)
-        await node_a.open()
-        await node_b.open()
-        try:
+        async with two_nodes(redis_url) as (node_a, node_b):
             await node_b.put_device(BASE)
             attempts = itertools.count(1)
             client: Any = node_a.redis
@@ -331,9 +335,6 @@ def test_a_write_that_loses_every_race_gives_up_with_unavailable(redis_url: str)
             assert next(attempts) == WATCH_ATTEMPTS + 1
             stored = await node_b.get_device("d1")
             assert stored is not None and stored.state == "registered"
-        finally:
-            await node_a.close()
-            await node_b.close()
 
     asyncio.run(asyncio.wait_for(main(), 20))
 
