@@ -144,7 +144,8 @@ class LwM2MServer:
         self._limits = limits
         self._max_backlog = max_backlog
         self._backlog = 0  # registrations admitted and not yet stored and answered
-        self._retries = RetryCalendar()  # when shed Registers are told to come back
+        # when shed Registers are told to come back: never more in a second than the backlog holds
+        self._retries = RetryCalendar(most_per_second=max_backlog)
         self._pending: dict[str, _Pending] = {}  # device id → its write in the next batch
         self._writing: dict[str, _Pending] = {}  # the batch being written
         self._writer: asyncio.Future[None] | None = None

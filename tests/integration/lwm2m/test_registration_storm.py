@@ -41,6 +41,8 @@ def test_a_storm_beyond_the_backlog_is_shed_with_max_age_and_every_device_regist
                 rate = max(MIN_RATE, math.ceil(metrics["lwm2m_registrations"] * OVERBOOK))
                 returns = Counter(s.retry_after for s in shed)
                 assert max(returns.values()) <= rate and len(returns) >= len(shed) // rate
+                # and never more in a second than the backlog holds (or the floor), or they are shed again
+                assert max(returns.values()) <= max(MIN_RATE, BACKLOG), returns
                 assert max(returns) <= LEAST_S + len(shed) // MIN_RATE + 1
                 # the shed devices come back after their Max-Age; the count only rises until all are in
                 counts = [metrics["lwm2m_registered_devices"]]

@@ -71,3 +71,12 @@ def test_overbooked_returns_the_node_takes_raise_the_rate_the_next_ones_are_book
     for _ in range(1_000):  # the booked second: it took all of them
         calendar.admitted(T0 + 2.5)
     assert Counter(calendar.retry_after(T0 + 2.6) for _ in range(1_250)) == {2: 1_250}
+
+
+def test_no_second_is_booked_beyond_what_the_backlog_holds() -> None:
+    """A node that admitted 4 000 in a second would book 5 000 returns a second; with a backlog of 2 000 the
+    returns of one second, which come back together, fit the backlog, and the rest go to later seconds."""
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10, most_per_second=2_000)
+    for _ in range(4_000):
+        calendar.admitted(T0 + 0.1)
+    assert Counter(calendar.retry_after(T0 + 0.2) for _ in range(5_000)) == {2: 2_000, 3: 2_000, 4: 1_000}
