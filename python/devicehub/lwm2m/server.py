@@ -23,6 +23,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from devicehub._core import CoapMessage, coap_encode_uint
@@ -202,7 +203,9 @@ class LwM2MServer:
 
     async def start_tcp(self, host: str, port: int) -> StreamListener:
         """A CoAP-over-TCP listener (issue 13 #5): its frames reach the same handlers; plain TCP is plain CoAP."""
-        endpoint = self._new_endpoint("coap_tcp", *self._plain(TCP))
+        endpoint = self._new_endpoint(
+            "coap_tcp", partial(self._handle, identity=None, transport=TCP), partial(self._notification, transport=TCP)
+        )
         listener = StreamListener(endpoint)
         await listener.start(host, port)
         self._streams.append(listener)
@@ -628,17 +631,6 @@ class LwM2MServer:
         def notification(message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
             identity = identity_of(remote)
             return False if identity is None else self._notification(message, remote, identity, transport)
-
-        return handle, notification
-
-    def _plain(self, transport: str) -> tuple[Handler, NotificationHandler]:
-        """The handlers of a plain endpoint of `transport`: each message carries the transport it came over."""
-
-        async def handle(message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
-            return await self._handle(message, payload, remote, None, transport)
-
-        def notification(message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
-            return self._notification(message, remote, None, transport)
 
         return handle, notification
 

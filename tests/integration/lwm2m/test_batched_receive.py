@@ -18,6 +18,7 @@ from devicehub.lwm2m import codes, udp
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.lwm2m.udp import open_udp
 from support.node import eventually
+from support.receive_buffer import holds_burst, rmem_max
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="recvmmsg is Linux's")
 IP_RECVERR = 11  # linux/in.h; the socket module does not name it
@@ -228,12 +229,7 @@ def test_udp_receiver_bounds_and_cuts() -> None:
 BURST = 600  # 1 KiB datagrams: ~1.4 MiB of kernel buffer, where the default 208 KiB holds about 90 of them
 
 
-def _rmem_max() -> int:
-    with open("/proc/sys/net/core/rmem_max") as limit:
-        return int(limit.read())
-
-
-@pytest.mark.skipif(_rmem_max() < 2 * BURST * 1024, reason="net.core.rmem_max caps the receive buffer below the burst")
+@holds_burst(2 * BURST * 1024)
 def test_a_burst_that_arrives_while_the_loop_is_busy_waits_in_the_socket_instead_of_being_dropped() -> None:
     """Issue 16: a registration storm offered at 10 000/s overflowed the default receive buffer whenever a loop turn
     ran long (37 000 drops in a 20 000-device storm, each a device waiting out its retransmission): the listener asks
@@ -270,7 +266,7 @@ def test_the_listener_asks_for_the_wide_receive_buffer_with_and_without_batched_
             assert endpoint._transport is not None
             sock = endpoint._transport.get_extra_info("socket")
             granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-            assert granted >= 2 * min(udp.RECEIVE_BUFFER, _rmem_max())
+            assert granted >= 2 * min(udp.RECEIVE_BUFFER, rmem_max())
         finally:
             await endpoint.close()
 

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, tlv_decode
 from devicehub.clock import SystemClock
@@ -24,6 +23,7 @@ from devicehub.sim.device import OMA, SimDevice
 from devicehub.store.records import BootstrapConfig
 from support.node import eventually, run
 from support.ports import free_udp_port
+from support.receive_buffer import holds_burst
 
 
 @contextlib.asynccontextmanager
@@ -251,12 +251,7 @@ def test_a_discover_answer_with_non_ascii_digits_is_read_and_the_session_still_e
 BURST = 600  # 1 KiB Bootstrap-Requests: ~1.4 MiB of kernel buffer, where the default 208 KiB holds about 90
 
 
-def _rmem_max() -> int:
-    with open("/proc/sys/net/core/rmem_max") as limit:
-        return int(limit.read())
-
-
-@pytest.mark.skipif(_rmem_max() < 2 * BURST * 1024, reason="net.core.rmem_max caps the receive buffer below the burst")
+@holds_burst(2 * BURST * 1024)
 def test_a_burst_of_bootstrap_requests_sent_while_the_loop_is_busy_is_read_whole(tmp_path: Path) -> None:
     """The bootstrap listener asks for the same receive buffer as the LwM2M one (issue 16: a fleet that bootstraps at
     once after an outage is a storm too). The burst is sent while the loop cannot read (no await between the

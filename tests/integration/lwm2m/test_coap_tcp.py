@@ -66,6 +66,16 @@ async def register_raw(port: int, name: str) -> tuple[asyncio.StreamReader, asyn
     return reader, writer
 
 
+async def update_raw(port: int, location: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A new connection that exchanged CSMs and sent the Update of the registration at `location` (2.04)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    assert (await read_frame(reader))[0] == CSM
+    update = [(codes.URI_PATH, segment.encode()) for segment in location.split("/")]
+    writer.write(encode_frame(CSM, b"", b"") + encode_frame(codes.POST, b"\x03", options_body(update)))
+    assert (await read_frame(reader))[:2] == (codes.CHANGED, b"\x03")
+    return reader, writer
+
+
 async def hang_up(node: Node, writer: asyncio.StreamWriter) -> None:
     """Close the device's side and wait (bounded) until the server's listener has seen the connection go."""
     address = writer.get_extra_info("sockname")[:2]
@@ -135,11 +145,7 @@ def test_a_rest_request_to_a_disconnected_tcp_device_waits_for_its_next_connecti
                 queue = node.devices.requests
                 await eventually(lambda: device_id not in queue._workers)  # its worker looked and left it queued
                 assert [q.async_id for q in await node.store.pending_requests(device_id)] == ["gone-1"]
-                reader, writer = await asyncio.open_connection("127.0.0.1", node.coap_tcp_port)
-                assert (await read_frame(reader))[0] == CSM
-                update = [(codes.URI_PATH, segment.encode()) for segment in location.split("/")]
-                writer.write(encode_frame(CSM, b"", b"") + encode_frame(codes.POST, b"\x03", options_body(update)))
-                assert (await read_frame(reader))[:2] == (codes.CHANGED, b"\x03")
+                reader, writer = await update_raw(node.coap_tcp_port, location)
                 code, token, _ = await asyncio.wait_for(read_frame(reader), 3)  # the queued request, on this connection
                 assert code == codes.GET
                 writer.write(encode_frame(codes.CONTENT, token, options_body([], b"back")))
@@ -170,11 +176,7 @@ def test_a_tcp_registration_restored_after_a_restart_is_not_connected_until_the_
             await refused_as_not_connected(node, device_id)
             restored = node.lwm2m.registration(device_id)
             assert restored is not None and restored.transport == "tcp"
-            reader, writer = await asyncio.open_connection("127.0.0.1", node.coap_tcp_port)
-            assert (await read_frame(reader))[0] == CSM
-            update = [(codes.URI_PATH, segment.encode()) for segment in location.split("/")]
-            writer.write(encode_frame(CSM, b"", b"") + encode_frame(codes.POST, b"\x03", options_body(update)))
-            assert (await read_frame(reader))[:2] == (codes.CHANGED, b"\x03")
+            reader, writer = await update_raw(node.coap_tcp_port, location)
             sent = asyncio.ensure_future(node.lwm2m.request(device_id, "GET", "/3/0/0"))
             code, token, _ = await read_frame(reader)  # the request comes on the new connection
             assert code == codes.GET

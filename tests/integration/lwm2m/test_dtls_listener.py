@@ -8,7 +8,6 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import pytest
 from mbedtls import tls
 
 from devicehub.clock import ManualClock
@@ -16,6 +15,7 @@ from devicehub.lwm2m.dtls import DtlsListener, server_certificate
 from devicehub.lwm2m.security import HANDSHAKE_OVER, ClientCredentials, Keyring
 from devicehub.lwm2m.transport import CoapEndpoint, Reply
 from support.node import eventually, run
+from support.receive_buffer import holds_burst
 
 NAME = "listener-device-001"
 KEY = bytes(range(16))
@@ -104,12 +104,7 @@ def test_cookie_exchange_is_stateless_and_handshakes_are_bounded_and_timed_out(t
 BURST = 600  # ClientHellos: ~0.5 MiB of kernel buffer, where the default 208 KiB holds about 270 of them
 
 
-def _rmem_max() -> int:
-    with open("/proc/sys/net/core/rmem_max") as limit:
-        return int(limit.read())
-
-
-@pytest.mark.skipif(_rmem_max() < 2 * 1024 * 1024, reason="net.core.rmem_max caps the receive buffer below the burst")
+@holds_burst(2 * 1024 * 1024)
 def test_a_burst_of_client_hellos_sent_while_the_loop_is_busy_is_answered_in_full(tmp_path: Path) -> None:
     """Issue 16: the listener asks for the same receive buffer as the plain one (RECEIVE_BUFFER), so a handshake
     storm's burst waits in the socket while a loop turn runs long instead of being dropped."""
