@@ -1,5 +1,6 @@
 """Type stubs for `devicehub._core`, the Rust core (checked by `python -m mypy.stubtest devicehub._core`)."""
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Self, TypeAlias, final
 
@@ -33,6 +34,7 @@ __all__ = [
     "LinkFormatError",
     "LinkTable",
     "QueueError",
+    "RequestLog",
     "TlvError",
     "TlvNode",
     "UdpReceiver",
@@ -413,3 +415,40 @@ class UdpReceiver:
         in one system call without blocking; empty when none waits. The same address tuple comes back for every
         datagram of a peer. Raises OSError for the socket's error (an ICMP error queued by the kernel, reported
         once; with IP_RECVERR set its error queue is emptied too) or a bad descriptor."""
+
+@final
+class RequestLog:
+    """The device-request queue in its own SQLite file (created at `path`), run by a thread that needs no GIL.
+    Each job method hands its job over with a caller-chosen `ticket` and returns at once (OSError once closed);
+    jobs run in order, in batches of one transaction. When `wake_fd()` becomes readable, `take()` returns the
+    finished outcomes `(ticket, ok, value)`: `value` is the job's result when `ok`, else `(disk_fault, message)`.
+    Linux only."""
+
+    def __new__(cls, path: str | os.PathLike[str]) -> RequestLog: ...
+    def wake_fd(self) -> int: ...
+    def enqueue(self, ticket: int, key_id: str, async_id: str, device_id: str, data: bytes, max_pending: int) -> None:
+        """Result: 0 queued, 1 the async-id is pending for the key, 2 the device has `max_pending` queued (0: no
+        bound)."""
+
+    def update(self, ticket: int, key_id: str, async_id: str, data: bytes) -> None: ...
+    def remove(self, ticket: int, key_id: str, async_id: str) -> None:
+        """Result: whether it was queued."""
+
+    def remove_device(self, ticket: int, device_id: str) -> None: ...
+    def pending(self, ticket: int, device_id: str) -> None:
+        """Result: the device's records, oldest first."""
+
+    def devices_with_pending(self, ticket: int, device_ids: Sequence[str]) -> None:
+        """Result: those of `device_ids` with a request queued."""
+
+    def all(self, ticket: int) -> None: ...
+    def count(self, ticket: int) -> None: ...
+    def find(self, ticket: int, key_id: str, async_id: str) -> None:
+        """Result: the record, or None."""
+
+    def import_rows(self, ticket: int, rows: Sequence[tuple[str, str, str, bytes]]) -> None:
+        """Rows `(key_id, async_id, device_id, data)` in their order; one whose async-id is queued is skipped."""
+
+    def take(self) -> list[tuple[int, bool, Any]]: ...
+    def close(self) -> None:
+        """Refuses new jobs and returns once the thread has run those handed over (their outcomes stay to take)."""

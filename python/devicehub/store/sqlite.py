@@ -1,4 +1,5 @@
-"""`SqliteStore`: the embedded default, one SQLite file in WAL mode under the data directory.
+"""`SqliteStore`: the embedded default, SQLite files in WAL mode under the data directory: the main file, and
+`requests.db` for the device-request queue, written by a thread in Rust that needs no GIL (store/request_file.py).
 
 Reported values (the snapshot's hot path: one per device notification) are coalesced in memory per
 (device, path) and written in one transaction every `REPORTED_FLUSH_S`; reads of the snapshot and `close()`
@@ -9,7 +10,7 @@ Every write runs on one dedicated writer thread (style rule 12: the event loop n
 combined (issue 15): those that arrive while a transaction runs wait and go into the next one together, one hand-off
 to the thread and one commit for all of them; each runs inside its own savepoint, so a failing call leaves nothing
 half-written and fails alone, and no caller hears its result before the transaction holding it committed. The REST
-hot paths' reads (keys, accounts, devices, snapshots, subscriptions, pending requests) run on a small pool of reader
+hot paths' reads (keys, accounts, devices, snapshots, subscriptions) run on a small pool of reader
 threads with their own read-only connections (issue 15): WAL lets them read the last committed state while the
 writer works, so a read never waits behind queued writes; every write is awaited by its caller, so a later read sees
 it. Devices and snapshots once read are served from memory (store/read_cache.py), kept current by this store's own
@@ -20,6 +21,7 @@ Structs as every other backend.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -32,7 +34,7 @@ import msgspec
 from devicehub.errors import StorageUnavailable
 from devicehub.store.device_query import DeviceQuery
 from devicehub.store.endpoint_directory import EndpointDirectory
-from devicehub.store.enqueue import DUPLICATE, QUEUE_FULL, QUEUED, check_enqueued
+from devicehub.store.enqueue import check_enqueued
 from devicehub.store.health import WriteHealth
 from devicehub.store.read_cache import ReadCache
 from devicehub.store.records import (
@@ -53,17 +55,14 @@ from devicehub.store.records import (
     StoredEvent,
     TrustedCa,
 )
+from devicehub.store.request_file import REQUESTS_FILE, RequestFile
 from devicehub.store.write_behind import Pending, ReportedWriteBehind
 
 T = TypeVar("T")
+log = logging.getLogger("devicehub.store")
 
 DB_FILE = "devicehub.sqlite3"
 REPORTED_FLUSH_S = 0.05
-ENQUEUE = "INSERT INTO requests (key_id, async_id, device_id, data) VALUES (?, ?, ?, ?)"
-ENQUEUE_BOUNDED = (
-    "INSERT INTO requests (key_id, async_id, device_id, data) SELECT ?, ?, ?, ?"
-    " WHERE (SELECT count(*) FROM requests WHERE device_id = ?) < ?"
-)
 MAX_BATCH = 256  # writes combined into one transaction at most
 READERS = 2  # reader threads (connections); reads are short point lookups, the GIL bounds what more would give
 
@@ -91,10 +90,6 @@ CREATE TABLE IF NOT EXISTS channel_drops (
 CREATE TABLE IF NOT EXISTS channel_events (
     key_id TEXT NOT NULL, seq INTEGER NOT NULL, kind INTEGER NOT NULL, data BLOB NOT NULL,
     queued_at_ms INTEGER NOT NULL, PRIMARY KEY (key_id, seq)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS requests (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, key_id TEXT NOT NULL, async_id TEXT NOT NULL, device_id TEXT NOT NULL,
-    data BLOB NOT NULL, UNIQUE (key_id, async_id));
-CREATE INDEX IF NOT EXISTS requests_device ON requests (device_id, seq);
 CREATE TABLE IF NOT EXISTS snapshot (
     device_id TEXT NOT NULL, path TEXT NOT NULL, reported BLOB, desired BLOB, subscribed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (device_id, path)) WITHOUT ROWID;
@@ -209,6 +204,7 @@ class SqliteStore:
         self._cache = ReadCache()  # devices and snapshots in memory: this process is the database's one writer
         self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
         self.write_health = WriteHealth()
+        self._requests = RequestFile(self._path.parent, self.write_health)  # the device-request queue's own file
         self._waiting: list[_Work] = []  # work for the writer thread's next transaction
         # issue 16 #1: a new endpoint name's device id is claimed in memory and written with the device's record
         # (`put_registered_devices`), so a first Register neither commits nor waits for the writer thread
@@ -379,11 +375,14 @@ class SqliteStore:
             self._directory.load(db.execute("SELECT endpoint_name, account_id FROM enrollments"), ids)
 
         await asyncio.get_running_loop().run_in_executor(self._thread, connect)
+        await self._requests.open()
+        await self._move_requests_table()
 
     async def close(self) -> None:
         await self._reported.close()
         if self._combiner is not None:  # what callers were told to wait for is written before closing
             await asyncio.wait([self._combiner])  # (a failure went to those callers: not raised here)
+        await self._requests.close()
 
         def disconnect() -> None:
             if self._db is not None:
@@ -669,6 +668,7 @@ class SqliteStore:
         self._cache.drop_subscriptions(device_id)
         self._cache.directory_changed()
         await self._reported.flush()
+        await self._requests.remove_device(device_id)  # first: a crash between leaves a device, never its orphans
 
         def work(db: sqlite3.Connection) -> list[tuple[str, str]]:
             names = [
@@ -678,7 +678,7 @@ class SqliteStore:
                     f"SELECT account_id, endpoint_name FROM {table} WHERE id = ?", (device_id,)
                 )
             ]
-            for table in ("device_ids", "devices", "subscriptions", "requests", "snapshot"):
+            for table in ("device_ids", "devices", "subscriptions", "snapshot"):
                 column = "id" if table in ("devices", "device_ids") else "device_id"
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
             return names
@@ -938,68 +938,53 @@ class SqliteStore:
             )
         )
 
-    # ---- device-request queue -----------------------------------------------------------------------
+    # ---- device-request queue (requests.db, written by the Rust thread of `request_file`) -------------------------
     async def enqueue_request(self, request: DeviceRequest, max_pending: int = 0) -> None:
-        row = (request.key_id, request.async_id, request.device_id, _encode(request))
-
-        def work(db: sqlite3.Connection) -> int:
-            try:
-                if max_pending <= 0:
-                    db.execute(ENQUEUE, row)
-                    return QUEUED
-                # the queue's bound checked in the statement that inserts (issue 15: one statement, not a count and
-                # an insert, in the writer thread's transaction for every device request)
-                inserted = db.execute(ENQUEUE_BOUNDED, (*row, request.device_id, max_pending)).rowcount
-            except sqlite3.IntegrityError:  # UNIQUE (key_id, async_id): still pending
-                return DUPLICATE
-            return QUEUED if inserted else QUEUE_FULL
-
-        check_enqueued(await self._read(work), request, max_pending)
+        outcome = await self._requests.enqueue(
+            request.key_id, request.async_id, request.device_id, _encode(request), max_pending
+        )
+        check_enqueued(outcome, request, max_pending)
 
     async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
-        return await self._all(
-            DeviceRequest, "SELECT data FROM requests WHERE device_id = ? ORDER BY seq", (device_id,), reader=True
-        )
+        return [_decode(DeviceRequest, data) for data in await self._requests.pending(device_id)]
 
     async def devices_with_pending_requests(self, device_ids: Sequence[str]) -> set[str]:
-        ids = list(dict.fromkeys(device_ids))
-
-        def work(db: sqlite3.Connection) -> set[str]:
-            return {
-                str(row[0])
-                for row in _rows_in(db, "SELECT DISTINCT device_id FROM requests WHERE device_id IN ({})", ids)
-            }
-
-        return await self._query(work)
+        return await self._requests.devices_with_pending(list(dict.fromkeys(device_ids)))
 
     async def all_pending_requests(self) -> list[DeviceRequest]:
-        return await self._all(DeviceRequest, "SELECT data FROM requests ORDER BY seq", ())
+        return [_decode(DeviceRequest, data) for data in await self._requests.all()]
 
     async def count_pending_requests(self) -> int:
-        return await self._query(lambda db: int(db.execute("SELECT count(*) FROM requests").fetchone()[0]))
+        return await self._requests.count()
 
     async def find_request(self, key_id: str, async_id: str) -> DeviceRequest | None:
-        return await self._one(
-            DeviceRequest,
-            "SELECT data FROM requests WHERE key_id = ? AND async_id = ?",
-            (key_id, async_id),
-            reader=True,
-        )
+        data = await self._requests.find(key_id, async_id)
+        return None if data is None else _decode(DeviceRequest, data)
 
     async def update_request(self, request: DeviceRequest) -> None:
-        await self._write(
-            lambda db: db.execute(
-                "UPDATE requests SET data = ? WHERE key_id = ? AND async_id = ?",
-                (_encode(request), request.key_id, request.async_id),
-            )
-        )
+        await self._requests.update(request.key_id, request.async_id, _encode(request))
 
     async def remove_request(self, key_id: str, async_id: str) -> bool:
-        return await self._read(
-            lambda db: (
-                db.execute("DELETE FROM requests WHERE key_id = ? AND async_id = ?", (key_id, async_id)).rowcount > 0
-            )
-        )
+        return await self._requests.remove(key_id, async_id)
+
+    async def _move_requests_table(self) -> None:
+        """Before requests.db, the queue was a table of the main file: its rows move over, in their order, once.
+        Imported before the table is dropped, so a crash between leaves them in both and the next start imports
+        none twice (an async-id already queued is skipped)."""
+
+        def rows(db: sqlite3.Connection) -> list[tuple[str, str, str, bytes]]:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'requests'").fetchone():
+                return []
+            return [
+                (str(k), str(a), str(d), bytes(data))
+                for k, a, d, data in db.execute("SELECT key_id, async_id, device_id, data FROM requests ORDER BY seq")
+            ]
+
+        moving = await self._read(rows)
+        if moving:
+            await self._requests.import_rows(moving)
+            log.info("moved %d queued device requests to %s", len(moving), REQUESTS_FILE)
+        await self._write(lambda db: db.execute("DROP TABLE IF EXISTS requests"))
 
     # ---- state snapshot --------------------------------------------------------------------------------
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:

@@ -7,6 +7,7 @@
 //! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
 //! - [`histogram`]: the log-bucket latency histogram of the simulator's report.
 //! - [`links`]: the CoRE link format (RFC 6690) of Register and Update payloads.
+//! - [`request_log`]: the device-request queue's SQLite file and its writer thread (Linux: eventfd).
 //! - [`udp`]: batched UDP sends and receives (`sendmmsg`/`recvmmsg`, Linux only).
 
 pub mod cbor;
@@ -15,6 +16,8 @@ pub mod dtls;
 pub mod histogram;
 pub mod links;
 pub mod queue;
+#[cfg(target_os = "linux")]
+pub mod request_log;
 pub mod tlv;
 #[cfg(target_os = "linux")]
 pub mod udp;

@@ -9,6 +9,7 @@ mod errors;
 mod histogram;
 mod links;
 mod queue;
+mod request_log;
 mod tlv;
 mod udp;
 
@@ -17,6 +18,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     queue::register(m)?;
+    request_log::register(m)?;
     tlv::register(m)?;
     coap::register(m)?;
     cbor::register(m)?;

@@ -464,12 +464,15 @@ def test_data_survives_close_and_reopen(make_store: StoreFactory) -> None:
         await store.put_device(device("d1", "ep1"))
         await store.set_reported("d1", "/3/0/0", ReportedValue(value=b"x", content_type="text/plain", reported_at=1))
         await store.append_events("k1", [StoredEvent(0, b"{}", 1)])
+        await store.enqueue_request(request("b"), 20)
+        await store.enqueue_request(request("a"), 20)
 
     async def check(store: Store) -> None:
         assert await store.get_device("d1") is not None
         (resource,) = await store.get_snapshot("d1")
         assert resource.reported is not None
         assert await store.load_events("k1") == [StoredEvent(0, b"{}", 1)]
+        assert [r.async_id for r in await store.pending_requests("d1")] == ["b", "a"]
 
     run(make_store, write)
     reopen(make_store, check)
