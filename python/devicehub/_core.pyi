@@ -422,7 +422,7 @@ class RequestLog:
     Each job method hands its job over with a caller-chosen `ticket` and returns at once (OSError once closed);
     jobs run in order, in batches of one transaction. When `wake_fd()` becomes readable, `take()` returns the
     finished outcomes `(ticket, ok, value)`: `value` is the job's result when `ok`, else `(disk_fault, message)`.
-    Linux only."""
+    Unix only."""
 
     def __new__(cls, path: str | os.PathLike[str]) -> RequestLog: ...
     def wake_fd(self) -> int: ...

@@ -4,7 +4,7 @@ Rust (`_core.RequestLog`) that needs no GIL (issue 15).
 A device request's 202 waits for the commit of its enqueue. On the store's Python writer thread that commit
 waited about a millisecond for the busy event loop to let go of the GIL before the batch could start, and
 again between statements. Here a call hands the job over without waiting, the Rust thread runs whatever has
-gathered in one transaction, and the event loop learns of the outcomes from an eventfd it watches. The file
+gathered in one transaction, and the event loop learns of the outcomes from a socket pair it watches. The file
 holds the queue alone, so that thread is its only writer and never waits for the main database's.
 """
 

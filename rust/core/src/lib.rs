@@ -7,7 +7,7 @@
 //! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
 //! - [`histogram`]: the log-bucket latency histogram of the simulator's report.
 //! - [`links`]: the CoRE link format (RFC 6690) of Register and Update payloads.
-//! - [`request_log`]: the device-request queue's SQLite file and its writer thread (Linux: eventfd).
+//! - [`request_log`]: the device-request queue's SQLite file and its writer thread (Unix).
 //! - [`udp`]: batched UDP sends and receives (`sendmmsg`/`recvmmsg`, Linux only).
 
 pub mod cbor;
@@ -16,7 +16,7 @@ pub mod dtls;
 pub mod histogram;
 pub mod links;
 pub mod queue;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub mod request_log;
 pub mod tlv;
 #[cfg(target_os = "linux")]

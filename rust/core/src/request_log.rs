@@ -4,13 +4,13 @@
 //! batch only once the busy event loop let go of the GIL (about a millisecond, then again between statements),
 //! which held device requests at a quarter of the HTTP framework's rate. This thread needs no GIL: jobs arrive
 //! on a channel, a batch of them runs in one transaction, and the outcomes wait in a list until the event loop
-//! takes them; an `eventfd` the loop watches says when there are some. The file holds nothing but the queue, so
+//! takes them; a byte on a socket pair the loop watches says when there are some. The file holds nothing but the queue, so
 //! this connection is its only writer and never waits for another.
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
-use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -124,10 +124,10 @@ impl From<rusqlite::Error> for StoreError {
 
 pub type Outcome = Result<Value, StoreError>;
 
-/// Outcomes the event loop has not taken yet, and the descriptor that wakes it for them.
+/// Outcomes the event loop has not taken yet, and the end of the socket pair that wakes it for them.
 struct Finished {
     outcomes: Mutex<Vec<(u64, Outcome)>>,
-    wake: File,
+    wake: UnixStream,
 }
 
 impl Finished {
@@ -136,8 +136,8 @@ impl Finished {
         let was_empty = waiting.is_empty();
         waiting.extend(outcomes);
         if was_empty {
-            // one wake-up per list the loop has not taken; an eventfd adds, it cannot overflow at this rate
-            let _ = (&self.wake).write(&1u64.to_ne_bytes());
+            // a byte per list the loop had emptied: a take comes between two, so the pair never fills
+            let _ = (&self.wake).write(&[1]);
         }
     }
 }
@@ -147,6 +147,7 @@ impl Finished {
 pub struct RequestLog {
     jobs: Option<Sender<(u64, Job)>>,
     finished: Arc<Finished>,
+    woken: UnixStream,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -156,7 +157,9 @@ impl RequestLog {
         let connection = Connection::open(path)?;
         connection.busy_timeout(std::time::Duration::from_secs(5))?;
         connection.execute_batch(SCHEMA)?;
-        let wake = new_eventfd()?;
+        let (wake, woken) = UnixStream::pair().map_err(wake_error)?;
+        wake.set_nonblocking(true).map_err(wake_error)?;
+        woken.set_nonblocking(true).map_err(wake_error)?;
         let finished = Arc::new(Finished {
             outcomes: Mutex::new(Vec::new()),
             wake,
@@ -170,13 +173,14 @@ impl RequestLog {
         Ok(Self {
             jobs: Some(jobs),
             finished,
+            woken,
             thread: Some(thread),
         })
     }
 
     /// The descriptor that becomes readable when outcomes wait to be taken.
     pub fn wake_fd(&self) -> RawFd {
-        self.finished.wake.as_raw_fd()
+        self.woken.as_raw_fd()
     }
 
     /// Hands a job to the thread; its outcome comes back with `ticket`.
@@ -188,8 +192,8 @@ impl RequestLog {
     /// The outcomes finished since the last call, in the order the jobs ran. Resets the wake-up first, so an
     /// outcome pushed meanwhile is either taken now or wakes the caller again.
     pub fn take(&self) -> Vec<(u64, Outcome)> {
-        let mut counter = [0u8; 8];
-        let _ = (&self.finished.wake).read(&mut counter); // EAGAIN when nothing was signalled: fine
+        let mut bytes = [0u8; 16];
+        while matches!((&self.woken).read(&mut bytes), Ok(n) if n > 0) {} // until WouldBlock: nothing left
         let mut waiting = self
             .finished
             .outcomes
@@ -213,16 +217,8 @@ impl Drop for RequestLog {
     }
 }
 
-fn new_eventfd() -> Result<File, StoreError> {
-    // SAFETY: eventfd takes no pointers; a non-negative result is a descriptor this process now owns.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(StoreError::Wake(
-            std::io::Error::last_os_error().to_string(),
-        ));
-    }
-    // SAFETY: `fd` was just created and is owned by nothing else.
-    Ok(unsafe { File::from_raw_fd(fd) })
+fn wake_error(error: std::io::Error) -> StoreError {
+    StoreError::Wake(error.to_string())
 }
 
 /// The thread: waits for a job, takes every other one already waiting (up to MAX_BATCH) and runs them together.
@@ -626,6 +622,7 @@ mod tests {
         );
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_thread_runs_jobs_in_order_wakes_the_taker_and_finishes_what_it_was_given_on_close() {
         let dir = std::env::temp_dir().join(format!("request-log-{}", std::process::id()));

@@ -1,34 +1,34 @@
-//! `RequestLog`: conversions around `devicehub_core::request_log` (Linux: its wake-up is an eventfd).
+//! `RequestLog`: conversions around `devicehub_core::request_log` (Unix: its wake-up is a socket pair).
 
 use pyo3::prelude::*;
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 use devicehub_core::request_log::{Job, RequestLog, Row, StoreError, Value};
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 use pyo3::types::PyBytes;
 
 /// The device-request queue's file and its writer thread. Every job method hands the job over and returns at
 /// once; `take()` returns `[(ticket, ok, value), ...]` once `wake_fd()` is readable: `value` is the job's
 /// result when `ok`, else `(disk_fault, message)`.
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 #[pyclass(module = "devicehub._core", name = "RequestLog")]
 pub struct PyRequestLog {
     log: RequestLog,
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn refused(error: StoreError) -> PyErr {
     pyo3::exceptions::PyOSError::new_err(error.to_string())
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 impl PyRequestLog {
     fn submit(&self, ticket: u64, job: Job) -> PyResult<()> {
         self.log.submit(ticket, job).map_err(refused)
     }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 #[pymethods]
 impl PyRequestLog {
     #[new]
@@ -141,7 +141,7 @@ impl PyRequestLog {
     }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn value_object(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAny>> {
     Ok(match value {
         Value::Done => py.None().into_bound(py),
@@ -160,7 +160,7 @@ fn value_object(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAny>> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    #[cfg(target_os = "linux")]
+    #[cfg(unix)]
     m.add_class::<PyRequestLog>()?;
     let _ = m;
     Ok(())
