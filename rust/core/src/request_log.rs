@@ -81,7 +81,7 @@ pub enum Job {
     },
 }
 
-/// What an enqueue did.
+/// What an enqueue did; the numbers are the ones both stores report (python/devicehub/store/enqueue.py).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enqueued {
     Queued = 0,
