@@ -50,7 +50,8 @@ class ServeSettings:
         metadata={"help": "development mode: create/reuse a dev account and key, accept any device into it"},
     )
     flush_interval_ms: int = field(
-        default=100, metadata={"help": "embedded store: longest time a queued event stays only in memory"}
+        default=100,
+        metadata={"range": (1, 60_000), "help": "longest time a queued event or a reported value stays only in memory"},
     )
     node_id: str = field(default="", metadata={"help": "name of this node in Redis mode (default: host:pid)"})
     registration_grace: float = field(

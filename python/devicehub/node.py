@@ -70,7 +70,13 @@ class Node:
         if not settings.redis_url or settings.dev or not settings.secret_key_file:  # dev key, secret key files
             check_data_dir(settings.data_dir)
         with starting(f"the store {redacted(settings.redis_url) or settings.data_dir}"):
-            self.store = open_store(settings.data_dir, settings.redis_url, redis_timeout=settings.redis_timeout)
+            # README "Durability": reported values, like queued events, stay only in memory for one flush interval
+            self.store = open_store(
+                settings.data_dir,
+                settings.redis_url,
+                redis_timeout=settings.redis_timeout,
+                reported_flush_s=settings.flush_interval_ms / 1000,
+            )
             await self.store.open()
         self.accounts = AccountService(self.store, self.clock)
         if isinstance(self.store, RedisStore):  # issue 15: a key revoked on any node stops working here at once

@@ -45,7 +45,7 @@ from devicehub.store.records import (
     TrustedCa,
 )
 from devicehub.store.redis_writes import Writes
-from devicehub.store.write_behind import Pending, ReportedWriteBehind
+from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
 T = TypeVar("T")
 
@@ -76,7 +76,14 @@ def _text(value: Any) -> str:
 class RedisStore:
     """The `Store` protocol on one Redis database."""
 
-    def __init__(self, url: str, *, prefix: str = "devicehub:", timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "devicehub:",
+        timeout: float = 5.0,
+        reported_flush_s: float = DEFAULT_INTERVAL_S,
+    ) -> None:
         self._url = url
         self._timeout = timeout
         self._p = prefix
@@ -86,7 +93,7 @@ class RedisStore:
         self._remove_reg: Any = None
         self._put_bootstrap: Any = None
         self._delete_bootstrap: Any = None
-        self._reported = ReportedWriteBehind(self._write_reported)
+        self._reported = ReportedWriteBehind(self._write_reported, reported_flush_s)
 
     @property
     def redis(self) -> aioredis.Redis:

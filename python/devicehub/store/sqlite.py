@@ -2,9 +2,10 @@
 `requests.db` for the device-request queue, written by a thread in Rust that needs no GIL (store/request_file.py).
 
 Reported values (the snapshot's hot path: one per device notification) are coalesced in memory per
-(device, path) and written in one transaction every `REPORTED_FLUSH_S`; reads of the snapshot and `close()`
-flush first, so callers read their own writes and a graceful stop loses nothing. A `kill -9` can lose at most
-the values of the last flush interval — the same bound as the channel journal (README, "Durability").
+(device, path) and written in one transaction every `--flush-interval-ms` (`reported_flush_s`); reads of the
+snapshot and `close()` flush first, so callers read their own writes and a graceful stop loses nothing. A `kill -9`
+can lose at most the values of the last flush interval — the same bound as the channel journal (README,
+"Durability").
 
 Every write runs on one dedicated writer thread (style rule 12: the event loop never blocks on disk). Writes are
 combined (issue 15): those that arrive while a transaction runs wait and go into the next one together, one hand-off
@@ -56,13 +57,12 @@ from devicehub.store.records import (
     TrustedCa,
 )
 from devicehub.store.request_file import REQUESTS_FILE, RequestFile
-from devicehub.store.write_behind import Pending, ReportedWriteBehind
+from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
 T = TypeVar("T")
 log = logging.getLogger("devicehub.store")
 
 DB_FILE = "devicehub.sqlite3"
-REPORTED_FLUSH_S = 0.05
 MAX_BATCH = 256  # writes combined into one transaction at most
 READERS = 2  # reader threads (connections); reads are short point lookups, the GIL bounds what more would give
 
@@ -194,7 +194,7 @@ def _where(account_id: str, query: DeviceQuery) -> tuple[str, list[object]]:
 class SqliteStore:
     """The `Store` protocol on one SQLite database file."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, reported_flush_s: float = DEFAULT_INTERVAL_S) -> None:
         self._path = Path(data_dir) / DB_FILE
         self._db: sqlite3.Connection | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
@@ -202,7 +202,7 @@ class SqliteStore:
         self._reader_local = threading.local()
         self._reader_dbs: list[sqlite3.Connection] = []
         self._cache = ReadCache()  # devices and snapshots in memory: this process is the database's one writer
-        self._reported = ReportedWriteBehind(self._write_reported, REPORTED_FLUSH_S)
+        self._reported = ReportedWriteBehind(self._write_reported, reported_flush_s)
         self.write_health = WriteHealth()
         self._requests = RequestFile(self._path.parent, self.write_health)  # the device-request queue's own file
         self._waiting: list[_Work] = []  # work for the writer thread's next transaction

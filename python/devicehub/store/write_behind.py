@@ -35,6 +35,11 @@ class ReportedWriteBehind:
         self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Task[None]] = set()
 
+    @property
+    def interval(self) -> float:
+        """Seconds a value waits here at most before its batch is written (the README's durability bound)."""
+        return self._interval
+
     def put(self, device_id: str, path: str, value: ReportedValue) -> None:
         values = self._pending.get(device_id)
         if values is None:

@@ -34,3 +34,9 @@ def test_bad_environment_value_names_the_variable() -> None:
         parse(ServeSettings, [], {"DEVICEHUB_HTTP_PORT": "eighty"})
     with pytest.raises(ValueError, match="DEVICEHUB_DEV"):
         parse(ServeSettings, [], {"DEVICEHUB_DEV": "maybe"})
+
+
+@pytest.mark.parametrize("value", ["0", "60001", "-5"])
+def test_a_flush_interval_out_of_range_is_refused_naming_the_flag(value: str) -> None:
+    with pytest.raises(ValueError, match="--flush-interval-ms must be between 1 and 60000"):
+        parse(ServeSettings, ["--flush-interval-ms", value], {})
