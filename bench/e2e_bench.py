@@ -11,11 +11,10 @@ delivered to offered events.
 Same-run baseline (issue 15): before devicehub, the same generator drives a bare relay, a process on the same stack
 (uvloop, aiohttp, the service's receive buffer) that forwards each datagram unparsed as one WebSocket binary frame
 to the same application client and ACKs a CON datagram with a fixed 4-byte empty ACK built from its header. For
-both, CPU per event is read from
-/proc/<pid>/stat (utime + stime of every thread of the process, so independent of the machine's other load) over
-the measurement windows, and the bench prints the ratio of devicehub's events per CPU-second to the relay's
-(`--no-relay` skips the baseline). Prints one summary line and writes bench/results/e2e-<channel>.json. `--smoke`
-runs a few seconds.
+both, CPU per event is read from /proc/<pid>/stat (utime + stime of every thread of the process, so independent of
+the machine's other load) over the measurement windows, and the bench prints the ratio of devicehub's events per
+CPU-second to the relay's (`--no-relay` skips the baseline). Prints one summary line and writes
+bench/results/e2e-<channel>.json. `--smoke` runs a few seconds.
 Reproduce: `python bench/e2e_bench.py --channel websocket --devices 200 --rate 30000 --seconds 5 --runs 3 --non`.
 """
 
