@@ -37,20 +37,18 @@ class RequestFile:
         self._path = Path(data_dir) / REQUESTS_FILE
         self._health = health
         self._core: _core.RequestLog | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._tickets = itertools.count()
         self._waiting: dict[int, tuple[asyncio.Future[Any], bool]] = {}  # ticket → (its caller, whether it writes)
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
         self._core = await loop.run_in_executor(None, _core.RequestLog, self._path)
-        self._loop = loop
         loop.add_reader(self._core.wake_fd(), self._collect)
 
     async def close(self) -> None:
         """Every job handed over is run and answered before the file closes."""
-        core, loop = self._core, self._loop
-        if core is None or loop is None:
+        core, loop = self._core, asyncio.get_running_loop()
+        if core is None:
             return
         self._core = None
         await loop.run_in_executor(None, core.close)
@@ -84,53 +82,52 @@ class RequestFile:
                 future.set_exception(error)
 
     def _job(self, writes: bool, submit: Callable[..., None], *args: object) -> asyncio.Future[Any]:
-        if self._core is None or self._loop is None:
-            raise RuntimeError("store is not open")
+        """`submit` is a job method of the open core (`self._open().enqueue`...)."""
         ticket = next(self._tickets)
         submit(ticket, *args)
-        future = self._loop.create_future()
+        future = asyncio.get_running_loop().create_future()
         self._waiting[ticket] = (future, writes)
         return future
 
-    def _core_open(self) -> _core.RequestLog:
+    def _open(self) -> _core.RequestLog:
         if self._core is None:
             raise RuntimeError("store is not open")
         return self._core
 
     async def enqueue(self, key_id: str, async_id: str, device_id: str, data: bytes, max_pending: int) -> int:
         """0 queued, 1 the async-id is pending for the key, 2 the device's queue holds `max_pending` (0: no bound)."""
-        outcome: int = await self._job(True, self._core_open().enqueue, key_id, async_id, device_id, data, max_pending)
+        outcome: int = await self._job(True, self._open().enqueue, key_id, async_id, device_id, data, max_pending)
         return outcome
 
     async def update(self, key_id: str, async_id: str, data: bytes) -> None:
-        await self._job(True, self._core_open().update, key_id, async_id, data)
+        await self._job(True, self._open().update, key_id, async_id, data)
 
     async def remove(self, key_id: str, async_id: str) -> bool:
-        removed: bool = await self._job(True, self._core_open().remove, key_id, async_id)
+        removed: bool = await self._job(True, self._open().remove, key_id, async_id)
         return removed
 
     async def remove_device(self, device_id: str) -> None:
-        await self._job(True, self._core_open().remove_device, device_id)
+        await self._job(True, self._open().remove_device, device_id)
 
     async def pending(self, device_id: str) -> list[bytes]:
-        rows: list[bytes] = await self._job(False, self._core_open().pending, device_id)
+        rows: list[bytes] = await self._job(False, self._open().pending, device_id)
         return rows
 
     async def devices_with_pending(self, device_ids: Sequence[str]) -> set[str]:
-        found: list[str] = await self._job(False, self._core_open().devices_with_pending, list(device_ids))
+        found: list[str] = await self._job(False, self._open().devices_with_pending, device_ids)
         return set(found)
 
     async def all(self) -> list[bytes]:
-        rows: list[bytes] = await self._job(False, self._core_open().all)
+        rows: list[bytes] = await self._job(False, self._open().all)
         return rows
 
     async def count(self) -> int:
-        counted: int = await self._job(False, self._core_open().count)
+        counted: int = await self._job(False, self._open().count)
         return counted
 
     async def find(self, key_id: str, async_id: str) -> bytes | None:
-        found: bytes | None = await self._job(False, self._core_open().find, key_id, async_id)
+        found: bytes | None = await self._job(False, self._open().find, key_id, async_id)
         return found
 
     async def import_rows(self, rows: Sequence[tuple[str, str, str, bytes]]) -> None:
-        await self._job(True, self._core_open().import_rows, list(rows))
+        await self._job(True, self._open().import_rows, rows)

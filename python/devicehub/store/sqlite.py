@@ -972,19 +972,21 @@ class SqliteStore:
         Imported before the table is dropped, so a crash between leaves them in both and the next start imports
         none twice (an async-id already queued is skipped)."""
 
-        def rows(db: sqlite3.Connection) -> list[tuple[str, str, str, bytes]]:
+        def rows(db: sqlite3.Connection) -> list[tuple[str, str, str, bytes]] | None:
             if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'requests'").fetchone():
-                return []
+                return None  # a data directory made since: nothing to move, nothing to drop
             return [
                 (str(k), str(a), str(d), bytes(data))
                 for k, a, d, data in db.execute("SELECT key_id, async_id, device_id, data FROM requests ORDER BY seq")
             ]
 
         moving = await self._read(rows)
+        if moving is None:
+            return
         if moving:
             await self._requests.import_rows(moving)
             log.info("moved %d queued device requests to %s", len(moving), REQUESTS_FILE)
-        await self._write(lambda db: db.execute("DROP TABLE IF EXISTS requests"))
+        await self._write(lambda db: db.execute("DROP TABLE requests"))
 
     # ---- state snapshot --------------------------------------------------------------------------------
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:

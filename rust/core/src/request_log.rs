@@ -94,7 +94,7 @@ pub enum Value {
     Done,
     Enqueued(Enqueued),
     Removed(bool),
-    Count(u64),
+    Count(i64),
     Rows(Vec<Vec<u8>>),
     Devices(Vec<String>),
     Found(Option<Vec<u8>>),
@@ -314,8 +314,7 @@ fn execute(db: &Connection, job: &Job) -> Result<Value, StoreError> {
         ),
         Job::Count => Value::Count(
             db.prepare_cached("SELECT count(*) FROM requests")?
-                .query_row([], |row| row.get::<_, i64>(0))?
-                .unsigned_abs(),
+                .query_row([], |row| row.get(0))?,
         ),
         Job::Find { key_id, async_id } => Value::Found(
             db.prepare_cached("SELECT data FROM requests WHERE key_id = ?1 AND async_id = ?2")?

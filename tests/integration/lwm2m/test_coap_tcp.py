@@ -88,6 +88,14 @@ def registered_id(node: Node, name: str) -> str:
     return next(d for d, held in node.lwm2m._devices.items() if held.registration.endpoint_name == name)
 
 
+async def register_over_tcp(node: Node, name: str) -> tuple[asyncio.StreamWriter, str, str]:
+    """`name` registered on the node's CoAP-over-TCP port: its connection's writer, its device id, its location."""
+    assert node.coap_tcp_port is not None
+    _, writer = await register_raw(node.coap_tcp_port, name)
+    device_id = registered_id(node, name)
+    return writer, device_id, f"rd/{node.lwm2m._devices[device_id].registration.account_id}/{device_id}"
+
+
 async def refused_as_not_connected(node: Node, device_id: str) -> None:
     """The request fails within a few seconds (not a CoAP time-out) with the gateway's 503 NOT_CONNECTED."""
     with pytest.raises(DeviceError) as raised:
@@ -128,10 +136,7 @@ def test_a_rest_request_to_a_disconnected_tcp_device_waits_for_its_next_connecti
 
     async def main() -> None:
         async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
-            assert node.coap_tcp_port is not None
-            _, writer = await register_raw(node.coap_tcp_port, "tcp-gone-2")
-            device_id = registered_id(node, "tcp-gone-2")
-            location = f"rd/{node.lwm2m._devices[device_id].registration.account_id}/{device_id}"
+            writer, device_id, location = await register_over_tcp(node, "tcp-gone-2")
             await node.lwm2m.flush()  # the core has the Register before the request is queued
             await hang_up(node, writer)
             headers = {"Authorization": f"Bearer {node.dev_api_key}"}
@@ -166,10 +171,7 @@ def test_a_tcp_registration_restored_after_a_restart_is_not_connected_until_the_
 
     async def main() -> None:
         async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
-            assert node.coap_tcp_port is not None
-            _, writer = await register_raw(node.coap_tcp_port, "tcp-restart-1")
-            device_id = registered_id(node, "tcp-restart-1")
-            location = f"rd/{node.lwm2m._devices[device_id].registration.account_id}/{device_id}"
+            writer, device_id, location = await register_over_tcp(node, "tcp-restart-1")
             writer.close()
         async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node:
             assert node.coap_tcp_port is not None
