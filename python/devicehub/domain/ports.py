@@ -14,9 +14,9 @@ class DeviceGateway(Protocol):
 
     def registration(self, device_id: str) -> Registration | None: ...
 
-    def connected(self, device_id: str) -> bool:
-        """Whether a request can reach the device now: False for one registered over TCP whose connection is
-        closed (it is reachable again once it connects and sends Register or Update)."""
+    def connected(self, registration: Registration) -> bool:
+        """Whether a request can reach the device of this (current) registration now: False for one registered over
+        TCP whose connection is closed (it is reachable again once it connects and sends Register or Update)."""
         ...
 
     async def request(

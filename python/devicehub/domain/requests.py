@@ -129,7 +129,7 @@ class RequestQueue:
 
     def _reachable(self, device_id: str) -> bool:
         registration = self._gateway.registration(device_id)
-        if registration is None or not self._gateway.connected(device_id):
+        if registration is None or not self._gateway.connected(registration):
             # spec §4.3: the request waits in the queue until the device can take it; a TCP device without its
             # connection is kicked again by the Register or Update it sends once it reconnects
             return False

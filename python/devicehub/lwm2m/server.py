@@ -486,11 +486,7 @@ class LwM2MServer:
         device = self._devices.get(device_id)
         return None if device is None else device.registration
 
-    def connected(self, device_id: str) -> bool:
-        device = self._devices.get(device_id)
-        if device is None:
-            return False
-        registration = device.registration
+    def connected(self, registration: Registration) -> bool:
         return registration.transport != TCP or self._live_stream(registration) is not None
 
     async def request(
