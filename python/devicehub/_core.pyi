@@ -33,6 +33,7 @@ __all__ = [
     "LatencyHistogram",
     "LinkFormatError",
     "LinkTable",
+    "ObserveLane",
     "QueueError",
     "RequestLog",
     "TlvError",
@@ -415,6 +416,52 @@ class UdpReceiver:
         in one system call without blocking; empty when none waits. The same address tuple comes back for every
         datagram of a peer. Raises OSError for the socket's error (an ICMP error queued by the kernel, reported
         once; with IP_RECVERR set its error queue is emptied too) or a bad descriptor."""
+
+    def receive_sifting(
+        self, fd: int, lane: ObserveLane, now: float
+    ) -> tuple[
+        list[tuple[bytes, tuple[str, int]]],
+        list[tuple[str, str, int | None, bytes, int]],
+        list[tuple[bytes, tuple[str, int]]],
+        tuple[int, int, int, int],
+    ]:
+        """`receive`, each datagram offered to `lane` first. Returns `(others, notifications, unsent, counts)`:
+        the datagrams the lane left, as `receive` gives them; the new values of armed observations as
+        `(device_id, path, content_format, payload, observe)`, each observation's `last_seq`/`last_at` moved on (a
+        number not newer, RFC 7641 §3.4, is dropped as stale); the empty ACKs of CON notifications (and of their
+        retransmissions) the socket would not take now, for the caller's queue (the rest went out in one
+        `sendmmsg`); and `(taken, duplicates, stale, acks_sent)`: datagrams the lane took, retransmissions among
+        them, stale numbers among them, ACKs sent."""
+
+@final
+class ObserveLane:
+    """The plain UDP listener's steady-state notifications (issue 15 #2): observations the server armed, by
+    (address, token), recognised in `UdpReceiver.receive_sifting` without Python per datagram — a 2.xx NON or CON
+    response with Observe, every critical option understood, no Block2 transfer — and CON ones acknowledged (their
+    message IDs remembered, at most `max_acked` for `lifetime` seconds, so a retransmission is acknowledged
+    again). Anything else of an armed token goes to the Python path and disarms it. `freshness`: RFC 7641 §3.4's
+    window after which any number is newer. ValueError for `max_acked` < 1 or a non-positive time."""
+
+    def __new__(cls, max_acked: int, lifetime: float, max_datagram: int, freshness: float) -> ObserveLane: ...
+    def arm(self, device_id: str, address: tuple[str, int], token: bytes, path: str, observation: Any) -> bool:
+        """Arm `token` of `device_id` at `address` (whatever another device had armed there, or this device at
+        another address, is disarmed); `observation` has `last_seq` (int | None) and `last_at` (float), read and
+        moved on by each value. False, nothing armed, for a host that is not an IP literal."""
+
+    def disarm_device(self, device_id: str) -> None: ...
+    def disarm_remote(self, address: tuple[str, int]) -> None: ...
+    def disarm_token(self, address: tuple[str, int], token: bytes) -> None: ...
+    def clear(self) -> None: ...
+    def prune(self, now: float) -> None:
+        """Forget acknowledged message IDs older than the lifetime."""
+
+    @property
+    def armed(self) -> int:
+        """Observations armed."""
+
+    @property
+    def acked(self) -> int:
+        """Acknowledged message IDs remembered."""
 
 @final
 class RequestLog:

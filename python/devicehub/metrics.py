@@ -231,6 +231,12 @@ class _NodeCollector(Collector):
         yield _counter(
             "devicehub_coap_retransmissions", "Confirmable CoAP messages sent again", v(lw, "coap_retransmissions")
         )
+        yield _counter(
+            "devicehub_coap_lane_datagrams",
+            "Of the CoAP datagrams in, those the plain listener's notification lane took in its receive call "
+            "(values of armed observations and retransmissions of their CON ones), without Python per datagram",
+            v(lw, "coap_lane_taken"),
+        )
         # issue 14: what the per-source limit dropped, Block1 uploads refused or expired, and the per-peer tables
         yield _counter(
             "devicehub_coap_rate_limited", "CoAP requests dropped over their source's rate", v(lw, "coap_rate_limited")
@@ -248,7 +254,16 @@ class _NodeCollector(Collector):
         block1.add_metric(["expired"], v(lw, "coap_block1_expired"))
         yield block1
         tables = GaugeMetricFamily("devicehub_peer_table_size", "Sizes of the per-peer tables", labels=["table"])
-        for table in ("dedup_entries", "dedup_bytes", "block1_transfers", "block1_bytes", "rate_buckets", "tasks"):
+        for table in (
+            "dedup_entries",
+            "dedup_bytes",
+            "block1_transfers",
+            "block1_bytes",
+            "rate_buckets",
+            "tasks",
+            "lane_armed",  # observations armed in the notification lane, and the CON message IDs it acknowledged
+            "lane_acked",
+        ):
             tables.add_metric([table], v(lw, f"coap_{table}"))
         tables.add_metric(["locks"], v(lw, "lwm2m_locks"))
         yield tables

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from devicehub._core import CoapMessage, coap_encode_uint
+from devicehub._core import CoapMessage, ObserveLane, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.errors import Unavailable
 from devicehub.interning import InternTable
@@ -43,8 +43,19 @@ from devicehub.lwm2m.retry_calendar import RetryCalendar
 from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.tls_stream import TlsAcceptor
-from devicehub.lwm2m.transport import DEFAULT_LIMITS, Address, CoapEndpoint, Handler, Limits, NotificationHandler, Reply
-from devicehub.lwm2m.udp import open_udp
+from devicehub.lwm2m.transport import (
+    DEFAULT_LIMITS,
+    EXCHANGE_LIFETIME,
+    MAX_DATAGRAM,
+    Address,
+    CoapEndpoint,
+    Handler,
+    LaneNotification,
+    Limits,
+    NotificationHandler,
+    Reply,
+)
+from devicehub.lwm2m.udp import RECV_BATCHES, open_udp
 from devicehub.store.base import Store
 from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
 
@@ -179,6 +190,9 @@ class LwM2MServer:
         self._lookups: dict[bytes, asyncio.Future[ObservationRecord | None]] = {}  # unknown tokens being looked up
         self._lookup_waiters = 0
         self._missed: OrderedDict[bytes, float] = OrderedDict()  # token → until when it is taken as unknown
+        # the plain listener's observations armed for the Rust receive path (issue 15 #2): every change of an
+        # address mapping, a registration or an observation below disarms what it touches
+        self._lane: ObserveLane | None = None
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -191,6 +205,9 @@ class LwM2MServer:
 
     async def start(self, host: str, port: int) -> None:
         endpoint = self._new_endpoint("coap", self._handle, self._notification)  # UDP is their default transport
+        if RECV_BATCHES and self._allow_nosec:  # the lane runs in the batch reader; plain CoAP only where allowed
+            self._lane = ObserveLane(self._limits.dedup_entries, EXCHANGE_LIFETIME, MAX_DATAGRAM, OBSERVE_FRESHNESS)
+            endpoint.attach_lane(self._lane, self._lane_values)
         await open_udp(endpoint, host, port)  # recvmmsg batches on Linux (issue 15 #2)
         self._endpoint = endpoint
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
@@ -280,7 +297,7 @@ class LwM2MServer:
         self._devices[record.device_id] = device
         self._track(device)
         self._note_gateway(device.registration)
-        self._by_address[device.registration.address] = record.device_id
+        self._map_address(device.registration.address, record.device_id)
         await self._events.resumed(device.registration)
         return device
 
@@ -415,6 +432,7 @@ class LwM2MServer:
         device_id = device.registration.device_id
         if self._devices.get(device_id) is device:
             del self._devices[device_id]
+            self._disarm(device_id)
             self._release(device.registration.address, device_id)
             registration = device.registration
             if self._gateways.get((registration.account_id, registration.endpoint_name)) == device_id:
@@ -431,6 +449,23 @@ class LwM2MServer:
         """Unmap `address` if it is still `device_id`'s: a NAT may have given it to another device since."""
         if self._by_address.get(address) == device_id:
             del self._by_address[address]
+            if self._lane is not None:
+                self._lane.disarm_remote(address)
+
+    def _map_address(self, address: Address, device_id: str) -> None:
+        """Datagrams from `address` are `device_id`'s from now on; the lane forgets what it had armed for either."""
+        self._by_address[address] = device_id
+        if self._lane is not None:
+            self._lane.disarm_remote(address)
+            self._lane.disarm_device(device_id)
+
+    def _disarm(self, device_id: str) -> None:
+        if self._lane is not None:
+            self._lane.disarm_device(device_id)
+
+    def _end_observation(self, device: _Device, token: bytes) -> None:
+        del device.observations[token]
+        self._disarm(device.registration.device_id)
 
     async def settled(self, device_id: str | None = None) -> None:
         """Return once no write of the device (None: of any device pending now) is left; a deregistration must
@@ -584,7 +619,7 @@ class LwM2MServer:
         token = device.token_for(path)
         if token is None or device.observations[token].auto:
             return
-        del device.observations[token]
+        self._end_observation(device, token)
         if self._store is not None:
             await self._store.remove_observation(token)
         options = [(codes.OBSERVE, coap_encode_uint(1)), *codes.path_options(path)]
@@ -808,7 +843,7 @@ class LwM2MServer:
             self._track(device)
             if not child:
                 self._note_gateway(registration)
-            self._by_address[remote] = admission.device_id
+            self._map_address(remote, admission.device_id)
             # issue 16 #1: answered now; announced to the core and stored with the next batch
             self._enqueue(device, fresh=True)
             self.stats.registrations += 1
@@ -886,7 +921,7 @@ class LwM2MServer:
         )
         if current.address != remote:
             self._release(current.address, device_id)
-        self._by_address[remote] = device_id
+        self._map_address(remote, device_id)
         device.registration = registration
         self._track(device)
         for link in added:
@@ -894,7 +929,9 @@ class LwM2MServer:
                 device.observations[link.aobs.to_bytes(2, "big")] = _Observation(path=link.path, auto=True)
         for token, observation in list(device.observations.items()):
             if not _covered(observation.path, links):  # its object, instance or resource is gone
-                del device.observations[token]
+                self._end_observation(device, token)
+                self._miss(token)  # a value it still sends is unknown here, not looked up and adopted again
+                self._spawn_forget(token)
         self.stats.updates += 1
         self._enqueue(device, fresh=False)
         await self._events.updated(registration, added)
@@ -948,7 +985,29 @@ class LwM2MServer:
             return self._look_up(message, remote, identity, transport)
         if not self._continues(device, identity, remote, "notification"):
             return False
-        return self._accept_notification(device, observation, message, remote)
+        accepted = self._accept_notification(device, observation, message, remote)
+        if identity is None and transport == UDP:
+            self._arm(device, message.token, observation)
+        return accepted
+
+    def _arm(self, device: _Device, token: bytes, observation: _Observation) -> None:
+        """A notification of `observation` was accepted over plain UDP: its next ones may take the lane, unless
+        this one ended it. (The lane itself leaves to this path whatever it would not accept as this one was.)"""
+        if self._lane is not None and device.observations.get(token) is observation:
+            registration = device.registration
+            self._lane.arm(registration.device_id, registration.address, token, observation.path, observation)
+
+    def _lane_values(self, values: list[LaneNotification], stale: int) -> None:
+        """What the lane accepted of a batch: as `_accept_notification` goes on with each, in their order."""
+        self.stats.notifications += len(values)
+        self.stats.stale_notifications += stale
+        if self._pending or self._writing:  # some registration is not announced yet: `_deliver` sorts them out
+            for device_id, path, content_format, payload, seq in values:
+                self._deliver(device_id, path, content_format, payload, seq)
+            return
+        notification = self._events.notification
+        for device_id, path, content_format, payload, seq in values:
+            notification(device_id, path, content_format, payload, seq)
 
     def _look_up(
         self, message: CoapMessage, remote: Address, identity: PeerIdentity | None, transport: str
@@ -1004,11 +1063,15 @@ class LwM2MServer:
         device = self._devices.get(stored.device_id)
         if device is None or message.token not in device.observations:  # the cached device lacks the token
             record = await self._store.get_registration(stored.device_id)
-            if record is None:
-                self._miss(message.token)
-                return False
             device = self._devices.get(stored.device_id)  # another notification of it may have adopted it meanwhile
             if device is None or message.token not in device.observations:
+                if record is None or (
+                    # what this node holds is as new as the store's (or newer: a Register not written yet), so the
+                    # token is one that registration ended; a newer record is another node's work, taken up here
+                    device is not None and record.updated_at <= device.registration.updated_at
+                ):
+                    self._miss(message.token)
+                    return False
                 device = await self._adopt(record)
         observation = device.observations.get(message.token)
         if observation is None or not self._continues(device, identity, remote, "notification"):
@@ -1016,14 +1079,17 @@ class LwM2MServer:
         if device.registration.address != remote:  # its source address moved (NAT, load balancer, a new connection)
             self._release(device.registration.address, stored.device_id)
             device.registration = replace(device.registration, address=remote, transport=transport)
-            self._by_address[remote] = stored.device_id
-        return self._accept_notification(device, observation, message, remote)
+            self._map_address(remote, stored.device_id)
+        accepted = self._accept_notification(device, observation, message, remote)
+        if identity is None and transport == UDP:
+            self._arm(device, message.token, observation)
+        return accepted
 
     def _accept_notification(
         self, device: _Device, observation: _Observation, message: CoapMessage, remote: Address
     ) -> bool:
         if message.code >> 5 != 2:
-            del device.observations[message.token]  # an error response ends the observation (RFC 7641 §3.2)
+            self._end_observation(device, message.token)  # an error response ends the observation (RFC 7641 §3.2)
             self._spawn_forget(message.token)
             return True
         now = self._clock.now()
@@ -1188,7 +1254,7 @@ class LwM2MServer:
             return
         observation = device.observations.get(token)
         if observation is not None and not (only_ours and observation.auto):
-            del device.observations[token]
+            self._end_observation(device, token)
             self._spawn_forget(token)
 
     def _spawn_forget(self, token: bytes) -> None:

@@ -26,7 +26,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from devicehub._core import CoapError, CoapMessage, coap_decode, coap_encode, coap_encode_uint, udp_send_batch
+from devicehub._core import (
+    CoapError,
+    CoapMessage,
+    ObserveLane,
+    coap_decode,
+    coap_encode,
+    coap_encode_uint,
+    udp_send_batch,
+)
 from devicehub.clock import Clock
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
@@ -124,6 +132,9 @@ Handler = Callable[[CoapMessage, bytes, Address], Awaitable[Reply | None]]
 # True/False at once, or an awaitable of it when the observation must first be looked up (issue 12 #5: another
 # node's or a restarted node's observation is found in the store); the ACK/RST waits for the answer
 NotificationHandler = Callable[[CoapMessage, Address], "bool | Awaitable[bool]"]
+# what an ObserveLane hands over per value: (device id, path, content format, payload, Observe number)
+LaneNotification = tuple[str, str, "int | None", bytes, int]
+LaneHandler = Callable[[list[LaneNotification], int], None]
 
 
 @dataclass(slots=True)
@@ -141,6 +152,7 @@ class Stats:
     resets: int = 0
     notifications: int = 0
     unknown_notifications: int = 0
+    lane_taken: int = 0  # of `received`, datagrams the owner's ObserveLane took (notifications, retransmissions)
     block1_refused: int = 0
     block1_expired: int = 0
     rate_limited: int = 0
@@ -250,6 +262,9 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._socket_fd: int | None = None  # the plain UDP socket's, once the owner says the transport is one
         self.stats = Stats()
         self._said_unavailable_at = float("-inf")
+        # the owner's armed observations, recognised by a batch reader before this endpoint sees the datagram
+        self.observe_lane: ObserveLane | None = None
+        self._on_lane: LaneHandler | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------------
     @classmethod
@@ -302,6 +317,28 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         after."""
         socket = self._transport.get_extra_info("socket") if self._transport is not None else None
         self._socket_fd = socket.fileno() if SEND_BATCHES and socket is not None else None
+
+    def attach_lane(self, lane: ObserveLane, on_values: LaneHandler) -> None:
+        """Let a batch reader (lwm2m/udp.py) recognise `lane`'s notifications: their values go to `on_values`
+        with the count of stale ones dropped; a request sent with a token disarms it (its answer is the exchange's)."""
+        self.observe_lane = lane
+        self._on_lane = on_values
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def lane_received(self, notifications: list[LaneNotification], counts: tuple[int, int, int, int]) -> None:
+        """What the lane took from a batch: counted as this endpoint would have counted them, values handed on."""
+        taken, duplicates, stale, acks_sent = counts
+        stats = self.stats
+        stats.received += taken
+        stats.lane_taken += taken
+        stats.duplicates += duplicates
+        stats.notifications += taken - duplicates
+        stats.sent += acks_sent
+        stats.sent_in_batches += acks_sent
+        if self._on_lane is not None and (notifications or stale):
+            self._on_lane(notifications, stale)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -504,6 +541,8 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._by_mid[(remote, exchange.mid)] = exchange
         if expect_response:
             self._by_token[token] = exchange
+            if self.observe_lane is not None:
+                self.observe_lane.disarm_token(remote, token)
         try:
             self._send(data, remote)
             if confirmable:
@@ -747,6 +786,8 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._prune_seen(now)
         self._prune_uploads(now)
         self._rates.sweep()
+        if self.observe_lane is not None:
+            self.observe_lane.prune(now)
 
     def receive_drops(self) -> int:
         """Datagrams the kernel dropped at this endpoint's UDP socket (its receive buffer was full)."""
@@ -763,6 +804,11 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             "block1_peers": len(self._block1_by_peer),
             "tasks": len(self._tasks),
             "rate_buckets": len(self._rates),
+            **(
+                {}
+                if self.observe_lane is None
+                else {"lane_armed": self.observe_lane.armed, "lane_acked": self.observe_lane.acked}
+            ),
         }
 
     def _incoming_request(self, message: CoapMessage, remote: Address, fault: str | None) -> None:

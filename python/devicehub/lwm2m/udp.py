@@ -4,8 +4,10 @@ uvloop's datagram transport makes one system call and one Python callback per da
 readiness runs one `recvmmsg` (the Rust `UdpReceiver`, its buffers allocated once) that takes up to `batch`
 waiting datagrams, and the endpoint gets them in one `datagrams_received` call: its per-datagram logic runs
 for each, and what the endpoint sends in the turn (ACKs, answers, requests) leaves together in one `sendmmsg` at
-its end. More than `batch` waiting stay for the next turn (the poll is level-triggered), so one peer's flood
-cannot hold the loop.
+its end. With an `ObserveLane` attached (the server's plain listener), the receive call itself recognises the
+armed observations' notifications, acknowledges the CON ones and hands those values over decoded; only the rest
+reach `datagrams_received`. More than `batch` waiting stay for the next turn (the poll is level-triggered), so one
+peer's flood cannot hold the loop.
 The socket's errors (an ICMP port unreachable reported as ECONNREFUSED) go to `error_received`; reading goes on.
 IP_RECVERR stays unset, so Linux does not report ICMP errors on this unconnected socket at all: with it, the socket
 would poll as POLLERR, and libuv stops a poll handle (uvloop's `add_reader`) that reports POLLERR.
@@ -21,8 +23,8 @@ import socket
 import sys
 from typing import Any, Protocol
 
-from devicehub._core import UdpReceiver
-from devicehub.lwm2m.transport import MAX_DATAGRAM, Address, CoapEndpoint
+from devicehub._core import ObserveLane, UdpReceiver
+from devicehub.lwm2m.transport import MAX_DATAGRAM, Address, CoapEndpoint, LaneNotification
 
 RECV_BATCHES = sys.platform == "linux"  # recvmmsg(2) is Linux's
 RECV_BATCH = 64  # datagrams one loop turn takes at most (64 KiB of buffer each, touched only as far as used)
@@ -34,12 +36,17 @@ MAX_BUFFERED = 4 << 20  # bytes waiting for a full send buffer to drain; beyond 
 
 
 class BatchProtocol(Protocol):
-    """What the transport feeds: a DatagramProtocol that also takes a loop turn's datagrams at once."""
+    """What the transport feeds: a DatagramProtocol that also takes a loop turn's datagrams at once, and, when it
+    has an `observe_lane`, the notifications the lane recognised in them (before the other datagrams)."""
+
+    observe_lane: ObserveLane | None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
     def connection_lost(self, exc: Exception | None) -> None: ...
     def datagrams_received(self, batch: list[tuple[bytes, Address]]) -> None: ...
     def error_received(self, exc: Exception) -> None: ...
+    def now(self) -> float: ...
+    def lane_received(self, notifications: list[LaneNotification], counts: tuple[int, int, int, int]) -> None: ...
 
 
 class BatchedUdpTransport(asyncio.DatagramTransport):
@@ -65,13 +72,23 @@ class BatchedUdpTransport(asyncio.DatagramTransport):
         self._loop.add_reader(self._fd, self._read_ready)
 
     def _read_ready(self) -> None:
+        protocol = self._protocol
+        lane = protocol.observe_lane
         try:
-            batch = self._receiver.receive(self._fd)
+            if lane is None:
+                batch = self._receiver.receive(self._fd)
+            else:
+                batch, notifications, unsent, counts = self._receiver.receive_sifting(self._fd, lane, protocol.now())
         except OSError as error:  # the socket's pending error, reported once; the next turn reads on
-            self._protocol.error_received(error)
+            protocol.error_received(error)
             return
+        if lane is not None:
+            for ack, addr in unsent:  # the socket was full: they wait in order with whatever else waits
+                self.sendto(ack, addr)
+            if counts[0]:
+                protocol.lane_received(notifications, counts)
         if batch:
-            self._protocol.datagrams_received(batch)
+            protocol.datagrams_received(batch)
 
     # ---- sending ------------------------------------------------------------------------------------
     def sendto(self, data: bytes | bytearray | memoryview, addr: Any = None) -> None:

@@ -7,6 +7,7 @@
 //! - [`coap`]: the CoAP message codec (RFC 7252, with Observe and Block options).
 //! - [`histogram`]: the log-bucket latency histogram of the simulator's report.
 //! - [`links`]: the CoRE link format (RFC 6690) of Register and Update payloads.
+//! - [`observe_lane`]: the plain UDP listener's steady-state notifications, recognised without Python.
 //! - [`request_log`]: the device-request queue's SQLite file and its writer thread (Unix).
 //! - [`udp`]: batched UDP sends and receives (`sendmmsg`/`recvmmsg`, Linux only).
 
@@ -15,6 +16,7 @@ pub mod coap;
 pub mod dtls;
 pub mod histogram;
 pub mod links;
+pub mod observe_lane;
 pub mod queue;
 #[cfg(unix)]
 pub mod request_log;

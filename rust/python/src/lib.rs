@@ -8,6 +8,7 @@ mod dtls;
 mod errors;
 mod histogram;
 mod links;
+mod observe_lane;
 mod queue;
 mod request_log;
 mod tlv;
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     links::register(m)?;
     histogram::register(m)?;
     udp::register(m)?;
+    observe_lane::register(m)?;
     dtls::register(m)?;
     Ok(())
 }

@@ -12,6 +12,13 @@ use std::collections::HashMap;
 #[cfg(target_os = "linux")]
 use std::net::{IpAddr, SocketAddr};
 
+#[cfg(target_os = "linux")]
+use crate::observe_lane::PyObserveLane;
+#[cfg(target_os = "linux")]
+use devicehub_core::observe_lane::{empty_ack, newer, Sifted};
+#[cfg(target_os = "linux")]
+use pyo3::intern;
+
 /// Sends every (payload, (host, port)) on the socket `fd` in as few `sendmmsg` calls as it takes, without
 /// blocking; returns how many went out, in order from the first. Raises ValueError (before sending any) for a
 /// host that is not an IP address literal, OSError when not even the first could be sent.
@@ -87,33 +94,131 @@ impl PyUdpReceiver {
         self.receiver.receive(fd).map_err(os_error)?;
         let out = PyList::empty(py);
         for (data, addr) in self.receiver.datagrams() {
-            let address = match self.addresses.get(&addr) {
-                Some(address) => address.bind(py).clone(),
-                None => {
-                    let host = match addr {
-                        SocketAddr::V6(v6) if v6.scope_id() != 0 => {
-                            format!("{}%{}", v6.ip(), v6.scope_id())
-                        }
-                        _ => addr.ip().to_string(),
-                    };
-                    let address = PyTuple::new(
-                        py,
-                        [
-                            host.into_pyobject(py)?.into_any(),
-                            addr.port().into_pyobject(py)?.into_any(),
-                        ],
-                    )?;
-                    if self.addresses.len() >= ADDRESS_CACHE {
-                        self.addresses.clear();
-                    }
-                    self.addresses.insert(addr, address.clone().unbind());
-                    address
-                }
-            };
+            let address = address_tuple(py, &mut self.addresses, addr)?;
             out.append((PyBytes::new(py, data), address))?;
         }
         Ok(out)
     }
+
+    /// `receive`, with each datagram offered to `lane` first (issue 15 #2). Returns `(others, notifications,
+    /// unsent, counts)`: the datagrams the lane left, as `receive` gives them; the armed observations' new values
+    /// as `(device_id, path, content_format, payload, observe)`, each observation's `last_seq`/`last_at` moved on
+    /// (a number not newer is dropped as stale, RFC 7641 §3.4); the empty ACKs the socket would not take now, as
+    /// `(ack, (host, port))` for the caller's queue; and `(taken, duplicates, stale, acks_sent)`. The ACKs of
+    /// CON notifications and of their retransmissions go out at the end in one `sendmmsg`.
+    fn receive_sifting<'py>(
+        &mut self,
+        py: Python<'py>,
+        fd: i32,
+        lane: &Bound<'py, PyObserveLane>,
+        now: f64,
+    ) -> PyResult<SiftedBatch<'py>> {
+        self.receiver.receive(fd).map_err(os_error)?;
+        let mut lane = lane.borrow_mut();
+        let freshness = lane.freshness;
+        let others = PyList::empty(py);
+        let notifications = PyList::empty(py);
+        let mut acks: Vec<([u8; 4], SocketAddr)> = Vec::new();
+        let (mut taken, mut duplicates, mut stale) = (0usize, 0usize, 0usize);
+        for (data, addr) in self.receiver.datagrams() {
+            match lane.lane.sift(data, addr, now) {
+                Sifted::Slow => {
+                    let address = address_tuple(py, &mut self.addresses, addr)?;
+                    others.append((PyBytes::new(py, data), address))?;
+                }
+                Sifted::Duplicate { mid } => {
+                    taken += 1;
+                    duplicates += 1;
+                    acks.push((empty_ack(mid), addr));
+                }
+                Sifted::Notification {
+                    handle,
+                    seq,
+                    content_format,
+                    payload,
+                    ack,
+                } => {
+                    taken += 1;
+                    if let Some(mid) = ack {
+                        acks.push((empty_ack(mid), addr));
+                    }
+                    let observation = handle.observation.bind(py);
+                    let last: Option<u32> =
+                        observation.getattr(intern!(py, "last_seq"))?.extract()?;
+                    let last_at: f64 = observation.getattr(intern!(py, "last_at"))?.extract()?;
+                    if !newer(last, last_at, seq, now, freshness) {
+                        stale += 1;
+                        continue;
+                    }
+                    observation.setattr(intern!(py, "last_seq"), seq)?;
+                    observation.setattr(intern!(py, "last_at"), now)?;
+                    notifications.append((
+                        handle.device_id.bind(py),
+                        handle.path.bind(py),
+                        content_format,
+                        PyBytes::new(py, payload),
+                        seq,
+                    ))?;
+                }
+            }
+        }
+        let unsent = PyList::empty(py);
+        let mut sent = 0;
+        if !acks.is_empty() {
+            let batch: Vec<(&[u8], SocketAddr)> =
+                acks.iter().map(|(ack, addr)| (&ack[..], *addr)).collect();
+            sent = devicehub_core::udp::send_batch(fd, &batch).unwrap_or(0);
+            for (ack, addr) in &acks[sent..] {
+                unsent.append((
+                    PyBytes::new(py, ack),
+                    address_tuple(py, &mut self.addresses, *addr)?,
+                ))?;
+            }
+        }
+        Ok((
+            others,
+            notifications,
+            unsent,
+            (taken, duplicates, stale, sent),
+        ))
+    }
+}
+
+/// What `receive_sifting` returns (see there).
+#[cfg(target_os = "linux")]
+type SiftedBatch<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    (usize, usize, usize, usize),
+);
+
+/// The `(host, port)` tuple of `addr`, the same object for every datagram of a peer while it is in `cache`.
+#[cfg(target_os = "linux")]
+fn address_tuple<'py>(
+    py: Python<'py>,
+    cache: &mut HashMap<SocketAddr, Py<PyTuple>>,
+    addr: SocketAddr,
+) -> PyResult<Bound<'py, PyTuple>> {
+    if let Some(address) = cache.get(&addr) {
+        return Ok(address.bind(py).clone());
+    }
+    let host = match addr {
+        SocketAddr::V6(v6) if v6.scope_id() != 0 => format!("{}%{}", v6.ip(), v6.scope_id()),
+        _ => addr.ip().to_string(),
+    };
+    let address = PyTuple::new(
+        py,
+        [
+            host.into_pyobject(py)?.into_any(),
+            addr.port().into_pyobject(py)?.into_any(),
+        ],
+    )?;
+    if cache.len() >= ADDRESS_CACHE {
+        cache.clear();
+    }
+    cache.insert(addr, address.clone().unbind());
+    Ok(address)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -142,6 +247,17 @@ impl PyUdpReceiver {
         fd: i32,
     ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
         let _ = (py, fd);
+        Err(pyo3::exceptions::PyOSError::new_err(
+            "recvmmsg is Linux only",
+        ))
+    }
+    fn receive_sifting(
+        &mut self,
+        fd: i32,
+        lane: &Bound<'_, crate::observe_lane::PyObserveLane>,
+        now: f64,
+    ) -> PyResult<()> {
+        let _ = (fd, lane, now);
         Err(pyo3::exceptions::PyOSError::new_err(
             "recvmmsg is Linux only",
         ))
