@@ -69,6 +69,9 @@ class CountingCore:
     def notification(self, device_id: str, path: str, cf: int | None, payload: bytes, seq: int | None) -> None:
         self.events += 1
 
+    def notifications(self, values: Sequence[tuple[str, str, int | None, bytes, int | None]]) -> None:
+        self.events += len(values)
+
 
 class BareCounter(asyncio.DatagramProtocol):
     """Baseline: count and ACK every datagram with a pre-built reply, nothing else."""

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from aiohttp import web
 
@@ -160,6 +160,17 @@ class ChannelHub:
             return
         self._push((c for c in map(self._channels.get, key_ids) if c is not None), event)
 
+    async def publish_many(self, events: Sequence[tuple[Sequence[str], Event]]) -> None:
+        """`publish` for each (keys, event) in order, with one clock reading (a loop turn's notifications)."""
+        if self._cluster is not None:
+            for key_ids, event in events:
+                await self._forward(key_ids, event)
+            return
+        channels = self._channels
+        now_ms = int(self._clock.now() * 1000)
+        for key_ids, event in events:
+            self._push([c for k in key_ids if (c := channels.get(k)) is not None], event, now_ms)
+
     async def publish_account(self, account_id: str, event: Event) -> None:
         """Lifecycle events: to every channel of the account (architecture.md "Event routing rules")."""
         if self._cluster is not None:
@@ -203,8 +214,9 @@ class ChannelHub:
             else:
                 self._recovered("forwarding events to Redis")
 
-    def _push(self, channels: Iterable[Channel], event: Event) -> None:
-        now_ms = int(self._clock.now() * 1000)
+    def _push(self, channels: Iterable[Channel], event: Event, now_ms: int | None = None) -> None:
+        if now_ms is None:
+            now_ms = int(self._clock.now() * 1000)
         uid: str | None = None  # one identity for every channel of this event, made only if one shows it
         encoded: dict[tuple[bool, ...], bytes] = {}  # channels with equal options share one encoding
         kind = event.kind

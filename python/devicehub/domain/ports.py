@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from devicehub.domain.events import Event
@@ -57,5 +57,8 @@ class EventSink(Protocol):
     """The channel layer as the domain sees it."""
 
     async def publish(self, key_ids: Iterable[str], event: Event) -> None: ...
+
+    async def publish_many(self, events: Sequence[tuple[Sequence[str], Event]]) -> None:
+        """`publish` for each (keys, event), in order."""
 
     async def publish_account(self, account_id: str, event: Event) -> None: ...

@@ -225,14 +225,23 @@ class DeviceService:
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.ensure_future(self._drain_inbox())
 
+    def notifications(self, values: Sequence[tuple[str, str, int | None, bytes, int | None]]) -> None:
+        devices = self._devices
+        inbox = self._inbox
+        for device_id, path, content_format, payload, _ in values:
+            device = devices.get(device_id)
+            if device is not None:
+                inbox.append((device, path, content_format, payload))
+        if inbox and (self._drainer is None or self._drainer.done()):
+            self._drainer = asyncio.ensure_future(self._drain_inbox())
+
     async def _drain_inbox(self) -> None:
         while self._inbox:
             batch, self._inbox = self._inbox, []
-            for device, path, content_format, payload in batch:
-                try:
-                    await self.router.deliver_value(device, path, content_format, payload)
-                except Exception:
-                    log.exception("delivering a value of %s%s failed", device.id, path)
+            try:
+                await self.router.deliver_values(batch)
+            except Exception:  # the store or the hub failed for the whole batch: said once, the next one goes on
+                log.exception("delivering %d value(s) failed", len(batch))
 
     async def _save(self, registration: Registration) -> Device:
         now = self._clock.now()

@@ -32,6 +32,8 @@ from devicehub.lwm2m.ports import DeviceResponse
 from devicehub.store.base import Store
 from devicehub.store.records import Device, PresubscriptionRule, ReportedValue
 
+DeliveredValue = tuple[Device, str, int | None, bytes]  # (device, path, content format, payload)
+
 log = logging.getLogger("devicehub.subscriptions")
 
 MAX_CACHED_PATHS = 4096  # routing answers kept per device
@@ -283,24 +285,39 @@ class SubscriptionRouter:
 
     async def deliver_value(self, device: Device, path: str, content_format: int | None, payload: bytes) -> None:
         """A value from the device: snapshot first, then every subscribed key (spec §3.2 steps 3–4)."""
-        content_type = mime_for(content_format)
+        await self.deliver_values([(device, path, content_format, payload)])
+
+    async def deliver_values(self, values: Sequence[DeliveredValue]) -> None:
+        """Values from devices, in their order: every snapshot first, then the events to every subscribed key
+        (spec §3.2 steps 3–4), in one store call and one publish for all of them (issue 15 #2: a loop turn's
+        notifications go through here together). A value that fails to split or route is logged and skipped; the
+        others go on."""
         now = self._clock.now()
-        for resource_path, value, value_type in _snapshot_values(path, content_format, payload, content_type):
-            await self._store.set_reported(
-                device.id, resource_path, ReportedValue(value=value, content_type=value_type, reported_at=now)
-            )
-        keys = self.keys_for(device.id, path)
-        if keys:
-            await self._sink.publish(
-                keys,
-                NotificationEvent(
-                    device_id=device.id,
-                    endpoint_name=device.endpoint_name,
-                    path=path,
-                    content_type=content_type,
-                    payload=payload,
-                ),
-            )
+        reported: list[tuple[str, str, ReportedValue]] = []
+        events: list[tuple[tuple[str, ...], NotificationEvent]] = []
+        for device, path, content_format, payload in values:
+            try:
+                content_type = mime_for(content_format)
+                for resource_path, value, value_type in _snapshot_values(path, content_format, payload, content_type):
+                    reported.append(
+                        (device.id, resource_path, ReportedValue(value=value, content_type=value_type, reported_at=now))
+                    )
+                keys = self.keys_for(device.id, path)
+                if keys:
+                    event = NotificationEvent(
+                        device_id=device.id,
+                        endpoint_name=device.endpoint_name,
+                        path=path,
+                        content_type=content_type,
+                        payload=payload,
+                    )
+                    events.append((keys, event))
+            except Exception:
+                log.exception("delivering a value of %s%s failed", device.id, path)
+        if reported:
+            await self._store.set_reported_many(reported)
+        if events:
+            await self._sink.publish_many(events)
 
     async def _cancel(self, device_id: str, pattern: str) -> None:
         try:

@@ -105,3 +105,6 @@ class DeviceEvents(Protocol):
         self, device_id: str, path: str, content_format: int | None, payload: bytes, observe_seq: int | None
     ) -> None:
         """An observation notification (subscribed, auto-observed or LwM2M 1.1 Send)."""
+
+    def notifications(self, values: Sequence[tuple[str, str, int | None, bytes, int | None]]) -> None:
+        """Several notifications at once, in their order, each as `notification` takes it (a receive batch's)."""

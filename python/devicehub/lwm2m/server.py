@@ -1005,9 +1005,7 @@ class LwM2MServer:
             for device_id, path, content_format, payload, seq in values:
                 self._deliver(device_id, path, content_format, payload, seq)
             return
-        notification = self._events.notification
-        for device_id, path, content_format, payload, seq in values:
-            notification(device_id, path, content_format, payload, seq)
+        self._events.notifications(values)
 
     def _look_up(
         self, message: CoapMessage, remote: Address, identity: PeerIdentity | None, transport: str

@@ -820,6 +820,11 @@ class RedisStore:
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
         self._reported.put(device_id, path, reported)
 
+    async def set_reported_many(self, values: Sequence[tuple[str, str, ReportedValue]]) -> None:
+        put = self._reported.put
+        for device_id, path, reported in values:
+            put(device_id, path, reported)
+
     async def _write_reported(self, pending: Pending) -> None:
         async with self.redis.pipeline(transaction=True) as tx:
             for device_id, values in pending.items():

@@ -993,6 +993,12 @@ class SqliteStore:
         self._reported.put(device_id, path, reported)
         self._cache.set_reported(device_id, path, reported)
 
+    async def set_reported_many(self, values: Sequence[tuple[str, str, ReportedValue]]) -> None:
+        put, cache = self._reported.put, self._cache.set_reported
+        for device_id, path, reported in values:
+            put(device_id, path, reported)
+            cache(device_id, path, reported)
+
     async def _write_reported(self, pending: Pending) -> None:
         rows = [
             (device_id, path, _encode(value)) for device_id, values in pending.items() for path, value in values.items()

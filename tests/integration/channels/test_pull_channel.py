@@ -27,6 +27,22 @@ def test_pull_answers_at_once_when_events_wait_and_204_after_the_poll_time(tmp_p
     run(main())
 
 
+def test_events_published_together_arrive_in_their_order_and_keys_without_a_channel_are_skipped(
+    tmp_path: Path,
+) -> None:
+    """`publish_many` (a loop turn's notifications, issue 15 #2) is `publish` of each, in order."""
+
+    async def main() -> None:
+        async with serving(tmp_path, pull_timeout=0.2) as h:
+            assert await h.call("GET", "/v2/notification/pull") == (204, b"")
+            nobody = "k" * 32
+            await h.hub.publish_many([([h.key_id], note(1)), ([nobody], note(2)), ([nobody, h.key_id], note(3))])
+            status, body = await h.call("GET", "/v2/notification/pull")
+            assert status == 200 and payloads(body) == [1, 3]
+
+    run(main())
+
+
 def test_a_waiting_poll_gets_the_next_event_and_a_concurrent_poll_is_409(tmp_path: Path) -> None:
     async def main() -> None:
         async with serving(tmp_path, pull_timeout=10.0) as h:

@@ -422,6 +422,42 @@ def test_snapshot_fields_merge_and_new_resources_do_not_overwrite(make_store: St
     run(make_store, scenario)
 
 
+def test_reported_values_set_together_are_read_as_set_one_by_one_the_later_of_a_path_winning(
+    make_store: StoreFactory,
+) -> None:
+    """`set_reported_many` (a receive batch's values, issue 15 #2): several devices and paths at once, a path given
+    twice keeps the later value; read back at once and after a reopen (the write-behind flushes on close)."""
+
+    def value(text: bytes, at: float) -> ReportedValue:
+        return ReportedValue(value=text, content_type="text/plain", reported_at=at)
+
+    expected = {
+        "d1": [
+            SnapshotResource(path="/3/0/9", reported=value(b"88", 1.0)),
+            SnapshotResource(path="/3303/0/5700", reported=value(b"21.5", 2.0)),
+        ],
+        "d2": [SnapshotResource(path="/3303/0/5700", reported=value(b"7", 1.0))],
+    }
+
+    async def check(store: Store) -> None:
+        for device_id, resources in expected.items():
+            assert await store.get_snapshot(device_id) == resources
+
+    async def scenario(store: Store) -> None:
+        await store.set_reported_many(
+            [
+                ("d1", "/3303/0/5700", value(b"20.5", 1.0)),
+                ("d2", "/3303/0/5700", value(b"7", 1.0)),
+                ("d1", "/3/0/9", value(b"88", 1.0)),
+                ("d1", "/3303/0/5700", value(b"21.5", 2.0)),
+            ]
+        )
+        await check(store)
+
+    run(make_store, scenario)
+    reopen(make_store, check)
+
+
 def test_desired_value_keeps_content_type_request_and_last_success(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         desired = DesiredValue(
