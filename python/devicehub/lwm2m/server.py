@@ -987,15 +987,16 @@ class LwM2MServer:
             return False
         accepted = self._accept_notification(device, observation, message, remote)
         if identity is None and transport == UDP:
-            self._arm(device, message.token, observation)
+            self._arm(device, remote, message.token, observation)
         return accepted
 
-    def _arm(self, device: _Device, token: bytes, observation: _Observation) -> None:
-        """A notification of `observation` was accepted over plain UDP: its next ones may take the lane, unless
-        this one ended it. (The lane itself leaves to this path whatever it would not accept as this one was.)"""
+    def _arm(self, device: _Device, remote: Address, token: bytes, observation: _Observation) -> None:
+        """A notification of `observation` from `remote` was accepted over plain UDP: its next ones from there may
+        take the lane, unless this one ended it. (The lane leaves to this path whatever it would not accept as this
+        one was.)"""
         if self._lane is not None and device.observations.get(token) is observation:
-            registration = device.registration
-            self._lane.arm(registration.device_id, registration.address, token, observation.path, observation)
+            device_id = device.registration.device_id
+            self._lane.arm(device_id, remote, token, observation.path, observation)
 
     def _lane_values(self, values: list[LaneNotification], stale: int) -> None:
         """What the lane accepted of a batch: as `_accept_notification` goes on with each, in their order."""
@@ -1064,9 +1065,10 @@ class LwM2MServer:
             device = self._devices.get(stored.device_id)  # another notification of it may have adopted it meanwhile
             if device is None or message.token not in device.observations:
                 if record is None or (
-                    # what this node holds is as new as the store's (or newer: a Register not written yet), so the
-                    # token is one that registration ended; a newer record is another node's work, taken up here
-                    device is not None and record.updated_at <= device.registration.updated_at
+                    # the store still has a registration older than the one held here (a Register not written
+                    # yet): the token is one that Register ended. The same registration, or a newer one, is taken
+                    # up as before: another node may have observed what this node does not know of.
+                    device is not None and record.registered_at < device.registration.registered_at
                 ):
                     self._miss(message.token)
                     return False
@@ -1080,7 +1082,7 @@ class LwM2MServer:
             self._map_address(remote, stored.device_id)
         accepted = self._accept_notification(device, observation, message, remote)
         if identity is None and transport == UDP:
-            self._arm(device, message.token, observation)
+            self._arm(device, remote, message.token, observation)
         return accepted
 
     def _accept_notification(
