@@ -451,6 +451,14 @@ class ObserveLane:
     def disarm_device(self, device_id: str) -> None: ...
     def disarm_remote(self, address: tuple[str, int]) -> None: ...
     def disarm_token(self, address: tuple[str, int], token: bytes) -> None: ...
+    def sift(
+        self, datagrams: list[bytes], address: tuple[str, int], now: float
+    ) -> tuple[list[bytes], list[tuple[str, str, int | None, bytes, int]], list[bytes], tuple[int, int, int]]:
+        """Offer datagrams that came from `address` by other means than `UdpReceiver.receive_sifting` (a DTLS
+        session's decrypted records). Returns `(others, values, acks, (taken, duplicates, stale))`: the datagrams
+        left (the objects given), the values as `receive_sifting` gives them, and the empty ACKs to send to
+        `address` for the CON notifications and retransmissions taken."""
+
     def clear(self) -> None: ...
     def prune(self, now: float) -> None:
         """Forget acknowledged message IDs older than the lifetime."""

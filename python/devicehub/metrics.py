@@ -231,12 +231,15 @@ class _NodeCollector(Collector):
         yield _counter(
             "devicehub_coap_retransmissions", "Confirmable CoAP messages sent again", v(lw, "coap_retransmissions")
         )
-        yield _counter(
+        lane = CounterMetricFamily(
             "devicehub_coap_lane_datagrams",
-            "Of the CoAP datagrams in, those the plain listener's notification lane took in its receive call "
-            "(values of armed observations and retransmissions of their CON ones), without Python per datagram",
-            v(lw, "coap_lane_taken"),
+            "Of the CoAP datagrams in, those a listener's notification lane took (values of armed observations and "
+            "retransmissions of their CON ones), without Python per datagram",
+            labels=["listener"],
         )
+        for listener in ("coap", "coaps"):
+            lane.add_metric([listener], v(lw, f"{listener}_lane_taken"))
+        yield lane
         # issue 14: what the per-source limit dropped, Block1 uploads refused or expired, and the per-peer tables
         yield _counter(
             "devicehub_coap_rate_limited", "CoAP requests dropped over their source's rate", v(lw, "coap_rate_limited")

@@ -296,8 +296,11 @@ class DtlsListener(asyncio.DatagramProtocol):
 
     def _deliver(self, address: Address, records: list[bytes]) -> None:
         self.stats.records_in += len(records)
+        endpoint = self._endpoint
+        if endpoint.observe_lane is not None:  # the armed observations' notifications, without the Python path
+            records = endpoint.lane_sift(records, address)
         for record in records:
-            self._endpoint.datagram_received(record, address)
+            endpoint.datagram_received(record, address)
 
     # ---- ending -----------------------------------------------------------------------------------------
     def _refuse(self, address: Address, reason: str) -> None:
@@ -309,6 +312,8 @@ class DtlsListener(asyncio.DatagramProtocol):
         session = self._sessions.pop(address, None)
         if session is not None and session.identity is None:
             self._handshaking -= 1
+        if self._endpoint.observe_lane is not None:  # what was armed was armed for this session's identity
+            self._endpoint.observe_lane.disarm_remote(address)
 
     def _end(self, address: Address, *, notify: bool) -> None:
         session = self._sessions.get(address)

@@ -190,9 +190,12 @@ class LwM2MServer:
         self._lookups: dict[bytes, asyncio.Future[ObservationRecord | None]] = {}  # unknown tokens being looked up
         self._lookup_waiters = 0
         self._missed: OrderedDict[bytes, float] = OrderedDict()  # token → until when it is taken as unknown
-        # the plain listener's observations armed for the Rust receive path (issue 15 #2): every change of an
-        # address mapping, a registration or an observation below disarms what it touches
+        # the observations armed for the Rust receive path (issue 15 #2), of the plain listener and of the DTLS
+        # one: every change of an address mapping, a registration or an observation below disarms what it touches
+        # in both (the DTLS listener disarms a peer whose session ends)
         self._lane: ObserveLane | None = None
+        self._secure_lane: ObserveLane | None = None
+        self._lanes: list[ObserveLane] = []
         self.stats = ServerStats()
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -206,8 +209,7 @@ class LwM2MServer:
     async def start(self, host: str, port: int) -> None:
         endpoint = self._new_endpoint("coap", self._handle, self._notification)  # UDP is their default transport
         if RECV_BATCHES and self._allow_nosec:  # the lane runs in the batch reader; plain CoAP only where allowed
-            self._lane = ObserveLane(self._limits.dedup_entries, EXCHANGE_LIFETIME, MAX_DATAGRAM, OBSERVE_FRESHNESS)
-            endpoint.attach_lane(self._lane, self._lane_values)
+            self._lane = self._new_lane(endpoint)
         await open_udp(endpoint, host, port)  # recvmmsg batches on Linux (issue 15 #2)
         self._endpoint = endpoint
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
@@ -215,8 +217,15 @@ class LwM2MServer:
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
         """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, with an identity."""
         endpoint = self._new_endpoint("coaps", *self._identified(self._dtls_identity, UDP))
+        self._secure_lane = self._new_lane(endpoint)  # offered each session's decrypted records
         self._dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
         self._secure = endpoint
+
+    def _new_lane(self, endpoint: CoapEndpoint) -> ObserveLane:
+        lane = ObserveLane(self._limits.dedup_entries, EXCHANGE_LIFETIME, MAX_DATAGRAM, OBSERVE_FRESHNESS)
+        endpoint.attach_lane(lane, self._lane_values)
+        self._lanes.append(lane)
+        return lane
 
     async def start_tcp(self, host: str, port: int) -> StreamListener:
         """A CoAP-over-TCP listener (issue 13 #5): its frames reach the same handlers; plain TCP is plain CoAP."""
@@ -449,19 +458,19 @@ class LwM2MServer:
         """Unmap `address` if it is still `device_id`'s: a NAT may have given it to another device since."""
         if self._by_address.get(address) == device_id:
             del self._by_address[address]
-            if self._lane is not None:
-                self._lane.disarm_remote(address)
+            for lane in self._lanes:
+                lane.disarm_remote(address)
 
     def _map_address(self, address: Address, device_id: str) -> None:
-        """Datagrams from `address` are `device_id`'s from now on; the lane forgets what it had armed for either."""
+        """Datagrams from `address` are `device_id`'s from now on; the lanes forget what they had armed for either."""
         self._by_address[address] = device_id
-        if self._lane is not None:
-            self._lane.disarm_remote(address)
-            self._lane.disarm_device(device_id)
+        for lane in self._lanes:
+            lane.disarm_remote(address)
+            lane.disarm_device(device_id)
 
     def _disarm(self, device_id: str) -> None:
-        if self._lane is not None:
-            self._lane.disarm_device(device_id)
+        for lane in self._lanes:
+            lane.disarm_device(device_id)
 
     def _end_observation(self, device: _Device, token: bytes) -> None:
         del device.observations[token]
@@ -986,17 +995,18 @@ class LwM2MServer:
         if not self._continues(device, identity, remote, "notification"):
             return False
         accepted = self._accept_notification(device, observation, message, remote)
-        if identity is None and transport == UDP:
-            self._arm(device, remote, message.token, observation)
+        if transport == UDP:  # plain CoAP or DTLS: each listener's lane
+            self._arm(self._lane if identity is None else self._secure_lane, device, remote, message.token, observation)
         return accepted
 
-    def _arm(self, device: _Device, remote: Address, token: bytes, observation: _Observation) -> None:
-        """A notification of `observation` from `remote` was accepted over plain UDP: its next ones from there may
-        take the lane, unless this one ended it. (The lane leaves to this path whatever it would not accept as this
-        one was.)"""
-        if self._lane is not None and device.observations.get(token) is observation:
-            device_id = device.registration.device_id
-            self._lane.arm(device_id, remote, token, observation.path, observation)
+    def _arm(
+        self, lane: ObserveLane | None, device: _Device, remote: Address, token: bytes, observation: _Observation
+    ) -> None:
+        """A notification of `observation` from `remote` was accepted by the listener `lane` belongs to: its next
+        ones from there may take the lane, unless this one ended it. (The lane leaves to this path whatever it would
+        not accept as this one was; over DTLS, the peer's session is the identity this one was accepted with.)"""
+        if lane is not None and device.observations.get(token) is observation:
+            lane.arm(device.registration.device_id, remote, token, observation.path, observation)
 
     def _lane_values(self, values: list[LaneNotification], stale: int) -> None:
         """What the lane accepted of a batch: as `_accept_notification` goes on with each, in their order."""
@@ -1081,8 +1091,8 @@ class LwM2MServer:
             device.registration = replace(device.registration, address=remote, transport=transport)
             self._map_address(remote, stored.device_id)
         accepted = self._accept_notification(device, observation, message, remote)
-        if identity is None and transport == UDP:
-            self._arm(device, remote, message.token, observation)
+        if transport == UDP:  # plain CoAP or DTLS: each listener's lane
+            self._arm(self._lane if identity is None else self._secure_lane, device, remote, message.token, observation)
         return accepted
 
     def _accept_notification(

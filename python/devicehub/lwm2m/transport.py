@@ -340,6 +340,18 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         if self._on_lane is not None and (notifications or stale):
             self._on_lane(notifications, stale)
 
+    def lane_sift(self, datagrams: list[bytes], remote: Address) -> list[bytes]:
+        """Datagrams from `remote` that reached this endpoint other than by a batch reader (a DTLS session's
+        decrypted records): what the lane takes is counted and handed on as `lane_received` does, its ACKs go out
+        with this turn's other datagrams (through the session); the rest is returned for `datagram_received`."""
+        assert self.observe_lane is not None
+        others, values, acks, (taken, duplicates, stale) = self.observe_lane.sift(datagrams, remote, self._clock.now())
+        for ack in acks:
+            self._send_soon(ack, remote)
+        if taken:
+            self.lane_received(values, (taken, duplicates, stale, 0))
+        return others
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         self._socket_fd = None

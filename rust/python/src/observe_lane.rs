@@ -2,11 +2,12 @@
 //! `receive_sifting` (udp.rs) runs it over each batch.
 
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyBytes, PyList, PyString};
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 
-use devicehub_core::observe_lane::ObserveLane;
+use devicehub_core::observe_lane::{empty_ack, newer, ObserveLane, Sifted};
 
 /// What an armed observation hands back: the device's id and the observed path (given to the core as they
 /// are), and the server's observation object, whose `last_seq`/`last_at` the lane reads and moves on.
@@ -38,6 +39,81 @@ pub fn socket_address(host: &str, port: u16) -> Option<SocketAddr> {
     }
     Some(SocketAddr::new(host.parse::<IpAddr>().ok()?, port))
 }
+
+/// What a datagram offered to the lane came to.
+pub enum Offered {
+    /// For the Python path, as it came.
+    Slow,
+    /// Taken (a value, a stale number or a retransmission); a CON one's message ID to acknowledge.
+    Taken { ack: Option<u16> },
+}
+
+/// Datagrams taken, retransmissions among them, stale numbers among them.
+#[derive(Default)]
+pub struct Tally {
+    pub taken: usize,
+    pub duplicates: usize,
+    pub stale: usize,
+}
+
+impl PyObserveLane {
+    /// Offer one datagram from `addr`: a new value of an armed observation is appended to `values` as
+    /// `(device_id, path, content_format, payload, observe)`, the observation's `last_seq`/`last_at` moved on (a
+    /// number not newer is counted stale and dropped, RFC 7641 §3.4).
+    pub fn offer(
+        &mut self,
+        py: Python<'_>,
+        data: &[u8],
+        addr: SocketAddr,
+        now: f64,
+        values: &Bound<'_, PyList>,
+        tally: &mut Tally,
+    ) -> PyResult<Offered> {
+        let freshness = self.freshness;
+        match self.lane.sift(data, addr, now) {
+            Sifted::Slow => Ok(Offered::Slow),
+            Sifted::Duplicate { mid } => {
+                tally.taken += 1;
+                tally.duplicates += 1;
+                Ok(Offered::Taken { ack: Some(mid) })
+            }
+            Sifted::Notification {
+                handle,
+                seq,
+                content_format,
+                payload,
+                ack,
+            } => {
+                tally.taken += 1;
+                let observation = handle.observation.bind(py);
+                let last: Option<u32> = observation.getattr(intern!(py, "last_seq"))?.extract()?;
+                let last_at: f64 = observation.getattr(intern!(py, "last_at"))?.extract()?;
+                if newer(last, last_at, seq, now, freshness) {
+                    observation.setattr(intern!(py, "last_seq"), seq)?;
+                    observation.setattr(intern!(py, "last_at"), now)?;
+                    values.append((
+                        handle.device_id.bind(py),
+                        handle.path.bind(py),
+                        content_format,
+                        PyBytes::new(py, payload),
+                        seq,
+                    ))?;
+                } else {
+                    tally.stale += 1;
+                }
+                Ok(Offered::Taken { ack })
+            }
+        }
+    }
+}
+
+/// What `ObserveLane.sift` returns: the datagrams left, the values, the ACKs to send, (taken, duplicates, stale).
+type Sifting<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    (usize, usize, usize),
+);
 
 #[pymethods]
 impl PyObserveLane {
@@ -91,6 +167,44 @@ impl PyObserveLane {
         if let Some(remote) = socket_address(&address.0, address.1) {
             self.lane.disarm_token(&remote, token);
         }
+    }
+
+    /// Offer datagrams that came from `address` by other means than `UdpReceiver.receive_sifting` (a DTLS
+    /// session's decrypted records). Returns `(others, values, acks, (taken, duplicates, stale))`: the datagrams
+    /// the lane left (the objects given), the values as `receive_sifting` gives them, and the empty ACKs to send
+    /// to `address` (through its session) for the CON notifications and retransmissions taken.
+    fn sift<'py>(
+        &mut self,
+        py: Python<'py>,
+        datagrams: Vec<Bound<'py, PyBytes>>,
+        address: (String, u16),
+        now: f64,
+    ) -> PyResult<Sifting<'py>> {
+        let others = PyList::empty(py);
+        let values = PyList::empty(py);
+        let acks = PyList::empty(py);
+        let mut tally = Tally::default();
+        let Some(remote) = socket_address(&address.0, address.1) else {
+            for datagram in datagrams {
+                others.append(datagram)?;
+            }
+            return Ok((others, values, acks, (0, 0, 0)));
+        };
+        for datagram in datagrams {
+            match self.offer(py, datagram.as_bytes(), remote, now, &values, &mut tally)? {
+                Offered::Slow => others.append(datagram)?,
+                Offered::Taken { ack: Some(mid) } => {
+                    acks.append(PyBytes::new(py, &empty_ack(mid)))?
+                }
+                Offered::Taken { ack: None } => {}
+            }
+        }
+        Ok((
+            others,
+            values,
+            acks,
+            (tally.taken, tally.duplicates, tally.stale),
+        ))
     }
 
     fn clear(&mut self) {

@@ -13,11 +13,9 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 #[cfg(target_os = "linux")]
-use crate::observe_lane::PyObserveLane;
+use crate::observe_lane::{Offered, PyObserveLane, Tally};
 #[cfg(target_os = "linux")]
-use devicehub_core::observe_lane::{empty_ack, newer, Sifted};
-#[cfg(target_os = "linux")]
-use pyo3::intern;
+use devicehub_core::observe_lane::empty_ack;
 
 /// Sends every (payload, (host, port)) on the socket `fd` in as few `sendmmsg` calls as it takes, without
 /// blocking; returns how many went out, in order from the first. Raises ValueError (before sending any) for a
@@ -115,51 +113,18 @@ impl PyUdpReceiver {
     ) -> PyResult<SiftedBatch<'py>> {
         self.receiver.receive(fd).map_err(os_error)?;
         let mut lane = lane.borrow_mut();
-        let freshness = lane.freshness;
         let others = PyList::empty(py);
         let notifications = PyList::empty(py);
         let mut acks: Vec<([u8; 4], SocketAddr)> = Vec::new();
-        let (mut taken, mut duplicates, mut stale) = (0usize, 0usize, 0usize);
+        let mut tally = Tally::default();
         for (data, addr) in self.receiver.datagrams() {
-            match lane.lane.sift(data, addr, now) {
-                Sifted::Slow => {
+            match lane.offer(py, data, addr, now, &notifications, &mut tally)? {
+                Offered::Slow => {
                     let address = address_tuple(py, &mut self.addresses, addr)?;
                     others.append((PyBytes::new(py, data), address))?;
                 }
-                Sifted::Duplicate { mid } => {
-                    taken += 1;
-                    duplicates += 1;
-                    acks.push((empty_ack(mid), addr));
-                }
-                Sifted::Notification {
-                    handle,
-                    seq,
-                    content_format,
-                    payload,
-                    ack,
-                } => {
-                    taken += 1;
-                    if let Some(mid) = ack {
-                        acks.push((empty_ack(mid), addr));
-                    }
-                    let observation = handle.observation.bind(py);
-                    let last: Option<u32> =
-                        observation.getattr(intern!(py, "last_seq"))?.extract()?;
-                    let last_at: f64 = observation.getattr(intern!(py, "last_at"))?.extract()?;
-                    if !newer(last, last_at, seq, now, freshness) {
-                        stale += 1;
-                        continue;
-                    }
-                    observation.setattr(intern!(py, "last_seq"), seq)?;
-                    observation.setattr(intern!(py, "last_at"), now)?;
-                    notifications.append((
-                        handle.device_id.bind(py),
-                        handle.path.bind(py),
-                        content_format,
-                        PyBytes::new(py, payload),
-                        seq,
-                    ))?;
-                }
+                Offered::Taken { ack: Some(mid) } => acks.push((empty_ack(mid), addr)),
+                Offered::Taken { ack: None } => {}
             }
         }
         let unsent = PyList::empty(py);
@@ -179,7 +144,7 @@ impl PyUdpReceiver {
             others,
             notifications,
             unsent,
-            (taken, duplicates, stale, sent),
+            (tally.taken, tally.duplicates, tally.stale, sent),
         ))
     }
 }

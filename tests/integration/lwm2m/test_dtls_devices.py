@@ -16,7 +16,7 @@ from devicehub.lwm2m.transport import EXCHANGE_LIFETIME
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.device_pki import TestCa
-from support.node import eventually, run, running_node
+from support.node import eventually, run, running_node, wait_reported
 from support.ports import free_udp_port
 
 FIRST, SECOND = "dtls-first-device-01", "dtls-other-device-02"
@@ -165,5 +165,34 @@ def test_the_dtls_endpoint_has_the_per_source_rate_limit_and_is_reported_and_swe
                 assert metrics["coap_rate_limited"] == 0  # the plain endpoint's own figures stay apart
                 await clock.advance(EXCHANGE_LIFETIME + 1)  # the periodic timer sweeps the DTLS endpoint too
                 assert node.lwm2m.metrics()["coaps_dedup_entries"] == 0
+
+    run(main())
+
+
+def test_a_dtls_devices_notifications_take_the_lane_until_its_session_ends(tmp_path: Path) -> None:
+    """Issue 15 #2 over DTLS: once the server accepted a notification of the session's identity, the next ones are
+    taken from the decrypted records by the DTLS listener's lane (acknowledged through the session); the session's
+    end (here its credential revoked) disarms them, whatever identity the address shows next."""
+
+    async def main() -> None:
+        async with running_node(tmp_path, dev=False, allow_nosec=False, coaps_port=free_udp_port()) as node:
+            tenant = await tenant_with_keys(node)
+            async with secure_device(node, FIRST, psk(FIRST, KEY1)) as sim:
+                assert sim.device_id is not None
+                assert (await node.lwm2m.observe(sim.device_id, "/3303/0/5700")).code == codes.CONTENT
+                metrics = node.lwm2m.metrics
+                for n, value in enumerate((30.5, 31.5, 32.5, 33.5)):
+                    sim.set_value("/3303/0/5700", value)
+                    await wait_reported(node, sim.device_id, "/3303/0/5700", f"{value}".encode())
+                    assert metrics()["coaps_lane_armed"] == 1
+                    assert metrics()["coaps_lane_taken"] == n  # the first went the Python path and armed it
+                assert metrics().get("coap_lane_taken", 0) == 0  # plain CoAP is not allowed here: no plain lane
+                sim.confirmable_notifications = True  # a CON one: its ACK goes back through the session
+                sim.set_value("/3303/0/5700", 34.5)
+                await wait_reported(node, sim.device_id, "/3303/0/5700", b"34.5")
+                await eventually(lambda: sim.counters.acked == 1)
+                assert metrics()["coaps_lane_taken"] == 4 and metrics()["coaps_lane_acked"] == 1
+                await node.credentials.delete_psk(tenant, FIRST)
+                assert metrics()["coaps_lane_armed"] == 0
 
     run(main())

@@ -80,7 +80,8 @@ def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> No
         assert value(after, "devicehub_coap_datagrams_total", direction="out") >= 4
         # the notification lane (issue 15 #2): nothing observed here, so nothing armed or taken
         assert types["devicehub_coap_lane_datagrams"] == "counter"
-        assert value(after, "devicehub_coap_lane_datagrams_total") == 0
+        assert value(after, "devicehub_coap_lane_datagrams_total", listener="coap") == 0
+        assert ("devicehub_coap_lane_datagrams_total", (("listener", "coaps"),)) in after
         assert ("devicehub_peer_table_size", (("table", "lane_armed"),)) in after
         assert value(after, "devicehub_peer_table_size", table="lane_armed") == 0
 
