@@ -11,6 +11,7 @@ import pytest
 
 from support.apps import simulator, stop
 from support.service import ServiceProcess
+from support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.e2e,
@@ -23,6 +24,16 @@ def _connect_api(service: ServiceProcess) -> Any:
     from mbed_cloud import ConnectAPI  # imported here so the SDK's import-time warnings fall under the marks
 
     return ConnectAPI({"api_key": service.api_key, "host": service.base_url})
+
+
+def _start_notifications(api: Any, service: ServiceProcess) -> None:
+    """The SDK's own `start_notifications()`, then wait for its thread's first long poll to create the pull
+    channel. The SDK starts that thread and sends its first device request at once; the wire format creates
+    the pull channel at the first GET (wire-format.md), and an answer published before it is not stored for
+    the key. A simulator on localhost answers within a millisecond, sooner than the thread's first GET at times
+    (the request then waits out the SDK's 20 s); a device over a network does not."""
+    api.start_notifications()
+    wait_until(lambda: service.delivery_mechanism() == "LONG_POLLING", within=10, what="the SDK's pull channel")
 
 
 def _wait(condition: threading.Event, what: str) -> None:
@@ -53,6 +64,7 @@ def test_connect_api_flows_work_unchanged(service: ServiceProcess) -> None:
         paths = [r.path for r in api.list_resources(device_id)]
         assert "/3303/0/5700" in paths and "/3311/0/5851" in paths
 
+        _start_notifications(api, service)
         assert api.get_resource_value(device_id, "/3/0/0") == "devicehub"
         api.set_resource_value(device_id, "/3311/0/5851", "42")
         assert str(api.get_resource_value(device_id, "/3311/0/5851")) == "42"
@@ -109,6 +121,7 @@ def test_foundation_device_update_delete_api_keys_and_a_failed_read(service: Ser
         assert (again.name, again.description, again.custom_attributes) == ("Boiler", "basement", {"room": "b1"})
 
         # the device answers 4.04: the SDK sees status 404 and no service-side error (not "4.04")
+        _start_notifications(api, service)
         with pytest.raises(CloudAsyncError) as failed:
             api.get_resource_value_async(device_id, "/3/0/99").wait(20)
         assert failed.value.status == 404 and failed.value.reason is None

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,19 @@ class ServiceProcess:
             self.process.stdout.close()
         self.process = None
         return code
+
+    def delivery_mechanism(self) -> str | None:
+        """The dev key's notification channel type (`GET /v2/notification/channel`), None while it has none."""
+        request = urllib.request.Request(
+            f"{self.base_url}/v2/notification/channel", headers={"Authorization": f"Bearer {self.api_key}"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return str(json.load(response)["delivery_mechanism"])
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
 
     def registered_devices(self, want: int, within: float) -> list[str]:
         """Ids of the registered devices once there are `want` of them (simulators run in other processes)."""
