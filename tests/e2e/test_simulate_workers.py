@@ -19,6 +19,17 @@ pytestmark = pytest.mark.e2e
 COUNT = 6
 
 
+async def progress_says(process: asyncio.subprocess.Process, text: str) -> None:
+    """Read the simulator's progress lines (stderr, one a second when not a terminal) until one contains `text`."""
+    assert process.stderr is not None
+    while True:
+        line = await process.stderr.readline()
+        if not line:
+            raise AssertionError(f"the simulator ended before saying {text!r}")
+        if text in line.decode():
+            return
+
+
 def test_workers_and_bind_spread_devices_over_processes_and_local_addresses(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path) as node:
@@ -32,6 +43,9 @@ def test_workers_and_bind_spread_devices_over_processes_and_local_addresses(tmp_
             )  # fmt: skip
             try:
                 await eventually(lambda: node.lwm2m.metrics()["lwm2m_registered_devices"] == COUNT, within=30)
+                # the node counts a device at its Register; the worker counts it at the 2.01, a moment later (and
+                # reports once a second): stopped before that, its report would be short by one
+                await asyncio.wait_for(progress_says(process, f"registered {COUNT}/{COUNT}"), 30)
                 hosts = {}
                 for device_id in list(node.lwm2m._devices):
                     registration = node.lwm2m.registration(device_id)
