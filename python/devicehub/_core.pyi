@@ -423,15 +423,14 @@ class UdpReceiver:
         list[tuple[bytes, tuple[str, int]]],
         list[tuple[str, str, int | None, bytes, int]],
         list[tuple[bytes, tuple[str, int]]],
-        tuple[int, int, int, int],
+        tuple[int, int, int],
     ]:
-        """`receive`, each datagram offered to `lane` first. Returns `(others, notifications, unsent, counts)`:
-        the datagrams the lane left, as `receive` gives them; the new values of armed observations as
+        """`receive`, each datagram offered to `lane` first. Returns `(others, values, acks, (taken, duplicates,
+        stale))`: the datagrams the lane left, as `receive` gives them; the new values of armed observations as
         `(device_id, path, content_format, payload, observe)`, each observation's `last_seq`/`last_at` moved on (a
-        number not newer, RFC 7641 §3.4, is dropped as stale); the empty ACKs of CON notifications (and of their
-        retransmissions) the socket would not take now, for the caller's queue (the rest went out in one
-        `sendmmsg`); and `(taken, duplicates, stale, acks_sent)`: datagrams the lane took, retransmissions among
-        them, stale numbers among them, ACKs sent."""
+        number not newer, RFC 7641 §3.4, is dropped as stale); the empty ACKs of the CON notifications (and of
+        their retransmissions) taken, as `(ack, (host, port))`, for the caller to send; and the datagrams the lane
+        took, the retransmissions among them and the stale numbers among them."""
 
 @final
 class ObserveLane:
@@ -453,11 +452,15 @@ class ObserveLane:
     def disarm_token(self, address: tuple[str, int], token: bytes) -> None: ...
     def sift(
         self, datagrams: list[bytes], address: tuple[str, int], now: float
-    ) -> tuple[list[bytes], list[tuple[str, str, int | None, bytes, int]], list[bytes], tuple[int, int, int]]:
+    ) -> tuple[
+        list[bytes],
+        list[tuple[str, str, int | None, bytes, int]],
+        list[tuple[bytes, tuple[str, int]]],
+        tuple[int, int, int],
+    ]:
         """Offer datagrams that came from `address` by other means than `UdpReceiver.receive_sifting` (a DTLS
-        session's decrypted records). Returns `(others, values, acks, (taken, duplicates, stale))`: the datagrams
-        left (the objects given), the values as `receive_sifting` gives them, and the empty ACKs to send to
-        `address` for the CON notifications and retransmissions taken."""
+        session's decrypted records); returns what `receive_sifting` does, the datagrams left being the objects
+        given and the ACKs addressed to `address`."""
 
     def clear(self) -> None: ...
     def prune(self, now: float) -> None:

@@ -67,7 +67,8 @@ def test_any_datagrams_of_an_armed_device_are_sifted_without_error(datagrams: li
         last = seq
     assert observation.last_seq == last if values else True
     taken_mids = {int.from_bytes(d[2:4], "big") for d in sent if d not in others and d[0] >> 4 & 3 == codes.CON}
-    for ack in acks:
+    for ack, address in acks:
+        assert address == ADDRESS
         reply = coap_decode(ack)
         assert (reply.mtype, reply.code, reply.token) == (codes.ACK, codes.EMPTY, b"")
         assert reply.mid in taken_mids

@@ -327,29 +327,29 @@ class CoapEndpoint(asyncio.DatagramProtocol):
     def now(self) -> float:
         return self._clock.now()
 
-    def lane_received(self, notifications: list[LaneNotification], counts: tuple[int, int, int, int]) -> None:
-        """What the lane took from a batch: counted as this endpoint would have counted them, values handed on."""
-        taken, duplicates, stale, acks_sent = counts
+    def lane_took(
+        self, values: list[LaneNotification], acks: list[tuple[bytes, Address]], counts: tuple[int, int, int]
+    ) -> None:
+        """What the lane took from a batch (`counts`: taken, duplicates, stale): counted as this endpoint would have
+        counted them, its ACKs sent with the turn's other datagrams, the values handed on."""
+        taken, duplicates, stale = counts
         stats = self.stats
         stats.received += taken
         stats.lane_taken += taken
         stats.duplicates += duplicates
         stats.notifications += taken - duplicates
-        stats.sent += acks_sent
-        stats.sent_in_batches += acks_sent
-        if self._on_lane is not None and (notifications or stale):
-            self._on_lane(notifications, stale)
+        if acks:
+            self._send_soon_all(acks)
+        if self._on_lane is not None and (values or stale):
+            self._on_lane(values, stale)
 
     def lane_sift(self, datagrams: list[bytes], remote: Address) -> list[bytes]:
         """Datagrams from `remote` that reached this endpoint other than by a batch reader (a DTLS session's
-        decrypted records): what the lane takes is counted and handed on as `lane_received` does, its ACKs go out
-        with this turn's other datagrams (through the session); the rest is returned for `datagram_received`."""
+        decrypted records): what the lane takes goes to `lane_took`; the rest is returned for `datagram_received`."""
         assert self.observe_lane is not None
-        others, values, acks, (taken, duplicates, stale) = self.observe_lane.sift(datagrams, remote, self._clock.now())
-        for ack in acks:
-            self._send_soon(ack, remote)
-        if taken:
-            self.lane_received(values, (taken, duplicates, stale, 0))
+        others, values, acks, counts = self.observe_lane.sift(datagrams, remote, self._clock.now())
+        if counts[0]:
+            self.lane_took(values, acks, counts)
         return others
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -407,9 +407,18 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         """Send at the end of this loop turn together with the turn's other datagrams (one system call on Linux)."""
         if self._transport is None:
             raise EndpointClosed("endpoint closed")
-        replies = self._replies
-        replies.append((data, remote))
-        if len(replies) >= SEND_BATCH:
+        self._replies.append((data, remote))
+        self._flush_later()
+
+    def _send_soon_all(self, datagrams: list[tuple[bytes, Address]]) -> None:
+        """`_send_soon` of each, in order."""
+        if self._transport is None:
+            raise EndpointClosed("endpoint closed")
+        self._replies.extend(datagrams)
+        self._flush_later()
+
+    def _flush_later(self) -> None:
+        if len(self._replies) >= SEND_BATCH:
             self._flush_replies()
         elif not self._flush_due:
             self._flush_due = True

@@ -5,9 +5,9 @@ readiness runs one `recvmmsg` (the Rust `UdpReceiver`, its buffers allocated onc
 waiting datagrams, and the endpoint gets them in one `datagrams_received` call: its per-datagram logic runs
 for each, and what the endpoint sends in the turn (ACKs, answers, requests) leaves together in one `sendmmsg` at
 its end. With an `ObserveLane` attached (the server's plain listener), the receive call itself recognises the
-armed observations' notifications, acknowledges the CON ones and hands those values over decoded; only the rest
-reach `datagrams_received`. More than `batch` waiting stay for the next turn (the poll is level-triggered), so one
-peer's flood cannot hold the loop.
+armed observations' notifications and hands their values (and the CON ones' ACKs, which leave with the turn's
+other datagrams) to `lane_took`; only the rest reach `datagrams_received`. More than `batch` waiting stay for the
+next turn (the poll is level-triggered), so one peer's flood cannot hold the loop.
 The socket's errors (an ICMP port unreachable reported as ECONNREFUSED) go to `error_received`; reading goes on.
 IP_RECVERR stays unset, so Linux does not report ICMP errors on this unconnected socket at all: with it, the socket
 would poll as POLLERR, and libuv stops a poll handle (uvloop's `add_reader`) that reports POLLERR.
@@ -46,7 +46,9 @@ class BatchProtocol(Protocol):
     def datagrams_received(self, batch: list[tuple[bytes, Address]]) -> None: ...
     def error_received(self, exc: Exception) -> None: ...
     def now(self) -> float: ...
-    def lane_received(self, notifications: list[LaneNotification], counts: tuple[int, int, int, int]) -> None: ...
+    def lane_took(
+        self, values: list[LaneNotification], acks: list[tuple[bytes, Address]], counts: tuple[int, int, int]
+    ) -> None: ...
 
 
 class BatchedUdpTransport(asyncio.DatagramTransport):
@@ -78,15 +80,12 @@ class BatchedUdpTransport(asyncio.DatagramTransport):
             if lane is None:
                 batch = self._receiver.receive(self._fd)
             else:
-                batch, notifications, unsent, counts = self._receiver.receive_sifting(self._fd, lane, protocol.now())
+                batch, values, acks, counts = self._receiver.receive_sifting(self._fd, lane, protocol.now())
         except OSError as error:  # the socket's pending error, reported once; the next turn reads on
             protocol.error_received(error)
             return
-        if lane is not None:
-            for ack, addr in unsent:  # the socket was full: they wait in order with whatever else waits
-                self.sendto(ack, addr)
-            if counts[0]:
-                protocol.lane_received(notifications, counts)
+        if lane is not None and counts[0]:
+            protocol.lane_took(values, acks, counts)
         if batch:
             protocol.datagrams_received(batch)
 

@@ -4,7 +4,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 
 use devicehub_core::observe_lane::{empty_ack, newer, ObserveLane, Sifted};
@@ -54,6 +54,12 @@ pub struct Tally {
     pub taken: usize,
     pub duplicates: usize,
     pub stale: usize,
+}
+
+impl Tally {
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (self.taken, self.duplicates, self.stale)
+    }
 }
 
 impl PyObserveLane {
@@ -107,8 +113,8 @@ impl PyObserveLane {
     }
 }
 
-/// What `ObserveLane.sift` returns: the datagrams left, the values, the ACKs to send, (taken, duplicates, stale).
-type Sifting<'py> = (
+/// What a sifting returns: the datagrams left, the values, the `(ack, address)` pairs to send, and the tally.
+pub type Sifting<'py> = (
     Bound<'py, PyList>,
     Bound<'py, PyList>,
     Bound<'py, PyList>,
@@ -170,41 +176,36 @@ impl PyObserveLane {
     }
 
     /// Offer datagrams that came from `address` by other means than `UdpReceiver.receive_sifting` (a DTLS
-    /// session's decrypted records). Returns `(others, values, acks, (taken, duplicates, stale))`: the datagrams
-    /// the lane left (the objects given), the values as `receive_sifting` gives them, and the empty ACKs to send
-    /// to `address` (through its session) for the CON notifications and retransmissions taken.
+    /// session's decrypted records); returns what `receive_sifting` does, the datagrams left being the objects
+    /// given and the ACKs addressed to `address`.
     fn sift<'py>(
         &mut self,
         py: Python<'py>,
         datagrams: Vec<Bound<'py, PyBytes>>,
-        address: (String, u16),
+        address: Bound<'py, PyTuple>,
         now: f64,
     ) -> PyResult<Sifting<'py>> {
         let others = PyList::empty(py);
         let values = PyList::empty(py);
         let acks = PyList::empty(py);
         let mut tally = Tally::default();
-        let Some(remote) = socket_address(&address.0, address.1) else {
+        let (host, port): (String, u16) = address.extract()?;
+        let Some(remote) = socket_address(&host, port) else {
             for datagram in datagrams {
                 others.append(datagram)?;
             }
-            return Ok((others, values, acks, (0, 0, 0)));
+            return Ok((others, values, acks, tally.counts()));
         };
         for datagram in datagrams {
             match self.offer(py, datagram.as_bytes(), remote, now, &values, &mut tally)? {
                 Offered::Slow => others.append(datagram)?,
                 Offered::Taken { ack: Some(mid) } => {
-                    acks.append(PyBytes::new(py, &empty_ack(mid)))?
+                    acks.append((PyBytes::new(py, &empty_ack(mid)), &address))?
                 }
                 Offered::Taken { ack: None } => {}
             }
         }
-        Ok((
-            others,
-            values,
-            acks,
-            (tally.taken, tally.duplicates, tally.stale),
-        ))
+        Ok((others, values, acks, tally.counts()))
     }
 
     fn clear(&mut self) {

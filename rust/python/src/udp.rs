@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 #[cfg(target_os = "linux")]
-use crate::observe_lane::{Offered, PyObserveLane, Tally};
+use crate::observe_lane::{Offered, PyObserveLane, Sifting, Tally};
 #[cfg(target_os = "linux")]
 use devicehub_core::observe_lane::empty_ack;
 
@@ -98,65 +98,40 @@ impl PyUdpReceiver {
         Ok(out)
     }
 
-    /// `receive`, with each datagram offered to `lane` first (issue 15 #2). Returns `(others, notifications,
-    /// unsent, counts)`: the datagrams the lane left, as `receive` gives them; the armed observations' new values
-    /// as `(device_id, path, content_format, payload, observe)`, each observation's `last_seq`/`last_at` moved on
-    /// (a number not newer is dropped as stale, RFC 7641 §3.4); the empty ACKs the socket would not take now, as
-    /// `(ack, (host, port))` for the caller's queue; and `(taken, duplicates, stale, acks_sent)`. The ACKs of
-    /// CON notifications and of their retransmissions go out at the end in one `sendmmsg`.
+    /// `receive`, with each datagram offered to `lane` first (issue 15 #2). Returns `(others, values, acks,
+    /// (taken, duplicates, stale))`: the datagrams the lane left, as `receive` gives them; the armed observations'
+    /// new values as `(device_id, path, content_format, payload, observe)`, each observation's `last_seq`/`last_at`
+    /// moved on (a number not newer is dropped as stale, RFC 7641 §3.4); and the empty ACKs of the CON
+    /// notifications and retransmissions taken, as `(ack, (host, port))`, for the caller to send.
     fn receive_sifting<'py>(
         &mut self,
         py: Python<'py>,
         fd: i32,
         lane: &Bound<'py, PyObserveLane>,
         now: f64,
-    ) -> PyResult<SiftedBatch<'py>> {
+    ) -> PyResult<Sifting<'py>> {
         self.receiver.receive(fd).map_err(os_error)?;
         let mut lane = lane.borrow_mut();
         let others = PyList::empty(py);
-        let notifications = PyList::empty(py);
-        let mut acks: Vec<([u8; 4], SocketAddr)> = Vec::new();
+        let values = PyList::empty(py);
+        let acks = PyList::empty(py);
         let mut tally = Tally::default();
         for (data, addr) in self.receiver.datagrams() {
-            match lane.offer(py, data, addr, now, &notifications, &mut tally)? {
+            match lane.offer(py, data, addr, now, &values, &mut tally)? {
                 Offered::Slow => {
                     let address = address_tuple(py, &mut self.addresses, addr)?;
                     others.append((PyBytes::new(py, data), address))?;
                 }
-                Offered::Taken { ack: Some(mid) } => acks.push((empty_ack(mid), addr)),
+                Offered::Taken { ack: Some(mid) } => {
+                    let address = address_tuple(py, &mut self.addresses, addr)?;
+                    acks.append((PyBytes::new(py, &empty_ack(mid)), address))?;
+                }
                 Offered::Taken { ack: None } => {}
             }
         }
-        let unsent = PyList::empty(py);
-        let mut sent = 0;
-        if !acks.is_empty() {
-            let batch: Vec<(&[u8], SocketAddr)> =
-                acks.iter().map(|(ack, addr)| (&ack[..], *addr)).collect();
-            sent = devicehub_core::udp::send_batch(fd, &batch).unwrap_or(0);
-            for (ack, addr) in &acks[sent..] {
-                unsent.append((
-                    PyBytes::new(py, ack),
-                    address_tuple(py, &mut self.addresses, *addr)?,
-                ))?;
-            }
-        }
-        Ok((
-            others,
-            notifications,
-            unsent,
-            (tally.taken, tally.duplicates, tally.stale, sent),
-        ))
+        Ok((others, values, acks, tally.counts()))
     }
 }
-
-/// What `receive_sifting` returns (see there).
-#[cfg(target_os = "linux")]
-type SiftedBatch<'py> = (
-    Bound<'py, PyList>,
-    Bound<'py, PyList>,
-    Bound<'py, PyList>,
-    (usize, usize, usize, usize),
-);
 
 /// The `(host, port)` tuple of `addr`, the same object for every datagram of a peer while it is in `cache`.
 #[cfg(target_os = "linux")]
