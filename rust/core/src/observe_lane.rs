@@ -59,14 +59,44 @@ struct ArmedDevice<H> {
     observations: HashMap<Vec<u8>, H>,
 }
 
+/// The (address, message ID) of the CON notifications acknowledged here, oldest first: at most `max`, each for
+/// `lifetime` seconds.
+struct AckedIds {
+    at: HashMap<(SocketAddr, u16), f64>,
+    order: VecDeque<(f64, SocketAddr, u16)>,
+    max: usize,
+    lifetime: f64,
+}
+
+impl AckedIds {
+    fn contains(&self, remote: SocketAddr, mid: u16) -> bool {
+        !self.at.is_empty() && self.at.contains_key(&(remote, mid))
+    }
+
+    fn remember(&mut self, remote: SocketAddr, mid: u16, now: f64) {
+        self.at.insert((remote, mid), now);
+        self.order.push_back((now, remote, mid));
+        self.prune(now);
+    }
+
+    fn prune(&mut self, now: f64) {
+        while let Some(&(at, remote, mid)) = self.order.front() {
+            if now - at < self.lifetime && self.order.len() <= self.max {
+                break;
+            }
+            self.order.pop_front();
+            if self.at.get(&(remote, mid)) == Some(&at) {
+                self.at.remove(&(remote, mid));
+            }
+        }
+    }
+}
+
 /// Armed observations by device, and the CON notifications acknowledged here (bounded, aged out).
 pub struct ObserveLane<H> {
     devices: HashMap<String, ArmedDevice<H>>,
     by_remote: HashMap<SocketAddr, String>,
-    acked: HashMap<(SocketAddr, u16), f64>,
-    acked_order: VecDeque<(f64, SocketAddr, u16)>,
-    max_acked: usize,
-    lifetime: f64,
+    acked: AckedIds,
     max_datagram: usize,
 }
 
@@ -77,10 +107,12 @@ impl<H> ObserveLane<H> {
         Self {
             devices: HashMap::new(),
             by_remote: HashMap::new(),
-            acked: HashMap::new(),
-            acked_order: VecDeque::new(),
-            max_acked: max_acked.max(1),
-            lifetime,
+            acked: AckedIds {
+                at: HashMap::new(),
+                order: VecDeque::new(),
+                max: max_acked.max(1),
+                lifetime,
+            },
             max_datagram,
         }
     }
@@ -150,26 +182,12 @@ impl<H> ObserveLane<H> {
 
     /// How many acknowledged message IDs are remembered.
     pub fn acked(&self) -> usize {
-        self.acked.len()
+        self.acked.at.len()
     }
 
     /// Forget acknowledged message IDs older than the lifetime (also done by every `sift` of a CON datagram).
     pub fn prune(&mut self, now: f64) {
-        while let Some(&(at, remote, mid)) = self.acked_order.front() {
-            if now - at < self.lifetime && self.acked_order.len() <= self.max_acked {
-                break;
-            }
-            self.acked_order.pop_front();
-            if self.acked.get(&(remote, mid)) == Some(&at) {
-                self.acked.remove(&(remote, mid));
-            }
-        }
-    }
-
-    fn remember_ack(&mut self, remote: SocketAddr, mid: u16, now: f64) {
-        self.acked.insert((remote, mid), now);
-        self.acked_order.push_back((now, remote, mid));
-        self.prune(now);
+        self.acked.prune(now);
     }
 
     /// What to do with `data` from `remote` (see the module docs).
@@ -178,9 +196,9 @@ impl<H> ObserveLane<H> {
         let confirmable = data
             .first()
             .is_some_and(|b| b >> 6 == 1 && (b >> 4) & 0x3 == 0);
-        if confirmable && data.len() >= 4 && !self.acked.is_empty() {
+        if confirmable && data.len() >= 4 {
             let mid = u16::from_be_bytes([data[2], data[3]]);
-            if self.acked.contains_key(&(remote, mid)) {
+            if self.acked.contains(remote, mid) {
                 return Sifted::Duplicate { mid };
             }
         }
@@ -190,37 +208,28 @@ impl<H> ObserveLane<H> {
         let Ok(message) = coap::decode(data) else {
             return Sifted::Slow;
         };
-        let Some(device) = self.by_remote.get(&remote) else {
-            return Sifted::Slow;
-        };
-        let Some(armed) = self.devices.get_mut(device) else {
+        let Some(armed) = self
+            .by_remote
+            .get(&remote)
+            .and_then(|device| self.devices.get_mut(device))
+        else {
             return Sifted::Slow;
         };
         if !armed.observations.contains_key(&message.token) {
             return Sifted::Slow;
         }
-        let steady = match fast_parts(&message) {
-            Some(parts) => parts,
-            None => {
-                // this token's later datagrams follow this one to the Python path, in order
-                armed.observations.remove(&message.token);
-                return Sifted::Slow;
-            }
+        let Some((seq, content_format)) = fast_parts(&message) else {
+            // this token's later datagrams follow this one to the Python path, in order
+            armed.observations.remove(&message.token);
+            return Sifted::Slow;
         };
-        let (seq, content_format) = steady;
         let ack = (message.mtype == MessageType::Confirmable).then_some(message.mid);
         if let Some(mid) = ack {
-            self.remember_ack(remote, mid, now);
+            self.acked.remember(remote, mid, now);
         }
-        let device = self.by_remote.get(&remote).expect("looked up above");
-        let armed = self.devices.get(device).expect("looked up above");
-        let handle = armed
-            .observations
-            .get(&message.token)
-            .expect("looked up above");
         let start = data.len() - message.payload.len();
         Sifted::Notification {
-            handle,
+            handle: &armed.observations[&message.token],
             seq,
             content_format,
             payload: &data[start..],
