@@ -153,12 +153,9 @@ class ChannelHub:
                 channel.interrupt()
 
     # ---- events in -----------------------------------------------------------------------------------
-    async def publish(self, key_ids: Iterable[str], event: Event) -> None:
+    async def publish(self, key_ids: Sequence[str], event: Event) -> None:
         """Notifications and async-responses: to those keys' channels (no channel: not stored)."""
-        if self._cluster is not None:
-            await self._forward(key_ids, event)
-            return
-        self._push((c for c in map(self._channels.get, key_ids) if c is not None), event)
+        await self.publish_many(((key_ids, event),))
 
     async def publish_many(self, events: Sequence[tuple[Sequence[str], Event]]) -> None:
         """`publish` for each (keys, event) in order, with one clock reading (a loop turn's notifications)."""
@@ -176,7 +173,8 @@ class ChannelHub:
         if self._cluster is not None:
             await self._forward(list(self._cluster_accounts.get(account_id, ())), event)
             return
-        self._push((self._channels[k] for k in self._by_account.get(account_id, ())), event)
+        now_ms = int(self._clock.now() * 1000)
+        self._push((self._channels[k] for k in self._by_account.get(account_id, ())), event, now_ms)
 
     async def _forward(self, key_ids: Iterable[str], event: Event) -> None:
         """Redis mode: every event goes to its keys' inboxes; each key's owner moves it into its queue."""
@@ -214,9 +212,7 @@ class ChannelHub:
             else:
                 self._recovered("forwarding events to Redis")
 
-    def _push(self, channels: Iterable[Channel], event: Event, now_ms: int | None = None) -> None:
-        if now_ms is None:
-            now_ms = int(self._clock.now() * 1000)
+    def _push(self, channels: Iterable[Channel], event: Event, now_ms: int) -> None:
         uid: str | None = None  # one identity for every channel of this event, made only if one shows it
         encoded: dict[tuple[bool, ...], bytes] = {}  # channels with equal options share one encoding
         kind = event.kind

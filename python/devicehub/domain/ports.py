@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from devicehub.domain.events import Event
@@ -56,7 +56,7 @@ class DeviceGateway(Protocol):
 class EventSink(Protocol):
     """The channel layer as the domain sees it."""
 
-    async def publish(self, key_ids: Iterable[str], event: Event) -> None: ...
+    async def publish(self, key_ids: Sequence[str], event: Event) -> None: ...
 
     async def publish_many(self, events: Sequence[tuple[Sequence[str], Event]]) -> None:
         """`publish` for each (keys, event), in order."""

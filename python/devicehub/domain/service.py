@@ -218,12 +218,7 @@ class DeviceService:
     def notification(
         self, device_id: str, path: str, content_format: int | None, payload: bytes, observe_seq: int | None
     ) -> None:
-        device = self._devices.get(device_id)
-        if device is None:
-            return
-        self._inbox.append((device, path, content_format, payload))
-        if self._drainer is None or self._drainer.done():
-            self._drainer = asyncio.ensure_future(self._drain_inbox())
+        self.notifications(((device_id, path, content_format, payload, observe_seq),))
 
     def notifications(self, values: Sequence[tuple[str, str, int | None, bytes, int | None]]) -> None:
         devices = self._devices

@@ -190,11 +190,9 @@ class LwM2MServer:
         self._lookups: dict[bytes, asyncio.Future[ObservationRecord | None]] = {}  # unknown tokens being looked up
         self._lookup_waiters = 0
         self._missed: OrderedDict[bytes, float] = OrderedDict()  # token → until when it is taken as unknown
-        # the observations armed for the Rust receive path (issue 15 #2), of the plain listener and of the DTLS
-        # one: every change of an address mapping, a registration or an observation below disarms what it touches
-        # in both (the DTLS listener disarms a peer whose session ends)
-        self._lane: ObserveLane | None = None
-        self._secure_lane: ObserveLane | None = None
+        # the lanes of the plain and DTLS listeners (the observations armed for the Rust receive path, issue 15 #2):
+        # every change of an address mapping, a registration or an observation below disarms what it touches in
+        # each (the DTLS listener disarms a peer whose session ends)
         self._lanes: list[ObserveLane] = []
         self.stats = ServerStats()
 
@@ -209,7 +207,7 @@ class LwM2MServer:
     async def start(self, host: str, port: int) -> None:
         endpoint = self._new_endpoint("coap", self._handle, self._notification)  # UDP is their default transport
         if RECV_BATCHES and self._allow_nosec:  # the lane runs in the batch reader; plain CoAP only where allowed
-            self._lane = self._new_lane(endpoint)
+            self._add_lane(endpoint)
         await open_udp(endpoint, host, port)  # recvmmsg batches on Linux (issue 15 #2)
         self._endpoint = endpoint
         self._expiry = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
@@ -217,15 +215,14 @@ class LwM2MServer:
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
         """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, with an identity."""
         endpoint = self._new_endpoint("coaps", *self._identified(self._dtls_identity, UDP))
-        self._secure_lane = self._new_lane(endpoint)  # offered each session's decrypted records
+        self._add_lane(endpoint)  # offered each session's decrypted records
         self._dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
         self._secure = endpoint
 
-    def _new_lane(self, endpoint: CoapEndpoint) -> ObserveLane:
+    def _add_lane(self, endpoint: CoapEndpoint) -> None:
         lane = ObserveLane(self._limits.dedup_entries, EXCHANGE_LIFETIME, MAX_DATAGRAM, OBSERVE_FRESHNESS)
         endpoint.attach_lane(lane, self._lane_values)
         self._lanes.append(lane)
-        return lane
 
     async def start_tcp(self, host: str, port: int) -> StreamListener:
         """A CoAP-over-TCP listener (issue 13 #5): its frames reach the same handlers; plain TCP is plain CoAP."""
@@ -996,15 +993,18 @@ class LwM2MServer:
             return False
         accepted = self._accept_notification(device, observation, message, remote)
         if transport == UDP:  # plain CoAP or DTLS: each listener's lane
-            self._arm(self._lane if identity is None else self._secure_lane, device, remote, message.token, observation)
+            self._arm(identity, device, remote, message.token, observation)
         return accepted
 
     def _arm(
-        self, lane: ObserveLane | None, device: _Device, remote: Address, token: bytes, observation: _Observation
+        self, identity: PeerIdentity | None, device: _Device, remote: Address, token: bytes, observation: _Observation
     ) -> None:
-        """A notification of `observation` from `remote` was accepted by the listener `lane` belongs to: its next
-        ones from there may take the lane, unless this one ended it. (The lane leaves to this path whatever it would
-        not accept as this one was; over DTLS, the peer's session is the identity this one was accepted with.)"""
+        """A notification of `observation` from `remote` was accepted over UDP, plain (no `identity`) or DTLS: its
+        next ones from there may take that listener's lane, unless this one ended it. (The lane leaves to this path
+        whatever it would not accept as this one was; over DTLS, the peer's session is the identity this one was
+        accepted with.)"""
+        endpoint = self._endpoint if identity is None else self._secure
+        lane = None if endpoint is None else endpoint.observe_lane
         if lane is not None and device.observations.get(token) is observation:
             lane.arm(device.registration.device_id, remote, token, observation.path, observation)
 
@@ -1092,7 +1092,7 @@ class LwM2MServer:
             self._map_address(remote, stored.device_id)
         accepted = self._accept_notification(device, observation, message, remote)
         if transport == UDP:  # plain CoAP or DTLS: each listener's lane
-            self._arm(self._lane if identity is None else self._secure_lane, device, remote, message.token, observation)
+            self._arm(identity, device, remote, message.token, observation)
         return accepted
 
     def _accept_notification(
