@@ -44,6 +44,14 @@ class ValidationFailed(BadRequest):
     type = "validation_error"
 
 
+class InvalidHeader(ValidationFailed):
+    """A header the application asks the service to send has a name or value no HTTP request may carry (a CR or LF
+    would split the request: header injection); the JSON itself is well-formed, so not MALFORMED_JSON_CONTENT."""
+
+    token = "MALFORMED_HEADER"
+    type = "validation_error"
+
+
 class InvalidPath(ValidationFailed):
     """The resource path is not an LwM2M path (numeric object/instance/resource/instance)."""
 

@@ -44,6 +44,22 @@ def secret_key_path(data_dir: Path, secret_key_file: str) -> Path:
     return Path(secret_key_file) if secret_key_file else Path(data_dir) / SECRET_KEY_FILE
 
 
+def secret_key_beside_data(settings: ServeSettings) -> str:
+    """What `serve` warns of when the key sealing device secrets lies in the data directory (issue 28): a backup or
+    a copy of the directory then holds the sealed secrets and the key that opens them together. '' when it does
+    not (or, with Redis, there is no data to lie beside: the secrets are in Redis, the key on the node)."""
+    key = secret_key_path(settings.data_dir, settings.secret_key_file).resolve()
+    data = Path(settings.data_dir).resolve()
+    if settings.redis_url or not key.is_relative_to(data):
+        return ""
+    return (
+        f"the key sealing device secrets ({key}) is inside the data directory ({data}): a backup of the directory "
+        "holds the sealed secrets and their key together. In production keep it elsewhere: --secret-key-file "
+        "(DEVICEHUB_SECRET_KEY_FILE), e.g. a mounted secret; the container image also takes the key itself in "
+        "DEVICEHUB_SECRET_KEY"
+    )
+
+
 class Node:
     """Everything `devicehub serve` runs, in one object tests can start on free ports."""
 
@@ -323,6 +339,8 @@ async def serve(settings: ServeSettings) -> int:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     elif not await has_active_key(node):
         log.warning(first_run_hint(settings))
+    if not settings.dev and (beside := secret_key_beside_data(settings)):
+        log.warning(beside)
     coaps = f"  CoAPs coaps://{settings.host}:{node.coaps_port}" if node.coaps_port else ""
     if node.coap_tcp_port:
         coaps += f"  CoAP/TCP coap+tcp://{settings.host}:{node.coap_tcp_port}"

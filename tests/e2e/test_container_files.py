@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import stat
@@ -10,6 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from devicehub.domain.credentials import SecretBox
+from devicehub.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
@@ -50,6 +54,38 @@ def test_entrypoint_bootstraps_account_endpoints_and_key_once(tmp_path: Path) ->
 
     plain = entrypoint(tmp_path / "other", "accounts", "list")  # no bootstrap variables: just the command
     assert plain.returncode == 0 and plain.stdout == "" and "bootstrap" not in plain.stderr
+
+
+def test_entrypoint_keeps_a_secret_key_from_the_environment_out_of_the_data_directory(tmp_path: Path) -> None:
+    """issue 28: DEVICEHUB_SECRET_KEY seals the device secrets; no key file is made beside the data, so a backup of
+    the data directory does not hold the key that opens them."""
+    data, key = tmp_path / "data", "5a" * 32
+    env = {"DEVICEHUB_SECRET_KEY": key}
+    assert entrypoint(data, "accounts", "create", "acme", **env).returncode == 0
+    added = subprocess.run(
+        ["sh", str(ENTRYPOINT), "psk", "add", "acme", "sealed-device-0001", "-"],
+        input="4a" * 16 + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DEVICEHUB_DATA_DIR": str(data), **env},
+    )
+    assert added.returncode == 0, added.stderr
+    assert not (data / "secret.key").exists()
+    both = entrypoint(data, "accounts", "list", DEVICEHUB_SECRET_KEY_FILE=str(tmp_path / "k"), **env)
+    assert both.returncode == 2 and "not both" in both.stderr
+
+    async def sealed() -> bytes:
+        store = open_store(data, "")
+        await store.open()
+        try:
+            record = await store.get_shared_key("sealed-device-0001")
+        finally:
+            await store.close()
+        assert record is not None
+        return SecretBox(bytes.fromhex(key)).open(record.sealed_secret, "sealed-device-0001")
+
+    assert asyncio.run(sealed()) == bytes.fromhex("4a" * 16)
 
 
 def test_dockerfile_and_context_rules() -> None:

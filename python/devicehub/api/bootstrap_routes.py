@@ -10,7 +10,7 @@ import msgspec
 from aiohttp import web
 
 from devicehub.api.body import decode, json_reply, page_query, read_body
-from devicehub.api.context import principal, services
+from devicehub.api.context import administrator, services
 from devicehub.domain.bootstrap import DEFAULT_LIFETIME, MODE_NAMES, BootstrapConfigs, ConfigInput
 from devicehub.domain.timefmt import rfc3339
 from devicehub.store.records import BootstrapConfig
@@ -81,7 +81,7 @@ def _configs(request: web.Request) -> BootstrapConfigs:
 
 
 async def put_config(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     body: BootstrapConfigBody = decode(_decoder, await read_body(request, MAX_BODY))
     given = ConfigInput(**{f: getattr(body, f) for f in body.__struct_fields__})
     config, created = await _configs(request).put(caller.account_id, request.match_info["endpoint_name"], given)
@@ -89,18 +89,18 @@ async def put_config(request: web.Request) -> web.Response:
 
 
 async def get_config(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     return json_reply(config_model(await _configs(request).get(caller.account_id, request.match_info["endpoint_name"])))
 
 
 async def delete_config(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     await _configs(request).delete(caller.account_id, request.match_info["endpoint_name"])
     return web.Response(status=204)
 
 
 async def list_configs(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     page = page_query(request, 2)
     configs, more = page.split(await _configs(request).list(caller.account_id, after=page.after, limit=page.fetch))
     return json_reply(

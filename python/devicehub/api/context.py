@@ -75,3 +75,12 @@ async def authenticate(request: web.Request, raw_key: str | None) -> Principal:
 async def principal(request: web.Request) -> Principal:
     """The caller; raises Unauthorized (401) for a missing, unknown or revoked key."""
     return await authenticate(request, bearer_token(request))
+
+
+async def administrator(request: web.Request) -> Principal:
+    """The caller, who must hold one of the account's Administrators keys: device credentials (pre-shared keys,
+    trusted CAs, bootstrap configurations) are managed by administrators only, a Developers key gets 403 (issue 28 #1).
+    """
+    caller = await principal(request)
+    caller.require_admin()
+    return caller

@@ -7,7 +7,7 @@ import msgspec
 from aiohttp import web
 
 from devicehub.api.body import decode, json_reply, page_query, read_body
-from devicehub.api.context import principal, services
+from devicehub.api.context import administrator, services
 from devicehub.domain.credentials import CredentialService
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import NotFound, Unavailable
@@ -98,14 +98,14 @@ def _ca(record: TrustedCa) -> TrustedCaModel:
 
 
 async def upload_psk(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     body: _PskBody = decode(_psk_body, await read_body(request, services(request).settings.max_body_bytes))
     await _credentials(request).add_psk(caller.account_id, body.endpoint_name, body.secret_hex)
     return web.Response(status=201)
 
 
 async def list_psks(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     page = page_query(request, 1)
     keys, more = page.split(
         await _credentials(request).list_psks(caller.account_id, after=page.after, limit=page.fetch)
@@ -123,32 +123,32 @@ async def list_psks(request: web.Request) -> web.Response:
 
 
 async def get_psk(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     name = request.match_info["endpoint_name"]  # the router decoded it
     return json_reply(_psk(await _credentials(request).get_psk(caller.account_id, name)))
 
 
 async def delete_psk(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     await _credentials(request).delete_psk(caller.account_id, request.match_info["endpoint_name"])
     return web.Response(status=204)
 
 
 async def add_ca(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     body: CaUploadBody = decode(_ca_body, await read_body(request, services(request).settings.max_body_bytes))
     record = await _credentials(request).add_ca(caller.account_id, body.name, body.certificate)
     return json_reply(_ca(record), 201)
 
 
 async def list_cas(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     records = await _credentials(request).list_cas(caller.account_id)
     return json_reply(TrustedCaList(object="list", total_count=len(records), data=[_ca(c) for c in records]))
 
 
 async def get_ca(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     for record in await _credentials(request).list_cas(caller.account_id):
         if record.id == request.match_info["ca_id"]:
             return json_reply(_ca(record))
@@ -156,6 +156,6 @@ async def get_ca(request: web.Request) -> web.Response:
 
 
 async def delete_ca(request: web.Request) -> web.Response:
-    caller = await principal(request)
+    caller = await administrator(request)
     await _credentials(request).remove_ca(caller.account_id, request.match_info["ca_id"])
     return web.Response(status=204)

@@ -161,6 +161,7 @@ def v3(status: int, description: str) -> Reply:
 
 V2_401 = v2(401, "missing, unknown or revoked API key (UNAUTHORIZED)")
 V3_401 = v3(401, "missing, unknown or revoked API key")
+V3_403_ADMIN = v3(403, "the calling key is not an administrator")
 V2_404_DEVICE = v2(404, "no such device in the key's account (DEVICE_NOT_FOUND)")
 V3_404_DEVICE = v3(404, "no such device in the key's account")
 V2_400_PATH = v2(400, "the resource path is not numeric LwM2M (MALFORMED_PATH)")
@@ -357,7 +358,11 @@ ROUTES: tuple[Route, ...] = (
         "notifications",
         (
             Reply(204, "registered"),
-            v2(400, "a bad field, or the URL did not answer the verification PUT with 200"),
+            v2(
+                400,
+                "a bad field (MALFORMED_JSON_CONTENT); a header with CR, LF or NUL in its value or a name that is not "
+                "a token (MALFORMED_HEADER); or the URL did not answer the verification PUT with 200",
+            ),
             V2_401,
             V2_413,
             v2(503, "in Redis mode the channel's owner node did not hand it over (CHANNEL_BUSY)"),
@@ -545,7 +550,7 @@ ROUTES: tuple[Route, ...] = (
         bootstrap_routes.list_configs,
         "List the account's bootstrap configurations",
         "bootstrap",
-        (Reply(200, "a page", bootstrap_routes.BootstrapConfigList), v3(400, "a bad parameter"), V3_401),
+        (Reply(200, "a page", bootstrap_routes.BootstrapConfigList), v3(400, "a bad parameter"), V3_401, V3_403_ADMIN),
         query=(LIST_QUERY[0], LIST_QUERY[1]),
     ),
     Route(
@@ -559,6 +564,7 @@ ROUTES: tuple[Route, ...] = (
             Reply(201, "created", bootstrap_routes.BootstrapConfigModel),
             v3(400, "a bad field (names it)"),
             V3_401,
+            V3_403_ADMIN,
             v3(409, "the endpoint name belongs to another account"),
             v3(413, "the body is larger than the limit"),
         ),
@@ -574,6 +580,7 @@ ROUTES: tuple[Route, ...] = (
         (
             Reply(200, "the configuration", bootstrap_routes.BootstrapConfigModel),
             V3_401,
+            V3_403_ADMIN,
             v3(404, "no configuration for this endpoint name"),
         ),
         path_params=(ENDPOINT_NAME,),
@@ -584,7 +591,7 @@ ROUTES: tuple[Route, ...] = (
         bootstrap_routes.delete_config,
         "Delete a bootstrap configuration",
         "bootstrap",
-        (Reply(204, "deleted"), V3_401, v3(404, "no configuration for this endpoint name")),
+        (Reply(204, "deleted"), V3_401, V3_403_ADMIN, v3(404, "no configuration for this endpoint name")),
         path_params=(ENDPOINT_NAME,),
     ),
     # ---- device credentials (issue 13) ------------------------------------------------------------------------
@@ -598,7 +605,8 @@ ROUTES: tuple[Route, ...] = (
             Reply(201, "stored (sealed at rest; never shown again)"),
             v3(400, "a bad endpoint_name or secret_hex (names it)"),
             V3_401,
-            v3(409, "the endpoint name already has a key"),
+            V3_403_ADMIN,
+            v3(409, "the account has a key for this endpoint name, or the name belongs to another account"),
             v3(413, "the body is larger than the limit"),
         ),
         body=credential_routes.PskUploadBody,
@@ -609,7 +617,7 @@ ROUTES: tuple[Route, ...] = (
         credential_routes.list_psks,
         "List the account's pre-shared keys (endpoint names only, never secrets)",
         "credentials",
-        (Reply(200, "a page", credential_routes.PskList), v3(400, "a bad parameter"), V3_401),
+        (Reply(200, "a page", credential_routes.PskList), v3(400, "a bad parameter"), V3_401, V3_403_ADMIN),
         query=(
             Param("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, "page size (default 50)"),
             Param("after", {"type": "string", "maxLength": 64}, "endpoint name cursor: the page starts after it"),
@@ -621,7 +629,12 @@ ROUTES: tuple[Route, ...] = (
         credential_routes.get_psk,
         "One pre-shared key's record (not its secret)",
         "credentials",
-        (Reply(200, "the record", credential_routes.PskModel), V3_401, v3(404, "no key for this endpoint name")),
+        (
+            Reply(200, "the record", credential_routes.PskModel),
+            V3_401,
+            V3_403_ADMIN,
+            v3(404, "no key for this endpoint name"),
+        ),
         path_params=(ENDPOINT_NAME,),
     ),
     Route(
@@ -630,7 +643,7 @@ ROUTES: tuple[Route, ...] = (
         credential_routes.delete_psk,
         "Delete a pre-shared key; the device's DTLS sessions end",
         "credentials",
-        (Reply(204, "deleted"), V3_401, v3(404, "no key for this endpoint name")),
+        (Reply(204, "deleted"), V3_401, V3_403_ADMIN, v3(404, "no key for this endpoint name")),
         path_params=(ENDPOINT_NAME,),
     ),
     Route(
@@ -643,6 +656,7 @@ ROUTES: tuple[Route, ...] = (
             Reply(201, "trusted", credential_routes.TrustedCaModel),
             v3(400, "not a PEM CA certificate (CA:TRUE), or a bad field"),
             V3_401,
+            V3_403_ADMIN,
             v3(413, "the body is larger than the limit"),
         ),
         body=credential_routes.CaUploadBody,
@@ -653,7 +667,7 @@ ROUTES: tuple[Route, ...] = (
         credential_routes.list_cas,
         "The account's trusted CAs",
         "credentials",
-        (Reply(200, "the list", credential_routes.TrustedCaList), V3_401),
+        (Reply(200, "the list", credential_routes.TrustedCaList), V3_401, V3_403_ADMIN),
     ),
     Route(
         "GET",
@@ -661,7 +675,12 @@ ROUTES: tuple[Route, ...] = (
         credential_routes.get_ca,
         "One trusted CA",
         "credentials",
-        (Reply(200, "the CA", credential_routes.TrustedCaModel), V3_401, v3(404, "no such trusted certificate")),
+        (
+            Reply(200, "the CA", credential_routes.TrustedCaModel),
+            V3_401,
+            V3_403_ADMIN,
+            v3(404, "no such trusted certificate"),
+        ),
         path_params=(CA_ID,),
     ),
     Route(
@@ -670,7 +689,7 @@ ROUTES: tuple[Route, ...] = (
         credential_routes.delete_ca,
         "Stop trusting a CA; its devices' DTLS sessions end",
         "credentials",
-        (Reply(204, "removed"), V3_401, v3(404, "no such trusted certificate")),
+        (Reply(204, "removed"), V3_401, V3_403_ADMIN, v3(404, "no such trusted certificate")),
         path_params=(CA_ID,),
     ),
     # ---- the service itself -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from devicehub.channels.options import ChannelOptions
 from devicehub.channels.targets import PolicyResolver, TargetPolicy, TargetRefused
 from devicehub.clock import Clock
 from devicehub.config import ServeSettings
-from devicehub.errors import BadRequest, Conflict, FieldError, ValidationFailed
+from devicehub.errors import BadRequest, Conflict, FieldError, InvalidHeader, ValidationFailed
 
 log = logging.getLogger("devicehub.channels.callback")
 
@@ -47,6 +48,10 @@ FORBIDDEN_HEADERS = frozenset(
         "proxy-connection",
     )
 )
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2 tchar
+_CONTROL = re.compile(r"[\r\n\x00]")
 
 
 def retry_wait(failures: int) -> float:
@@ -78,10 +83,15 @@ def parse_registration(raw: object) -> CallbackTarget:
         raise _invalid("url", "must be an absolute http or https URL")
     headers = raw.get("headers") or {}
     if not isinstance(headers, Mapping) or not all(
-        isinstance(k, str) and k and isinstance(v, str) and "\r" not in v and "\n" not in v and ":" not in k
-        for k, v in headers.items()
+        isinstance(k, str) and k and isinstance(v, str) for k, v in headers.items()
     ):
         raise _invalid("headers", "must be an object of header names to string values")
+    unsendable = sorted(k for k, v in headers.items() if not _TOKEN.fullmatch(k) or _CONTROL.search(v))
+    if unsendable:  # RFC 9110 §5.1 (a name is a token), §5.5 (no CR, LF or NUL in a value)
+        message = (
+            f"{', '.join(unsendable)}: a header name must be an RFC 9110 token and a value may not hold CR, LF or NUL"
+        )
+        raise InvalidHeader(f"headers: {message}", fields=(FieldError("headers", message),))
     forbidden = sorted(k for k in headers if k.lower() in FORBIDDEN_HEADERS)
     if forbidden:
         raise _invalid("headers", f"may not set {', '.join(forbidden)} (framing and hop-by-hop headers)")

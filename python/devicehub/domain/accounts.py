@@ -42,7 +42,7 @@ class Principal:
     admin: bool = False
 
     def require_admin(self) -> None:
-        """Key management is for the account's administrator keys only."""
+        """Key and device-credential management is for the account's administrator keys only."""
         if not self.admin:
             raise Forbidden("this key is not in the account's Administrators group")
 

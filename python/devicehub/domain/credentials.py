@@ -1,5 +1,10 @@
 """Device credentials (issue 13 #3): pre-shared keys (Pelion `device-shared-keys`) and trusted CA certificates.
 
+An endpoint name belongs to one account: the one it is enrolled into (issue 28 #1). Creating a pre-shared key enrols
+its name into the key's account, and is refused (409) when the name belongs to another account; deleting the key
+leaves the name enrolled. A device proving a trusted CA's certificate registers only when its common name is
+enrolled into that CA's account or nowhere (its first Register then enrols it there): `Store.admit_authenticated`.
+
 Secrets are sealed with AES-GCM under a node key read from `--secret-key-file` (made, mode 0600, when absent)
 before they reach the store; the DTLS listener gets the opened keys through `snapshot()` and is told of every
 change through the listeners, so revoking a key or a CA ends that device's sessions (issue 13 #4).
@@ -144,8 +149,11 @@ class CredentialService:
             sealed_secret=self._box.seal(secret, name),
             created_at=self._clock.now(),
         )
-        if not await self._store.create_shared_key(record):
-            raise Conflict(f"a pre-shared key for {name} exists; delete it first")
+        claim = await self._store.create_shared_key(record)
+        if claim == "exists":
+            raise Conflict(f"this account has a pre-shared key for {name}; delete it first")
+        if claim == "taken":  # issue 28 #1: says no more than that the name is not this account's to take
+            raise Conflict(f"endpoint name {name} is not available to this account")
         await self._changed()
         return record
 

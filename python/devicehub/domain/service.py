@@ -124,7 +124,13 @@ class DeviceService:
             return minted[-1]
 
         if account_id:  # issue 13 #2: an authenticated device belongs to its credential's account
-            device_id = await self._store.claim_device_id(account_id, endpoint_name, mint)
+            claimed = await self._store.admit_authenticated(account_id, endpoint_name, mint)
+            if claimed is None:  # issue 28 #1: its name is enrolled into another account
+                log.warning(
+                    "refused endpoint %r: its name belongs to another account than its credential's", endpoint_name
+                )
+                return None
+            device_id = claimed
         else:  # its enrolment's account, else the default one: one store round trip with the claim (issue 16 #1)
             admitted = await self._store.admit_endpoint(endpoint_name, self._default_account_id, mint)
             if admitted is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from devicehub.store.device_query import DeviceQuery
 from devicehub.store.records import (
@@ -24,6 +24,10 @@ from devicehub.store.records import (
     StoredEvent,
     TrustedCa,
 )
+
+# What creating a device's pre-shared key did (issue 28 #1): `created` (the key written and its name enrolled into
+# the key's account), `exists` (this account holds a key for the name), `taken` (the name belongs to another account)
+KeyClaim = Literal["created", "exists", "taken"]
 
 
 class Store(Protocol):
@@ -53,6 +57,12 @@ class Store(Protocol):
         """The one device id of (account, endpoint name): the existing one, else a new one from `mint`, atomically —
         two concurrent first registrations of a name get the same id (issue 14 #1). `mint` is called only when the
         name may need an id (a storm re-registers known names: no id is made for them, issue 16)."""
+
+    async def admit_authenticated(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str | None:
+        """The device id of an endpoint that proved a credential of `account_id` (a PSK, a trusted CA's certificate):
+        None, and nothing written, when the name is enrolled into another account (issue 28 #1); a name enrolled
+        nowhere is enrolled into `account_id` first, so the first authenticated Register claims it. Then as
+        `claim_device_id`."""
 
     async def admit_endpoint(
         self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
@@ -223,8 +233,10 @@ class Store(Protocol):
         """False when the account has no configuration for this endpoint name."""
 
     # device credentials (issue 13 #3) ---------------------------------------------------------
-    async def create_shared_key(self, key: DeviceSharedKey) -> bool:
-        """False (nothing written) when a key for that endpoint name exists, in any account."""
+    async def create_shared_key(self, key: DeviceSharedKey) -> KeyClaim:
+        """Insert the key and enrol its endpoint name into the key's account, in one step. Nothing is written unless
+        `created`: `exists` when this account holds a key for the name; `taken` when the name belongs to another
+        account — enrolled there, configured for bootstrap there, or holding a key there (issue 28 #1)."""
         ...
 
     async def get_shared_key(self, endpoint_name: str) -> DeviceSharedKey | None: ...

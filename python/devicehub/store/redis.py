@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 import redis.asyncio as aioredis
@@ -24,6 +24,7 @@ from redis.exceptions import NoScriptError, WatchError
 
 from devicehub.errors import Unavailable
 from devicehub.store import revocations
+from devicehub.store.base import KeyClaim
 from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.enqueue import check_enqueued
 from devicehub.store.records import (
@@ -133,6 +134,8 @@ class RedisStore:
         self._enqueue = self._redis.register_script((_LUA / "enqueue_request.lua").read_text())
         self._admit = self._redis.register_script((_LUA / "admit_endpoint.lua").read_text())
         self._claim = self._redis.register_script((_LUA / "claim_device_id.lua").read_text())
+        self._admit_authenticated = self._redis.register_script((_LUA / "admit_authenticated.lua").read_text())
+        self._create_shared_key = self._redis.register_script((_LUA / "create_shared_key.lua").read_text())
         self._read_replaced = self._redis.register_script((_LUA / "read_replaced.lua").read_text())
         await self._index_existing_devices()
 
@@ -235,6 +238,13 @@ class RedisStore:
         # the name index put_device keeps is the claim (claim_device_id.lua)
         claimed = await self._claim(keys=[self._k("device_ep", account_id, endpoint_name)], args=[mint()])
         return _text(claimed)
+
+    async def admit_authenticated(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str | None:
+        admitted = await self._admit_authenticated(
+            keys=[self._k("enroll", endpoint_name), self._k("device_ep", account_id, endpoint_name)],
+            args=[account_id, mint()],
+        )
+        return None if not admitted else _text(admitted)
 
     async def admit_endpoint(
         self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
@@ -656,14 +666,19 @@ class RedisStore:
 
     # ---- channels and their event journal ---------------------------------------------------------
     # ---- device credentials: a blob per record, a set per account --------------------------------------
-    async def create_shared_key(self, key: DeviceSharedKey) -> bool:
-        if not await self.redis.set(self._k("psk", key.endpoint_name), _encode(key), nx=True):
-            return False
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.sadd(self._k("psks"), key.endpoint_name)
-            tx.sadd(self._k("psks", key.account_id), key.endpoint_name)
-            await tx.execute()
-        return True
+    async def create_shared_key(self, key: DeviceSharedKey) -> KeyClaim:
+        name = key.endpoint_name
+        claim = await self._create_shared_key(
+            keys=[
+                self._k("psk", name),
+                self._k("enroll", name),
+                self._k("bootstrap", name),
+                self._k("psks"),
+                self._k("psks", key.account_id),
+            ],
+            args=[key.account_id, _encode(key), name],
+        )
+        return cast(KeyClaim, _text(claim))
 
     async def get_shared_key(self, endpoint_name: str) -> DeviceSharedKey | None:
         return await self._blob(DeviceSharedKey, self._k("psk", endpoint_name))

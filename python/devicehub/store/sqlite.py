@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from devicehub.errors import StorageUnavailable
+from devicehub.store.base import KeyClaim
 from devicehub.store.device_query import DeviceQuery
 from devicehub.store.endpoint_directory import EndpointDirectory
 from devicehub.store.enqueue import check_enqueued
@@ -480,6 +481,26 @@ class SqliteStore:
         device_id = await self._read(work)
         self._directory.stored(account_id, endpoint_name, device_id)
         return device_id
+
+    async def admit_authenticated(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str | None:
+        owner = self._directory.enrolled(endpoint_name)
+        if owner is None:
+            # the first authenticated Register of a name enrols it (issue 28 #1); the row that wins is read back in
+            # the same transaction, so of two credentials racing for one name (or a key being created for it) the
+            # one committed first holds it and the directory learns which
+            def work(db: sqlite3.Connection) -> str:
+                db.execute(
+                    "INSERT OR IGNORE INTO enrollments (endpoint_name, account_id) VALUES (?, ?)",
+                    (endpoint_name, account_id),
+                )
+                row = db.execute("SELECT account_id FROM enrollments WHERE endpoint_name = ?", (endpoint_name,))
+                return str(row.fetchone()[0])
+
+            owner = await self._read(work)
+            self._directory.enrolled_committed(endpoint_name, owner)
+        if owner != account_id:
+            return None
+        return await self.claim_device_id(account_id, endpoint_name, mint)
 
     async def admit_endpoint(
         self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
@@ -1168,16 +1189,30 @@ class SqliteStore:
 
     # ---- helpers --------------------------------------------------------------------------------------
     # ---- device credentials ------------------------------------------------------------------------
-    async def create_shared_key(self, key: DeviceSharedKey) -> bool:
-        return await self._read(
-            lambda db: (
-                db.execute(
-                    "INSERT OR IGNORE INTO shared_keys (endpoint_name, account_id, data) VALUES (?, ?, ?)",
-                    (key.endpoint_name, key.account_id, _encode(key)),
-                ).rowcount
-                > 0
+    async def create_shared_key(self, key: DeviceSharedKey) -> KeyClaim:
+        name, account_id = key.endpoint_name, key.account_id
+
+        def work(db: sqlite3.Connection) -> KeyClaim:
+            held = db.execute("SELECT account_id FROM shared_keys WHERE endpoint_name = ?", (name,)).fetchone()
+            if held is not None:
+                return "exists" if held[0] == account_id else "taken"
+            for table in ("enrollments", "bootstrap_configs"):
+                row = db.execute(f"SELECT account_id FROM {table} WHERE endpoint_name = ?", (name,)).fetchone()
+                if row is not None and row[0] != account_id:
+                    return "taken"
+            db.execute(
+                "INSERT INTO shared_keys (endpoint_name, account_id, data) VALUES (?, ?, ?)",
+                (name, account_id, _encode(key)),
             )
-        )
+            db.execute(
+                "INSERT OR IGNORE INTO enrollments (endpoint_name, account_id) VALUES (?, ?)", (name, account_id)
+            )
+            return "created"
+
+        claim = await self._read(work)
+        if claim == "created":
+            self._directory.enrolled_committed(name, account_id)
+        return claim
 
     async def get_shared_key(self, endpoint_name: str) -> DeviceSharedKey | None:
         return await self._one(

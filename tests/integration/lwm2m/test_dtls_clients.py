@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from devicehub.errors import Conflict
 from devicehub.node import Node
 from support.device_pki import TestCa
 from support.node import run, running_node
@@ -126,5 +127,37 @@ def test_plain_coap_is_refused_without_allow_nosec_and_said_once(
                 "coaps_tcp_port": None,
                 "allow_nosec": False,
             }
+
+    run(main())
+
+
+def test_a_certificate_device_joins_only_the_account_its_name_is_enrolled_into(tmp_path: Path) -> None:
+    """issue 28 #1: account A's CA signing `CN=<a name enrolled into B>` does not register B's device into A
+    (4.03 at Register); a name enrolled nowhere is claimed by its first authenticated Register, after which no
+    other account can take it with a key."""
+
+    async def main() -> None:
+        ca = TestCa(tmp_path / "pki")
+        theirs, fresh = "owned-by-tenant-b1", "claimed-by-first-1"
+        async with secure_node(tmp_path / "svc") as node:  # type: ignore[attr-defined]
+            a = (await node.accounts.create_account("tenant-a")).id
+            b = (await node.accounts.create_account("tenant-b")).id
+            await node.store.enroll(b, theirs)
+            await node.credentials.add_ca(a, "devices", ca.pem)
+            code, out = await coap_client(
+                "-m", "post", "-e", "</3/0>", register_uri(node, theirs), *certificate_args(ca.issue(theirs))
+            )  # fmt: skip
+            assert "4.03" in out, (code, out)
+            assert not node.lwm2m._devices
+            assert await node.store.enrolled_account(theirs) == b
+            code, out = await coap_client(
+                "-m", "post", "-e", "</3/0>", register_uri(node, fresh), *certificate_args(ca.issue(fresh))
+            )  # fmt: skip
+            assert code == 0 and "4.03" not in out, out
+            registration = next(iter(node.lwm2m._devices.values())).registration
+            assert (registration.endpoint_name, registration.account_id) == (fresh, a)
+            assert await node.store.enrolled_account(fresh) == a
+            with pytest.raises(Conflict):
+                await node.credentials.add_psk(b, fresh, KEY.encode().hex())
 
     run(main())

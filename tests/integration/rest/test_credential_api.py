@@ -25,7 +25,7 @@ def test_pre_shared_keys_api_follows_pelion(tmp_path: Path) -> None:
     async def main() -> None:
         async with running_node(tmp_path) as node:
             other = (await node.accounts.create_account("other")).id
-            _, other_key = await node.accounts.create_key(other)
+            _, other_key = await node.accounts.create_key(other, admin=True)
             headers = {"Authorization": f"Bearer {node.dev_api_key}"}
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                 created = await http.post("/v2/device-shared-keys", json={"endpoint_name": NAME, "secret_hex": SECRET})
@@ -68,6 +68,82 @@ def test_pre_shared_keys_api_follows_pelion(tmp_path: Path) -> None:
             assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
             box = SecretBox(load_secret_key(key_file))
             assert box.open(stored.sealed_secret, "another-endpoint-0") == bytes.fromhex("AB" * 64)
+
+    run(main())
+
+
+def test_an_account_cannot_take_an_endpoint_name_of_another_account_and_is_not_told_whose_it_is(
+    tmp_path: Path,
+) -> None:
+    """issue 28 #1: account B's key for a name enrolled into A (or holding A's key, or configured by A for
+    bootstrap) is refused with 409 before anything is written, in words that name neither the other account nor
+    what it holds; a key enrols its name, so A may not take a name B's key holds either."""
+
+    async def main() -> None:
+        async with running_node(tmp_path, dev=False) as node:
+            a, b = [(await node.accounts.create_account(name)).id for name in ("tenant-a", "tenant-b")]
+            await node.store.enroll(a, "enrolled-in-a-001")
+            _, a_key = await node.accounts.create_key(a, admin=True)
+            _, b_key = await node.accounts.create_key(b, admin=True)
+
+            async def upload(key: str, name: str) -> tuple[int, str]:
+                body = {"endpoint_name": name, "secret_hex": SECRET}
+                async with http.post(
+                    "/v2/device-shared-keys", json=body, headers={"Authorization": f"Bearer {key}"}
+                ) as r:
+                    return r.status, await r.text()
+
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as http:
+                assert (await upload(a_key, "with-a-key-of-a-1"))[0] == 201
+                config = {"server_uri": "coap://10.0.0.1:5683", "security_mode": "no_sec"}
+                put = await http.put(
+                    "/v3/bootstrap-configs/configured-by-a-1", json=config, headers={"Authorization": f"Bearer {a_key}"}
+                )
+                assert put.status == 201, await put.text()
+                for name in ("enrolled-in-a-001", "with-a-key-of-a-1", "configured-by-a-1"):
+                    status, text = await upload(b_key, name)
+                    assert status == 409, (name, status, text)
+                    assert "not available" in text and a not in text and "pre-shared key" not in text, text
+                    assert await node.store.enrolled_account(name) in (a, None)
+                assert (await node.store.get_shared_key("enrolled-in-a-001")) is None  # nothing written
+                assert (await upload(a_key, "enrolled-in-a-001"))[0] == 201  # its own account may
+                assert (await upload(b_key, "fresh-name-for-b1"))[0] == 201
+                assert await node.store.enrolled_account("fresh-name-for-b1") == b  # the key enrolled it
+                assert (await upload(a_key, "fresh-name-for-b1"))[0] == 409
+
+    run(main())
+
+
+def test_device_credentials_are_managed_by_administrator_keys_only(tmp_path: Path) -> None:
+    """issue 28 #1: a Developers key gets 403 on every pre-shared key, trusted CA and bootstrap configuration call,
+    and nothing is written."""
+
+    async def main() -> None:
+        ca = TestCa(tmp_path / "pki")
+        async with running_node(tmp_path / "svc", dev=False) as node:
+            tenant = (await node.accounts.create_account("tenant")).id
+            _, developer = await node.accounts.create_key(tenant)
+            headers = {"Authorization": f"Bearer {developer}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                calls = [
+                    http.post("/v2/device-shared-keys", json={"endpoint_name": NAME, "secret_hex": SECRET}),
+                    http.get("/v2/device-shared-keys"),
+                    http.get(f"/v2/device-shared-keys/{NAME}"),
+                    http.delete(f"/v2/device-shared-keys/{NAME}"),
+                    http.post("/v3/trusted-certificates", json={"certificate": ca.pem.decode()}),
+                    http.get("/v3/trusted-certificates"),
+                    http.delete("/v3/trusted-certificates/0123"),
+                    http.put(f"/v3/bootstrap-configs/{NAME}", json={"server_uri": "coap://10.0.0.1:5683"}),
+                    http.get("/v3/bootstrap-configs"),
+                    http.delete(f"/v3/bootstrap-configs/{NAME}"),
+                ]
+                for call in calls:
+                    async with call as response:
+                        assert response.status == 403, (response.method, response.url, await response.text())
+                        assert (await response.json())["type"] == "forbidden"
+            assert await node.store.get_shared_key(NAME) is None
+            assert await node.store.list_trusted_cas(tenant) == []
+            assert await node.store.get_bootstrap_config(NAME) is None
 
     run(main())
 

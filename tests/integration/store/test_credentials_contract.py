@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from test_bootstrap_config_contract import config
 from test_store_contract import A, B, StoreFactory, reopen, run
 
 from devicehub.store.base import Store
@@ -21,9 +24,10 @@ def ca(ca_id: str, account: str = A) -> TrustedCa:
 def test_shared_keys_are_unique_by_endpoint_name_paginated_per_account_and_deletable(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         for name in ("dev-c", "dev-a", "dev-b"):
-            assert await store.create_shared_key(psk(name))
-        assert not await store.create_shared_key(psk("dev-a", B))  # one name, one key, whatever the account
-        assert await store.create_shared_key(psk("dev-z", B))
+            assert await store.create_shared_key(psk(name)) == "created"
+        assert await store.create_shared_key(psk("dev-a")) == "exists"
+        assert await store.create_shared_key(psk("dev-a", B)) == "taken"  # one name, one key, whatever the account
+        assert await store.create_shared_key(psk("dev-z", B)) == "created"
         got = await store.get_shared_key("dev-a")
         assert got is not None and got.account_id == A and got.sealed_secret == b"sealed-dev-a"
         assert [k.endpoint_name for k in await store.list_shared_keys(A, limit=2)] == ["dev-a", "dev-b"]
@@ -35,6 +39,58 @@ def test_shared_keys_are_unique_by_endpoint_name_paginated_per_account_and_delet
     async def check(store: Store) -> None:
         assert await store.get_shared_key("dev-b") is None
         assert [k.endpoint_name for k in await store.list_shared_keys(A)] == ["dev-a", "dev-c"]
+
+    run(make_store, scenario)
+    reopen(make_store, check)
+
+
+def test_a_shared_key_enrols_its_name_and_is_refused_for_a_name_of_another_account(make_store: StoreFactory) -> None:
+    # issue 28 #1: a credential for a name enrolled into (or configured for bootstrap by) another account is refused
+    async def scenario(store: Store) -> None:
+        await store.enroll(A, "enrolled-in-a")
+        assert await store.create_shared_key(psk("enrolled-in-a", B)) == "taken"
+        assert await store.get_shared_key("enrolled-in-a") is None  # nothing written
+        assert await store.enrolled_account("enrolled-in-a") == A
+        assert await store.create_shared_key(psk("enrolled-in-a")) == "created"  # its own account may
+        assert await store.put_bootstrap_config(config("configured-by-a", A))
+        assert await store.create_shared_key(psk("configured-by-a", B)) == "taken"
+        assert await store.create_shared_key(psk("fresh-name", B)) == "created"
+        assert await store.enrolled_account("fresh-name") == B  # the key enrolled its name
+        assert await store.delete_shared_key("fresh-name")
+        assert await store.enrolled_account("fresh-name") == B  # the name stays the account's
+        assert await store.create_shared_key(psk("fresh-name", A)) == "taken"
+
+    async def check(store: Store) -> None:
+        assert await store.enrolled_account("fresh-name") == B
+        assert await store.create_shared_key(psk("fresh-name", A)) == "taken"
+
+    run(make_store, scenario)
+    reopen(make_store, check)
+
+
+def test_an_authenticated_endpoint_is_admitted_only_into_the_account_its_name_belongs_to(
+    make_store: StoreFactory,
+) -> None:
+    # issue 28 #1: a device whose credential is another account's than its name's enrolment is refused; the first
+    # authenticated Register of a name enrolled nowhere enrols it, so no other account can claim it afterwards
+    ids = iter(f"{i:032x}" for i in range(1, 100))
+
+    async def scenario(store: Store) -> None:
+        await store.enroll(A, "owned-by-a")
+        assert await store.admit_authenticated(B, "owned-by-a", lambda: next(ids)) is None
+        first = await store.admit_authenticated(A, "owned-by-a", lambda: next(ids))
+        assert first is not None
+        assert await store.admit_authenticated(A, "owned-by-a", lambda: next(ids)) == first  # one name, one id
+        claimed = await store.admit_authenticated(B, "unenrolled", lambda: next(ids))
+        assert claimed is not None and await store.enrolled_account("unenrolled") == B
+        assert await store.admit_authenticated(A, "unenrolled", lambda: next(ids)) is None
+        assert await store.create_shared_key(psk("unenrolled", A)) == "taken"
+        racing = await asyncio.gather(*(store.admit_authenticated(acct, "raced", lambda: next(ids)) for acct in (A, B)))
+        assert sorted(r is None for r in racing) == [False, True]  # exactly one account wins the name
+
+    async def check(store: Store) -> None:
+        assert await store.enrolled_account("unenrolled") == B
+        assert await store.admit_authenticated(A, "unenrolled", lambda: next(ids)) is None
 
     run(make_store, scenario)
     reopen(make_store, check)

@@ -6,7 +6,7 @@ import pytest
 
 from devicehub.channels.callback import parse_registration, retry_wait
 from devicehub.channels.websocket import key_from_protocols
-from devicehub.errors import ValidationFailed
+from devicehub.errors import InvalidHeader, ValidationFailed
 
 
 def test_retry_waits_follow_the_spec_table() -> None:
@@ -49,6 +49,18 @@ def test_bad_registration_bodies_are_400(body: object, field: str) -> None:
     with pytest.raises(ValidationFailed) as caught:
         parse_registration(body)
     assert [f.name for f in caught.value.fields] == [field]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X": "a\r\nInjected: 1"}, {"X": "a\nb"}, {"X": "a\x00"}, {"Bad Name": "v"}, {"X:Y": "v"}, {"X\r\nY": "v"}],
+)
+def test_a_header_that_would_split_the_request_has_its_own_error(headers: dict[str, str]) -> None:
+    """issue 28: CR/LF (header injection) is not malformed JSON: the application is told its header is the problem."""
+    with pytest.raises(InvalidHeader) as caught:
+        parse_registration({"url": "https://app.example/cb", "headers": headers})
+    assert caught.value.token == "MALFORMED_HEADER" and caught.value.status == 400
+    assert [f.name for f in caught.value.fields] == ["headers"] and next(iter(headers)) in str(caught.value)
 
 
 def test_400_characters_of_url_and_headers_are_allowed() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from devicehub.config import ServeSettings, SimulateSettings, parse
-from devicehub.node import Node
+from devicehub.node import Node, secret_key_beside_data
 from devicehub.sim.fleet import Fleet, credentials, server_address
 
 
@@ -38,3 +40,14 @@ def test_coaps_tcp_is_off_unless_given_and_the_simulator_speaks_it() -> None:
     assert [(d.tcp, d.security) for d in fleet.devices] == [
         (True, credentials(settings, d.endpoint_name)) for d in fleet.devices
     ]
+
+
+def test_start_up_warns_when_the_sealing_key_lies_in_the_data_directory(tmp_path: Path) -> None:
+    """issue 28: a backup of the data directory must not hold the secrets and the key that opens them, unsaid."""
+    data = ["--data-dir", str(tmp_path / "data")]
+    beside = secret_key_beside_data(parse(ServeSettings, data))
+    assert "inside the data directory" in beside and "--secret-key-file" in beside
+    inside = ["--secret-key-file", str(tmp_path / "data" / "keys" / "k")]
+    assert secret_key_beside_data(parse(ServeSettings, [*data, *inside])) != ""
+    assert secret_key_beside_data(parse(ServeSettings, [*data, "--secret-key-file", str(tmp_path / "k")])) == ""
+    assert secret_key_beside_data(parse(ServeSettings, [*data, "--redis-url", "redis://127.0.0.1:1"])) == ""
