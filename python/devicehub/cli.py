@@ -61,6 +61,16 @@ def _accounts(args: argparse.Namespace) -> int:
                 print(f"{account.id}\t{account.name}\t{account.tier}")
         elif args.action == "enroll":
             account = await service.resolve_account(args.account)
+            # issue 28 #1: a name is one account's; moving it from another account is said, not done silently
+            owners = {name: await store.enrolled_account(name) for name in args.endpoint_names}
+            elsewhere = sorted(name for name, owner in owners.items() if owner not in (None, account.id))
+            if elsewhere and not args.move:
+                print(
+                    f"devicehub: {', '.join(elsewhere)} enrolled into another account; nothing enrolled "
+                    "(--move takes them over: their devices then join this account)",
+                    file=sys.stderr,
+                )
+                return 2
             for name in args.endpoint_names:
                 await store.enroll(account.id, name)
             print(f"enrolled {len(args.endpoint_names)} endpoint name(s) into {account.name}")
@@ -179,6 +189,9 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     enroll = accounts_sub.add_parser("enroll", help="let these endpoint names join the account")
     enroll.add_argument("account", help="account id or name")
     enroll.add_argument("endpoint_names", nargs="+")
+    enroll.add_argument(
+        "--move", action="store_true", help="take over names enrolled into another account (else: refused, exit 2)"
+    )
     add_arguments(enroll, StoreSettings)
     accounts.set_defaults(run=_accounts)
 

@@ -110,7 +110,7 @@ def test_another_account_neither_sees_nor_takes_over_an_endpoint_name(tmp_path: 
     async def scenario() -> None:
         async with running_node(tmp_path) as node:
             other = await node.accounts.create_account("other")
-            _, other_key = await node.accounts.create_key(other.id)
+            _, other_key = await node.accounts.create_key(other.id, admin=True)
             development = await node.store.find_account_by_name("development")
             assert development is not None
             await node.store.enroll(development.id, "enrolled-1")

@@ -216,3 +216,20 @@ def test_cli_manages_keys_and_cas_of_an_account(
     cli("certs", "remove", "acme", ca_id)
     cli("psk", "remove", "acme", NAME)
     assert cli("psk", "list", "acme") == "" and cli("certs", "list", "acme") == ""
+
+
+def test_cli_enrol_does_not_move_a_name_of_another_account_unless_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 28 #1: `accounts enroll` of a name another account holds (here through its key) changes nothing and
+    exits 2, saying so; `--move` takes it over."""
+    data = ["--data-dir", str(tmp_path / "data")]
+    for name in ("acme", "rival"):
+        assert main(["accounts", "create", name, *data]) == 0
+    assert main(["accounts", "enroll", "acme", "device-of-acme-01", *data]) == 0
+    capsys.readouterr()
+    assert main(["accounts", "enroll", "rival", "device-of-acme-01", "unclaimed-name-01", *data]) == 2
+    assert "device-of-acme-01 enrolled into another account; nothing enrolled" in capsys.readouterr().err
+    assert main(["accounts", "enroll", "acme", "device-of-acme-01", "unclaimed-name-01", *data]) == 0  # its own: fine
+    assert main(["accounts", "enroll", "rival", "device-of-acme-01", "--move", *data]) == 0
+    assert "enrolled 1 endpoint name(s) into rival" in capsys.readouterr().out
