@@ -88,6 +88,21 @@ class ServeSettings:
         default=100.0,
         metadata={"help": "CoAP requests a second per device address (twice that at once); 0: no limit"},
     )
+    # issue 28 #5: a host's source ports share one allowance, or each port it opens would add 100/s. Generous, since a
+    # whole fleet can sit behind one NAT address or in one /64 (a Thread or 6LoWPAN mesh): LwM2M devices send a
+    # request per Update (minutes apart; notifications are responses and do not count), so 1 000/s is a fleet of
+    # 100 000 updating every 100 s, and the burst lets 2 000 register at once after the NAT restarts, as many as
+    # --registration-backlog admits; yet one attacker's host gets 1 000/s however many ports it opens.
+    coap_host_rate_limit: float = field(
+        default=1000.0,
+        metadata={
+            "help": "CoAP requests a second per host, all its source ports together (an IPv6 host: its /64); "
+            "raise it for a larger fleet behind one NAT address; 0: no limit"
+        },
+    )
+    coap_host_rate_burst: float = field(
+        default=2000.0, metadata={"help": "CoAP requests one host may make at once (see --coap-host-rate-limit)"}
+    )
     http_header_timeout: float = field(
         default=20.0,
         metadata={

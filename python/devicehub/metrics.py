@@ -38,6 +38,8 @@ EVENT_KINDS = {
     KIND_ASYNC_RESPONSE: "async-response",
 }
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# the LwM2M server's CoAP endpoints, by the prefix of their figures in `LwM2MServer.metrics()`
+COAP_LISTENERS = ("coap", "coaps", "coap_tcp", "coaps_tcp")
 TOP_QUEUES = 10  # per-channel queue gauges for the largest queues only: the label set stays bounded
 DELIVERY_BOUNDS_MS = [
     1,
@@ -240,10 +242,18 @@ class _NodeCollector(Collector):
         for listener in ("coap", "coaps"):
             lane.add_metric([listener], v(lw, f"{listener}_lane_taken"))
         yield lane
-        # issue 14: what the per-source limit dropped, Block1 uploads refused or expired, and the per-peer tables
-        yield _counter(
-            "devicehub_coap_rate_limited", "CoAP requests dropped over their source's rate", v(lw, "coap_rate_limited")
+        # issue 14: what the rate limits dropped, Block1 uploads refused or expired, and the per-peer tables
+        limited = CounterMetricFamily(
+            "devicehub_coap_rate_limited",
+            "CoAP requests dropped unanswered over a rate, by listener and by the bound that dropped them: their "
+            "source address and port's (address) or their host's, all its ports together (host; issue 28 #5)",
+            labels=["listener", "cause"],
         )
+        for listener in COAP_LISTENERS:
+            if listener == "coap" or f"{listener}_received" in lw:  # the plain one always; the others when they run
+                limited.add_metric([listener, "address"], v(lw, f"{listener}_rate_limited"))
+                limited.add_metric([listener, "host"], v(lw, f"{listener}_host_rate_limited"))
+        yield limited
         drops = CounterMetricFamily(
             "devicehub_udp_receive_drops",
             "Datagrams the kernel dropped at a UDP listener: its receive buffer was full (see net.core.rmem_max)",
@@ -263,6 +273,7 @@ class _NodeCollector(Collector):
             "block1_transfers",
             "block1_bytes",
             "rate_buckets",
+            "host_rate_buckets",
             "tasks",
             "lane_armed",  # observations armed in the notification lane, and the CON message IDs it acknowledged
             "lane_acked",

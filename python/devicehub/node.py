@@ -116,7 +116,12 @@ class Node:
             self.clock,
             SecretBox(load_secret_key(secret_key_path(settings.data_dir, settings.secret_key_file))),
         )
-        limits = Limits(requests_per_second=settings.coap_rate_limit, request_burst=2 * settings.coap_rate_limit)
+        limits = Limits(
+            requests_per_second=settings.coap_rate_limit,
+            request_burst=2 * settings.coap_rate_limit,
+            host_requests_per_second=settings.coap_host_rate_limit,
+            host_request_burst=settings.coap_host_rate_burst,
+        )
         self.lwm2m = LwM2MServer(
             self.devices,
             self.clock,

@@ -1,9 +1,12 @@
-"""Token buckets per key (an API key, a device's address), on the injected clock (issue 14 #14)."""
+"""Token buckets per key (an API key, a device's address), on the injected clock (issue 14 #14), and the two bounds a
+CoAP request from a source address and port passes: its own, and its host's (issue 28 #5)."""
 
 from __future__ import annotations
 
 import math
+import socket
 from collections.abc import Hashable
+from typing import Literal
 
 from devicehub.clock import Clock
 
@@ -50,6 +53,12 @@ class TokenBuckets:
             return 0.0
         return (1.0 - bucket.tokens) / self.rate
 
+    def give_back(self, key: Hashable) -> None:
+        """Return the token `take(key)` just spent: the request it let on was refused by another bound after all."""
+        bucket = self._buckets.get(key)
+        if bucket is not None:
+            bucket.tokens = min(self.burst, bucket.tokens + 1.0)
+
     def retry_after(self, wait: float) -> int:
         """Whole seconds for a `Retry-After` header (RFC 9110 §10.2.3), at least 1."""
         return max(1, math.ceil(wait))
@@ -68,3 +77,50 @@ class TokenBuckets:
     def sweep(self) -> None:
         """Forget the buckets that have filled up again (they mean nothing any more)."""
         self._forget_full(self._clock.now())
+
+
+_V4_MAPPED = bytes(10) + b"\xff\xff"  # ::ffff:a.b.c.d, an IPv4 peer of a dual-stack socket (RFC 4291 §2.5.5.2)
+
+
+def host_of(address: str) -> str:
+    """The host an IP address literal belongs to, for a per-host bound: an IPv4 address is one host; an IPv6
+    address stands for its /64, since a host picks its own interface identifiers in its /64 at will (SLAAC,
+    RFC 4862 §5.5.3; temporary addresses, RFC 8981) and networks are told to give a host a whole /64 (RFC 7934 §6)."""
+    if ":" not in address:
+        return address
+    try:
+        packed = socket.inet_pton(socket.AF_INET6, address.partition("%")[0])  # a link-local one's zone goes
+    except OSError:
+        return address  # not an IPv6 literal (a test's made-up name): a host of its own
+    if packed.startswith(_V4_MAPPED):
+        return socket.inet_ntop(socket.AF_INET, packed[12:])
+    return socket.inet_ntop(socket.AF_INET6, packed[:8] + bytes(8)) + "/64"
+
+
+Cause = Literal["address", "host"]
+
+
+class SourceLimits:
+    """Requests a second from one source (address, port), and from all the sources of one host (`host_of`): a host
+    opening more ports must not multiply its allowance (issue 28 #5: 50 ports on one IP were answered 50 times as
+    often). The address's own bucket is asked first, so one noisy port's excess is dropped before it can spend
+    the allowance its host shares with its neighbours behind the same NAT; a request the host refuses gives its
+    address's token back, so each dropped request is counted once, under one cause."""
+
+    def __init__(self, clock: Clock, per_address: tuple[float, float], per_host: tuple[float, float]) -> None:
+        self.addresses = TokenBuckets(clock, *per_address)
+        self.hosts = TokenBuckets(clock, *per_host)
+
+    def take(self, address: str, port: int) -> Cause | None:
+        """None when the request may go on (a token of each bound is spent); else the bound that refused it."""
+        source = (address, port)
+        if self.addresses.take(source):
+            return "address"
+        if self.hosts.rate > 0 and self.hosts.take(host_of(address)):
+            self.addresses.give_back(source)
+            return "host"
+        return None
+
+    def sweep(self) -> None:
+        self.addresses.sweep()
+        self.hosts.sweep()

@@ -39,7 +39,7 @@ from devicehub.clock import Clock
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
-from devicehub.ratelimit import TokenBuckets
+from devicehub.ratelimit import SourceLimits
 from devicehub.store import unavailable
 
 log = logging.getLogger("devicehub.coap")
@@ -155,7 +155,8 @@ class Stats:
     lane_taken: int = 0  # of `received`, datagrams the owner's ObserveLane took (notifications, retransmissions)
     block1_refused: int = 0
     block1_expired: int = 0
-    rate_limited: int = 0
+    rate_limited: int = 0  # requests dropped over their source address's (address, port) rate
+    host_rate_limited: int = 0  # requests dropped over their host's rate, all its ports together (issue 28 #5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +170,9 @@ class Limits:
     # requests a second from one source address (0: no limit), and how many it may save up (issue 14 #14)
     requests_per_second: float = 0.0
     request_burst: float = 0.0
+    # the same for all the source ports of one host, an IPv6 one's whole /64 (0: no limit; issue 28 #5)
+    host_requests_per_second: float = 0.0
+    host_request_burst: float = 0.0
 
 
 DEFAULT_LIMITS = Limits()
@@ -253,7 +257,11 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self._block1: OrderedDict[tuple[Address, str], _Upload] = OrderedDict()
         self._block1_by_peer: dict[Address, int] = {}
         self._block1_bytes = 0
-        self._rates = TokenBuckets(clock, limits.requests_per_second, limits.request_burst)
+        self._rates = SourceLimits(
+            clock,
+            (limits.requests_per_second, limits.request_burst),
+            (limits.host_requests_per_second, limits.host_request_burst),
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         # what this loop turn sends, flushed together at its end (issue 15 #2): on a plain UDP socket everything the
         # endpoint sends (answers, requests, retransmissions, ACKs), on other transports the notifications' ACK/RST
@@ -824,7 +832,8 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             "block1_bytes": self._block1_bytes,
             "block1_peers": len(self._block1_by_peer),
             "tasks": len(self._tasks),
-            "rate_buckets": len(self._rates),
+            "rate_buckets": len(self._rates.addresses),
+            "host_rate_buckets": len(self._rates.hosts),
             **(
                 {}
                 if self.observe_lane is None
@@ -835,10 +844,13 @@ class CoapEndpoint(asyncio.DatagramProtocol):
     def _incoming_request(self, message: CoapMessage, remote: Address, fault: str | None) -> None:
         if self._duplicate(message, remote):
             return
-        if self._rates.take(remote):
-            # over its rate: dropped unanswered (an answer would feed the flood) and forgotten, so the device's
-            # retransmission of a confirmable request is taken once the bucket has refilled
-            self.stats.rate_limited += 1
+        if (cause := self._rates.take(*remote)) is not None:
+            # over its address's or its host's rate: dropped unanswered (an answer would feed the flood) and
+            # forgotten, so the device's retransmission of a confirmable request is taken once the bucket has refilled
+            if cause == "address":
+                self.stats.rate_limited += 1
+            else:
+                self.stats.host_rate_limited += 1
             self._seen.pop((remote, message.mid), None)
             return
         if fault is not None:
