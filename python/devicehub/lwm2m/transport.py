@@ -170,7 +170,9 @@ class Limits:
     # requests a second from one source address (0: no limit), and how many it may save up (issue 14 #14)
     requests_per_second: float = 0.0
     request_burst: float = 0.0
-    # the same for all the source ports of one host, an IPv6 one's whole /64 (0: no limit; issue 28 #5)
+    # the same for all the source ports of one host, an IPv6 one's whole /64 (0: no limit; issue 28 #5). Both bound
+    # requests only: the notification lane (observe_lane.rs) needs neither, since it takes nothing but notifications
+    # (responses) of observations this server armed for that very address and port, never a request
     host_requests_per_second: float = 0.0
     host_request_burst: float = 0.0
 

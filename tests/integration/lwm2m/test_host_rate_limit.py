@@ -80,7 +80,9 @@ def test_fifty_source_ports_of_one_host_share_its_allowance() -> None:
 
     async def scenario() -> None:
         clock = ManualClock()
-        limits = Limits(requests_per_second=1.0, request_burst=100.0, host_requests_per_second=1.0, host_request_burst=20)
+        limits = Limits(
+            requests_per_second=1.0, request_burst=100.0, host_requests_per_second=1.0, host_request_burst=20
+        )
         server, served = await _server(clock, limits)
         try:
             with _sockets(50) as socks:
@@ -211,6 +213,11 @@ def test_connections_of_one_host_share_its_allowance_over_coap_tcp_and_metrics_c
             for s in family.samples
             if s.name.endswith("_total")
         }
-        assert limited == {("coap", "address"): 2, ("coap", "host"): 0, ("coap_tcp", "address"): 0, ("coap_tcp", "host"): 3}
+        assert limited == {
+            ("coap", "address"): 2,
+            ("coap", "host"): 0,
+            ("coap_tcp", "address"): 0,
+            ("coap_tcp", "host"): 3,
+        }
 
     run(scenario())
