@@ -14,12 +14,14 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode
-from devicehub.clock import ManualClock
+from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.security import ClientCredentials
 from devicehub.lwm2m.tcp import CSM, decode_frame, encode_frame, options_body
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Limits, Reply
+from devicehub.sim.device import OMA, SimDevice
 from support.node import eventually, run, running_node
-from support.ports import free_tcp_port
+from support.ports import free_tcp_port, free_udp_port
 
 
 def _con(mid: int) -> bytes:
@@ -219,5 +221,51 @@ def test_connections_of_one_host_share_its_allowance_over_coap_tcp_and_metrics_c
             ("coap_tcp", "address"): 0,
             ("coap_tcp", "host"): 3,
         }
+
+    run(scenario())
+
+
+def test_dtls_sessions_of_one_host_share_its_allowance(tmp_path: Path) -> None:
+    """Over DTLS each session's source port is an address of its own: two devices of one host (burst 4, two of it
+    spent on their Registers) get two more requests answered between them, and the rest is dropped as the host's."""
+
+    async def scenario() -> None:
+        clock = ManualClock()  # nothing refills
+        async with running_node(
+            tmp_path,
+            clock=clock,
+            dev=False,
+            allow_nosec=False,
+            coaps_port=free_udp_port(),
+            coap_host_rate_limit=1.0,
+            coap_host_rate_burst=4.0,
+        ) as node:
+            assert node.coaps_port is not None
+            server = ("127.0.0.1", node.coaps_port)
+            account = (await node.accounts.create_account("tenant")).id
+            sims = []
+            for n in range(2):
+                name, key = f"host-limit-device-{n:02}", bytes([n]) * 16
+                await node.credentials.add_psk(account, name, key.hex())
+                security = ClientCredentials(psk_identity=name, psk_key=key)
+                sims.append(SimDevice(SystemClock(), server, name, flavor=OMA, security=security))
+            asks: list[asyncio.Future[CoapMessage]] = []
+            try:
+                for sim in sims:
+                    await sim.start()
+                    await asyncio.wait_for(sim.registered.wait(), 10)
+                for sim in sims:
+                    for _ in range(3):
+                        ask = sim.endpoint.request(server, codes.GET, [(codes.URI_PATH, b"nothing")])
+                        asks.append(asyncio.ensure_future(ask))
+                await eventually(lambda: node.lwm2m.metrics().get("coaps_host_rate_limited", 0) >= 4)
+                await eventually(lambda: sum(ask.done() for ask in asks) == 2)
+                assert node.lwm2m.metrics()["coaps_rate_limited"] == 0
+            finally:
+                for ask in asks:
+                    ask.cancel()
+                await asyncio.gather(*asks, return_exceptions=True)
+                for sim in sims:
+                    await sim.stop(deregister=False)  # a De-register would be dropped too, and retransmitted for long
 
     run(scenario())
