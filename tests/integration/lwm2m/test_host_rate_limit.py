@@ -1,6 +1,7 @@
 """The CoAP rate limit bounds a host, not only each of its source ports (issue 28 #5), over real sockets: 50 ports on
-one IP were answered 50 times as often as one port; now they share their host's allowance, a single port is still
-held to its own, and /metrics counts what each bound dropped."""
+one IP were answered 50 times as often as one port; now they share their host's allowance (UDP over IPv4 and IPv6,
+TCP connections, DTLS sessions), a single port is still held to its own, and /metrics counts what each bound
+dropped."""
 
 from __future__ import annotations
 
