@@ -35,7 +35,19 @@ class ServeSettings:
     coap_port: int = field(default=5683, metadata={**PORT, "help": "UDP port of the LwM2M (CoAP) server"})
     bootstrap_port: int = field(
         default=0,
-        metadata={**PORT, "help": "UDP port of the LwM2M bootstrap server, e.g. 5685 (0: no bootstrap server)"},
+        metadata={
+            **PORT,
+            "help": "UDP port of the LwM2M bootstrap server over plain CoAP, e.g. 5685 (0: none); it sends keys in "
+            "clear, so it answers only with --allow-nosec or --dev (otherwise 4.03)",
+        },
+    )
+    bootstrap_coaps_port: int = field(
+        default=0,
+        metadata={
+            **PORT,
+            "help": "UDP port of the LwM2M bootstrap server over DTLS (coaps://), e.g. 5686 (0: none), with the DTLS "
+            "listener's credentials, certificate and handshake bounds",
+        },
     )
     data_dir: Path = field(default=Path("devicehub-data"), metadata={"help": "directory of the embedded store"})
     redis_url: str = field(
@@ -173,7 +185,12 @@ class SimulateSettings:
     duration: float = field(default=0.0, metadata={"help": "stop after this many seconds (0: run until Ctrl-C)"})
     register_rate: float = field(default=500.0, metadata={"help": "new registrations per second (ramp-up)"})
     bootstrap: str = field(
-        default="", metadata={"help": "coap://host:5685: bootstrap there first, then register where it says"}
+        default="",
+        metadata={
+            "url": ("coap", "coaps"),
+            "help": "coap://host:5685 or coaps://host:5686 (with --psk-key or --cert/--key): bootstrap there first, "
+            "then register where it says",
+        },
     )
     observe_restart: bool = field(default=False, metadata={"help": "restart Observe numbers at 0 on a re-observe"})
     block_size: int = field(default=1024, metadata={"help": "the devices' CoAP block size (16-1024)"})

@@ -79,6 +79,7 @@ class Node:
         self._sweeper: asyncio.Task[None] | None = None
         self.bootstrap: BootstrapServer | None = None
         self.bootstrap_port = 0
+        self.bootstrap_coaps_port = 0
         self._revocations: RevocationListener | None = None
 
     async def start(self) -> None:
@@ -140,13 +141,8 @@ class Node:
         await self._start_dtls()
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
-        if settings.bootstrap_port:
-            dev_port = self.coap_port if settings.dev else None
-            lookup = ConfigLookup(self.store, self.clock, host=settings.host, dev_port=dev_port)
-            self.bootstrap = BootstrapServer(lookup.config_for, self.clock)
-            with starting(f"the LwM2M bootstrap server on udp {settings.host}:{settings.bootstrap_port}"):
-                await self.bootstrap.start(settings.host, settings.bootstrap_port)
-            self.bootstrap_port = self.bootstrap.address[1]
+        if settings.bootstrap_port or settings.bootstrap_coaps_port:
+            await self._start_bootstrap()
         services = Services(
             settings=settings,
             clock=self.clock,
@@ -238,6 +234,41 @@ class Node:
             "accepted (--allow-nosec or --dev)" if self.allow_nosec else "refused (no --allow-nosec)",
         )
 
+    async def _start_bootstrap(self) -> None:
+        """The bootstrap server (issue 28 #6): over DTLS with the LwM2M listener's keyring, over plain CoAP answered
+        only with --allow-nosec or --dev."""
+        settings = self.settings
+        dev_port = self.coap_port if settings.dev else None
+        lookup = ConfigLookup(self.store, self.clock, host=settings.host, dev_port=dev_port)
+        self.bootstrap = BootstrapServer(lookup.config_for, self.clock, allow_nosec=self.allow_nosec)
+        if settings.bootstrap_port:
+            with starting(f"the LwM2M bootstrap server on udp {settings.host}:{settings.bootstrap_port}"):
+                await self.bootstrap.start(settings.host, settings.bootstrap_port)
+            self.bootstrap_port = self.bootstrap.address[1]
+            if not self.allow_nosec:
+                log.warning(
+                    "bootstrap over plain CoAP (--bootstrap-port %d) refused: it would send device keys in clear; "
+                    "devices bootstrap over DTLS on --bootstrap-coaps-port (--allow-nosec or --dev accept plain CoAP)",
+                    self.bootstrap_port,
+                )
+        if settings.bootstrap_coaps_port:
+            with starting(
+                f"the LwM2M bootstrap server over DTLS on udp {settings.host}:{settings.bootstrap_coaps_port}"
+            ):
+                await self.bootstrap.start_secure(
+                    settings.host,
+                    settings.bootstrap_coaps_port,
+                    self._server_certificate(),
+                    handshake_timeout=settings.dtls_handshake_timeout,
+                    max_handshakes=settings.dtls_max_handshakes,
+                )
+            assert self.bootstrap.dtls is not None
+            self.bootstrap_coaps_port = self.bootstrap.dtls.address[1]
+            await self.reload_credentials()
+            if self._refresher is None:  # no LwM2M (D)TLS listener watches the credentials yet
+                self.credentials.on_change(self.reload_credentials)
+                self._refresher = asyncio.create_task(self._refresh_credentials(), name="credential-refresh")
+
     def security(self) -> dict[str, object]:
         """The device security policy, for /readyz and operators (issue 13 #4)."""
         return {
@@ -249,7 +280,10 @@ class Node:
 
     async def reload_credentials(self) -> None:
         """Hand the DTLS and TLS listeners the current keys and CAs; sessions of removed ones end."""
-        listeners = [listener for listener in (self.lwm2m.dtls, self.lwm2m.coaps_tcp) if listener is not None]
+        bootstrap = None if self.bootstrap is None else self.bootstrap.dtls
+        listeners = [
+            listener for listener in (self.lwm2m.dtls, self.lwm2m.coaps_tcp, bootstrap) if listener is not None
+        ]
         if not listeners:
             return
         keys, authorities = await self.credentials.snapshot()
@@ -354,7 +388,8 @@ async def serve(settings: ServeSettings) -> int:
     print(
         f"devicehub: HTTP {node.http_scheme}://{settings.host}:{node.http_port}  CoAP coap://{settings.host}:{node.coap_port}"
         + coaps
-        + (f"  bootstrap coap://{settings.host}:{node.bootstrap_port}" if node.bootstrap_port else ""),
+        + (f"  bootstrap coap://{settings.host}:{node.bootstrap_port}" if node.bootstrap_port else "")
+        + (f"  bootstrap coaps://{settings.host}:{node.bootstrap_coaps_port}" if node.bootstrap_coaps_port else ""),
         flush=True,
     )
     stop = asyncio.Event()

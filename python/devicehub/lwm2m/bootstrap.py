@@ -13,6 +13,17 @@ session in progress. Values written, in TLV resource order:
 Writes are TLV whatever `pct` prefers (checked only for form): Wakaama and Anjay take TLV when the Content-Format
 says so. Bootstrap-Read is not needed for this sequence and not sent.
 Everything the device answers is untrusted: a failed or odd exchange ends that session, counted, and nothing else.
+
+What a session writes (`/0` with PSKs or private keys) must not cross the network in clear (issue 28 #6), so the
+server also listens over DTLS (`start_secure`: the LwM2M server's DTLS listener, lwm2m/dtls.py, with its keyring —
+PSK identities of /v2/device-shared-keys and certificate CNs issued by a CA an account trusts, lwm2m/security.py).
+Over DTLS a Bootstrap-Request for `ep` is answered only when the DTLS identity's name is `ep` and its account is
+the account of `ep`'s configuration; otherwise 4.03, the same answer whether the configuration is missing or
+another account's, so it reveals nothing of other accounts (LwM2M 1.1 Core §6.1.3, Bootstrap-Request; Transport
+§5.2.1: a bootstrap server authenticates the client as an LwM2M server does). Each request of the session goes
+only to the DTLS session that asked: when the peer's address changes identity meanwhile, the session ends. Plain
+CoAP is answered only with `allow_nosec` (`serve --allow-nosec` or `--dev`); otherwise 4.03 "DTLS required", as
+the LwM2M server answers plain CoAP.
 """
 
 from __future__ import annotations
@@ -23,14 +34,17 @@ import socket
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from devicehub._core import TLV_RESOURCE, CoapMessage, TlvNode, coap_encode_uint, tlv_bool, tlv_encode, tlv_int
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.dtls import DtlsListener
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.links import LinkFormatError, ascii_digits, link_attributes
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.lwm2m.security import PeerIdentity
+from devicehub.lwm2m.transport import Address, CoapEndpoint, Options, Reply
 from devicehub.lwm2m.udp import open_udp
 from devicehub.store.base import Store
 from devicehub.store.records import BootstrapConfig
@@ -45,6 +59,8 @@ OUTCOMES_KEPT = 1024
 FALLBACK_SECURITY_INSTANCE = 1  # a client that cannot Discover (LwM2M 1.0): its bootstrap account is taken as /0/0
 
 Lookup = Callable[[str, Address], Awaitable[BootstrapConfig | None]]
+IdentityOf = Callable[[Address], PeerIdentity | None]
+NOT_YOURS = b"no bootstrap configuration for this identity"
 
 
 class BootstrapFailed(Exception):
@@ -54,7 +70,8 @@ class BootstrapFailed(Exception):
 @dataclass(slots=True)
 class BootstrapStats:
     requests: int = 0
-    refused: int = 0
+    refused: int = 0  # no configuration (plain CoAP)
+    forbidden: int = 0  # plain CoAP without allow_nosec, or a DTLS identity that is not the endpoint's (4.03)
     malformed: int = 0
     busy: int = 0
     completed: int = 0
@@ -132,24 +149,70 @@ class ConfigLookup:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Channel:
+    """A listener of the bootstrap server: its endpoint, and for DTLS who each peer proved to be."""
+
+    endpoint: CoapEndpoint
+    identity_of: IdentityOf | None = None  # None: plain CoAP
+
+
+@dataclass(frozen=True, slots=True)
+class _Peer:
+    """The device a session talks to: over the channel it asked on, and over DTLS only while its address still holds
+    the session of the identity that asked (a new handshake from that address ends the bootstrap session)."""
+
+    channel: _Channel
+    remote: Address
+    identity: PeerIdentity | None
+
+    async def request(self, code: int, options: Options, payload: bytes = b"") -> CoapMessage:
+        identity_of = self.channel.identity_of
+        if identity_of is not None and identity_of(self.remote) != self.identity:
+            raise BootstrapFailed("the DTLS session that asked has ended")
+        return await self.channel.endpoint.request(self.remote, code, options, payload)
+
+
 class BootstrapServer:
     """Answers `POST /bs` and runs one bootstrap session per endpoint (see the module docstring)."""
 
-    def __init__(self, lookup: Lookup, clock: Clock, *, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self, lookup: Lookup, clock: Clock, *, max_sessions: int = MAX_SESSIONS, allow_nosec: bool = True
+    ) -> None:
         self._lookup = lookup
         self._clock = clock
         self._max_sessions = max_sessions
+        self._allow_nosec = allow_nosec
         self._endpoint: CoapEndpoint | None = None
+        self._dtls: DtlsListener | None = None
         self._sessions: dict[str, asyncio.Task[None]] = {}
+        self._warned: set[str] = set()
         # endpoint name → "completed" or the reason of failure, newest last (bounded): for operators and tests
         self.outcomes: OrderedDict[str, str] = OrderedDict()
         self.stats = BootstrapStats()
 
     async def start(self, host: str, port: int) -> None:
+        """The plain CoAP listener (answered only with `allow_nosec`)."""
+        channel = self._channel(None)
         # the LwM2M listener's socket (batched reads, RECEIVE_BUFFER): a fleet bootstrapping at once is a storm too
-        endpoint = CoapEndpoint(self._clock, self._handle)
-        await open_udp(endpoint, host, port)
-        self._endpoint = endpoint
+        await open_udp(channel.endpoint, host, port)
+        self._endpoint = channel.endpoint
+
+    async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
+        """The DTLS listener (issue 28 #6), with `DtlsListener`'s options; hand it the keyring with `dtls.load()`."""
+        channel = self._channel(lambda remote: None if self._dtls is None else self._dtls.identity(remote))
+        self._dtls = await DtlsListener.bind(
+            host, port, self._clock, channel.endpoint, certificate=certificate, **options
+        )
+
+    def _channel(self, identity_of: IdentityOf | None) -> _Channel:
+        channel: _Channel
+
+        async def handle(message: CoapMessage, payload: bytes, remote: Address) -> Reply:
+            return await self._handle(message, payload, remote, channel)
+
+        channel = _Channel(CoapEndpoint(self._clock, handle), identity_of)
+        return channel
 
     async def stop(self) -> None:
         for task in list(self._sessions.values()):
@@ -157,20 +220,41 @@ class BootstrapServer:
         await asyncio.gather(*self._sessions.values(), return_exceptions=True)
         if self._endpoint is not None:
             await self._endpoint.close()
+        if self._dtls is not None:
+            await self._dtls.close()
 
     @property
     def address(self) -> Address:
         assert self._endpoint is not None, "start() first"
         return self._endpoint.address
 
+    @property
+    def dtls(self) -> DtlsListener | None:
+        return self._dtls
+
     def metrics(self) -> dict[str, float]:
         values: dict[str, float] = {"bootstrap_sessions": len(self._sessions)}
         for name in BootstrapStats.__slots__:
             values[f"bootstrap_{name}"] = getattr(self.stats, name)
+        if self._dtls is not None:
+            values["bootstrap_dtls_sessions"] = self._dtls.session_count()
+            for name in self._dtls.stats.__slots__:
+                values[f"bootstrap_dtls_{name}"] = getattr(self._dtls.stats, name)
         return values
 
     # ---- Bootstrap-Request --------------------------------------------------------------------------
-    async def _handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply:
+    async def _handle(self, message: CoapMessage, payload: bytes, remote: Address, channel: _Channel) -> Reply:
+        identity: PeerIdentity | None = None
+        if channel.identity_of is not None:
+            identity = channel.identity_of(remote)
+            if identity is None:  # its session ended meanwhile
+                return Reply(codes.UNAUTHORIZED)
+        elif not self._allow_nosec:
+            self.stats.forbidden += 1
+            self._warn_once(
+                remote[0], "plain CoAP bootstrap from %s refused: it needs DTLS (--allow-nosec accepts it)", remote[0]
+            )
+            return Reply(codes.FORBIDDEN, payload=b"DTLS required")
         if [s for s in message.uri_path.split("/") if s] != ["bs"]:
             return Reply(codes.NOT_FOUND)
         if message.code != codes.POST:
@@ -186,7 +270,12 @@ class BootstrapServer:
         if pct is not None and not ascii_digits(pct, 5):
             self.stats.malformed += 1
             return Reply(codes.BAD_REQUEST, payload=b"pct must be a content-format number")
+        if identity is not None and identity.name != endpoint_name:  # asked before any lookup: no oracle
+            return self._forbid(identity, endpoint_name, remote, "the identity is not the endpoint name")
         config = await self._lookup(endpoint_name, remote)
+        if identity is not None and (config is None or config.account_id != identity.account_id):
+            why = "no configuration" if config is None else "the configuration is another account's"
+            return self._forbid(identity, endpoint_name, remote, why)
         if config is None:
             self.stats.refused += 1
             log.info("bootstrap refused for %r from %s:%d: no configuration", endpoint_name, *remote)
@@ -199,19 +288,34 @@ class BootstrapServer:
             self.stats.busy += 1
             return Reply(codes.SERVICE_UNAVAILABLE)
         # the task first runs after this handler has returned and the transport has sent the 2.04
-        task = asyncio.create_task(self._session(endpoint_name, config, remote), name=f"bootstrap-{endpoint_name}")
+        task = asyncio.create_task(
+            self._session(endpoint_name, config, _Peer(channel, remote, identity)), name=f"bootstrap-{endpoint_name}"
+        )
         self._sessions[endpoint_name] = task
         task.add_done_callback(lambda done: self._ended(endpoint_name, done))
         return Reply(codes.CHANGED)
+
+    def _forbid(self, identity: PeerIdentity, endpoint_name: str, remote: Address, why: str) -> Reply:
+        self.stats.forbidden += 1
+        log.warning(
+            "bootstrap refused: DTLS identity %r (%s) from %s:%d asked for %r: %s",
+            identity.name, identity.method, remote[0], remote[1], endpoint_name, why,
+        )  # fmt: skip
+        return Reply(codes.FORBIDDEN, payload=NOT_YOURS)
+
+    def _warn_once(self, key: str, text: str, *args: object) -> None:
+        if key not in self._warned and len(self._warned) < OUTCOMES_KEPT:
+            self._warned.add(key)
+            log.warning(text, *args)
 
     def _ended(self, endpoint_name: str, task: asyncio.Task[None]) -> None:
         if self._sessions.get(endpoint_name) is task:
             del self._sessions[endpoint_name]
 
     # ---- the session ----------------------------------------------------------------------------------
-    async def _session(self, endpoint_name: str, config: BootstrapConfig, remote: Address) -> None:
+    async def _session(self, endpoint_name: str, config: BootstrapConfig, peer: _Peer) -> None:
         try:
-            await self._run(config, remote)
+            await self._run(config, peer)
         except (BootstrapFailed, DeviceError, ValueError) as error:  # ValueError: an answer it could not read
             self.stats.failed += 1
             self._record(endpoint_name, f"failed: {error}")
@@ -227,11 +331,10 @@ class BootstrapServer:
         while len(self.outcomes) > OUTCOMES_KEPT:
             self.outcomes.popitem(last=False)
 
-    async def _run(self, config: BootstrapConfig, remote: Address) -> None:
-        assert self._endpoint is not None
-        request = self._endpoint.request
+    async def _run(self, config: BootstrapConfig, peer: _Peer) -> None:
+        request = peer.request
         accept = [(codes.ACCEPT, coap_encode_uint(LINK_FORMAT_CF))]
-        discover = await request(remote, codes.GET, accept)
+        discover = await request(codes.GET, accept)
         keep: int | None = None
         if discover.code == codes.CONTENT:
             try:
@@ -242,14 +345,14 @@ class BootstrapServer:
             raise BootstrapFailed(f"Bootstrap-Discover answered {codes.dotted(discover.code)}")
         security_id = FALLBACK_SECURITY_INSTANCE if keep is None else (1 if keep == 0 else 0)
         for path in ("/0", "/1"):
-            deleted = await request(remote, codes.DELETE, codes.path_options(path))
+            deleted = await request(codes.DELETE, codes.path_options(path))
             if deleted.code >> 5 != 2 and deleted.code != codes.NOT_FOUND:  # 4.04: nothing there to delete
                 raise BootstrapFailed(f"Bootstrap-Delete {path} answered {codes.dotted(deleted.code)}")
         tlv = [(codes.CONTENT_FORMAT, coap_encode_uint(TLV_CF))]
         for path, body in ((f"/0/{security_id}", security_instance(config)), ("/1/0", server_instance(config))):
-            written = await request(remote, codes.PUT, codes.path_options(path) + tlv, body)
+            written = await request(codes.PUT, codes.path_options(path) + tlv, body)
             if written.code != codes.CHANGED:
                 raise BootstrapFailed(f"Bootstrap-Write {path} answered {codes.dotted(written.code)}")
-        finished = await request(remote, codes.POST, codes.path_options("/bs"))
+        finished = await request(codes.POST, codes.path_options("/bs"))
         if finished.code != codes.CHANGED:
             raise BootstrapFailed(f"Bootstrap-Finish answered {codes.dotted(finished.code)}")

@@ -7,6 +7,10 @@ created) and Bootstrap-Finish (`POST /bs`: 2.04 when a Security instance and a S
 server id exist, else 4.06 Not Acceptable as Wakaama). Written values stay in the device's object tree. Only
 objects 0 and 1 are created or deleted by bootstrap: the simulated sensors are the device's own. Requests from the
 bootstrap server outside a session get 4.01.
+Over `coaps://` (issue 28 #6) the client bootstraps in a DTLS session of its own with its credentials (`--psk-key`,
+`--psk-identity` or `--cert`/`--key`), and registers as the written Security instance says: security mode PSK with
+the written identity (resource 3) and key (resource 5), NoSec over plain CoAP; certificate mode with the
+certificate it bootstrapped with (the simulator does not install written private keys).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from devicehub._core import tlv_decode as _tlv_decode
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceError
+from devicehub.lwm2m.security import ClientCredentials
 from devicehub.lwm2m.transport import MAX_TRANSMIT_WAIT, Address, CoapEndpoint, Reply
 from devicehub.sim.objects import (
     BOOL,
@@ -34,7 +39,7 @@ from devicehub.sim.objects import (
 )
 
 LINK_FORMAT_CF = 40
-NO_SEC = 3
+PSK, CERTIFICATE, NO_SEC = 0, 2, 3  # Security object resource 2 (LwM2M 1.1 Core Appendix E.1)
 # resource kinds of the Security (0) and Server (1) objects (LwM2M 1.1 Core Appendix E.1, E.2); others are opaque
 SECURITY_KINDS = {0: STRING, 1: BOOL, 2: INT, 6: INT, 9: STRING, 10: INT, 11: INT, 12: INT, 13: INT, 14: STRING}
 SERVER_KINDS = {0: INT, 1: INT, 2: INT, 3: INT, 5: INT, 6: BOOL, 7: STRING, 13: INT, 14: INT, 15: BOOL, 16: BOOL}
@@ -56,15 +61,16 @@ class Provisioned:
     short_server_id: int
     lifetime: int
     binding: str
+    security: ClientCredentials | None = None  # None: NoSec (plain CoAP)
 
 
 def coap_address(uri: str) -> Address:
-    """`coap://host:port` → (host, port), default port 5683; coaps:// is not spoken by the simulator."""
+    """`coap://host:port` or `coaps://host:port` → (host, port), default port 5683 or 5684."""
     parts = urlsplit(uri)
     port = parts.port  # ValueError for a port that is not a number in 0…65535
-    if parts.scheme != "coap" or not parts.hostname:
-        raise ValueError(f"expected coap://host:port, not {uri!r}")
-    return parts.hostname, port or 5683
+    if parts.scheme not in ("coap", "coaps") or not parts.hostname:
+        raise ValueError(f"expected coap://host:port or coaps://host:port, not {uri!r}")
+    return parts.hostname, port or (5684 if parts.scheme == "coaps" else 5683)
 
 
 def _ids(path: str) -> list[int] | None:
@@ -77,11 +83,21 @@ def _ids(path: str) -> list[int] | None:
 class BootstrapClient:
     """One device's client side of the bootstrap interface (see the module docstring)."""
 
-    def __init__(self, model: Model, clock: Clock, endpoint_name: str, bootstrap_uri: str) -> None:
+    def __init__(
+        self,
+        model: Model,
+        clock: Clock,
+        endpoint_name: str,
+        bootstrap_uri: str,
+        credentials: ClientCredentials | None = None,
+    ) -> None:
         self.model = model
         self.clock = clock
         self.endpoint_name = endpoint_name
         self.server = coap_address(bootstrap_uri)
+        self.credentials = credentials  # for a coaps:// bootstrap server: the device's bootstrap credentials
+        if bootstrap_uri.startswith("coaps:") != (credentials is not None):
+            raise ValueError("a coaps:// bootstrap server needs credentials, a coap:// one none")
         self.pending = False
         self.requests: list[tuple[str, str]] = []  # (method, path) the bootstrap server sent, in order
         self._finished: asyncio.Future[None] | None = None
@@ -89,7 +105,7 @@ class BootstrapClient:
         model.objects.setdefault(0, {})[self.account] = {
             0: Resource(0, STRING, bootstrap_uri),
             1: Resource(1, BOOL, True),
-            2: Resource(2, INT, NO_SEC),
+            2: Resource(2, INT, NO_SEC if credentials is None else PSK if credentials.psk_identity else CERTIFICATE),
             3: Resource(3, OPAQUE, b""),
             4: Resource(4, OPAQUE, b""),
             5: Resource(5, OPAQUE, b""),
@@ -134,13 +150,28 @@ class BootstrapClient:
             if server is None:
                 continue
             uri = str(security[0].value)
+            credentials = self._credentials(security)
             try:
                 address = coap_address(uri)
             except ValueError:
-                address = ("", 0)  # coaps:// or unusable: the device cannot register there (reported by the caller)
+                address = ("", 0)  # unusable: the device cannot register there (reported by the caller)
+            if uri.startswith("coaps:") == (credentials is None):
+                address = ("", 0)  # a mode the simulator cannot take up, or one that does not fit the scheme
             lifetime = int(server[1].value) if 1 in server else 86_400
             binding = str(server[7].value) if 7 in server else "U"
-            return Provisioned(uri, address, int(security[10].value), lifetime, binding)
+            return Provisioned(uri, address, int(security[10].value), lifetime, binding, credentials)
+        return None
+
+    def _credentials(self, security: dict[int, Resource]) -> ClientCredentials | None:
+        """The credentials a written Security instance gives for registering: None for NoSec (or a mode the
+        simulator does not take up, which `provisioned` then reports as unusable)."""
+        mode = int(security[2].value) if 2 in security else NO_SEC
+        if mode == PSK and 3 in security and 5 in security:
+            identity, key = security[3].value, security[5].value
+            if isinstance(identity, bytes) and isinstance(key, bytes) and identity and key:
+                return ClientCredentials(psk_identity=identity.decode(errors="replace"), psk_key=key)
+        if mode == CERTIFICATE and self.credentials is not None and self.credentials.cert_file:
+            return self.credentials
         return None
 
     # ---- requests of the bootstrap server -----------------------------------------------------------

@@ -26,7 +26,7 @@ from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.lwm2m.transport import ACK_TIMEOUT, BLOCK_SIZE, MAX_RETRANSMIT, Address, CoapEndpoint, Reply
 from devicehub.sim import attributes
-from devicehub.sim.bootstrap import BootstrapClient, BootstrapError
+from devicehub.sim.bootstrap import BootstrapClient, BootstrapError, Provisioned
 from devicehub.sim.objects import (
     BATTERY,
     CBOR_CFS,
@@ -207,6 +207,22 @@ class SimDevice:
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self, *, lifecycle: bool = True) -> None:
         """Bind the socket; with `lifecycle`, register and keep the registration updated in the background."""
+        await self._bind()
+        if lifecycle:
+            self._lifecycle = asyncio.create_task(self._run(), name=f"sim-{self.endpoint_name}")
+
+    def _udp_endpoint(self) -> CoapEndpoint:
+        return CoapEndpoint(
+            self.clock,
+            self._handle,
+            ack_timeout=self.ack_timeout,
+            max_retransmit=self.max_retransmit,
+            block_size=self.oma.block_size,
+            max_payload=self.oma.max_payload,
+        )
+
+    async def _bind(self) -> None:
+        """The socket (and for CoAPs the DTLS client) towards `self.server` with `self.security`."""
         if self.tcp:
             endpoint = CoapEndpoint(
                 self.clock,
@@ -217,14 +233,7 @@ class SimDevice:
             self.server = await tcp.connect(self.server[0], self.server[1], endpoint, security=self.security)
             self._endpoint = endpoint
         elif self.security is not None:
-            endpoint = CoapEndpoint(
-                self.clock,
-                self._handle,
-                ack_timeout=self.ack_timeout,
-                max_retransmit=self.max_retransmit,
-                block_size=self.oma.block_size,
-                max_payload=self.oma.max_payload,
-            )
+            endpoint = self._udp_endpoint()
             # the handshake comes with the first Register (`register`), so a service not up yet is retried
             self._dtls = await DtlsClient.bind(self.host, self.clock, endpoint, self.server, self.security)
             self._endpoint = endpoint
@@ -239,8 +248,6 @@ class SimDevice:
                 block_size=self.oma.block_size,
                 max_payload=self.oma.max_payload,
             )
-        if lifecycle:
-            self._lifecycle = asyncio.create_task(self._run(), name=f"sim-{self.endpoint_name}")
 
     async def stop(self, *, deregister: bool = True) -> None:
         if self._lifecycle is not None:
@@ -306,17 +313,36 @@ class SimDevice:
 
     async def run_bootstrap(self) -> None:
         """Client-initiated bootstrap (sim/bootstrap.py); the LwM2M server and lifetime are then the bootstrapped."""
-        assert self.bootstrap is not None
+        bootstrap = self.bootstrap
+        assert bootstrap is not None
         try:
-            provisioned = await self.bootstrap.run(self.endpoint)
+            if bootstrap.credentials is None:
+                provisioned = await bootstrap.run(self.endpoint)
+            else:  # issue 28 #6: over DTLS, in a session of its own; the LwM2M server gets another
+                provisioned = await self._bootstrap_secure(bootstrap)
             if not provisioned.server[0]:
-                raise BootstrapError(f"cannot register at {provisioned.server_uri!r} (the simulator speaks coap://)")
+                raise BootstrapError(f"cannot register at {provisioned.server_uri!r} with the security mode written")
         except DeviceError:
             self.counters.bootstrap_failures += 1
             raise
+        rebind = self.tcp or provisioned.security != self.security or provisioned.security is not None
         self.server, self.lifetime = provisioned.server, provisioned.lifetime
         self.queue_mode = "Q" in provisioned.binding
         self.counters.bootstraps += 1
+        if rebind:  # the socket was bound for the transport given at start (a DTLS client is bound to its server)
+            if self._endpoint is not None:
+                await self._endpoint.close()
+            self.security, self.tcp, self._dtls = provisioned.security, False, None
+            await self._bind()
+
+    async def _bootstrap_secure(self, bootstrap: BootstrapClient) -> Provisioned:
+        assert bootstrap.credentials is not None
+        endpoint = self._udp_endpoint()
+        await DtlsClient.connect(self.host, self.clock, endpoint, bootstrap.server, bootstrap.credentials)
+        try:
+            return await bootstrap.run(endpoint)
+        finally:
+            await endpoint.close()  # and its DTLS session (close_notify)
 
     def _update_interval(self) -> float:
         # Wakaama's rule (lwm2m-device-side.md §2): lt − 93 s, or lt/2 for short lifetimes

@@ -76,6 +76,18 @@ def credentials(settings: SimulateSettings, endpoint_name: str) -> ClientCredent
     )
 
 
+def bootstrap_credentials(settings: SimulateSettings, endpoint_name: str) -> ClientCredentials | None:
+    """The credentials of one device for a `coaps://` bootstrap server (issue 28 #6): the same options as `--server`."""
+    return client_credentials(
+        settings.bootstrap,
+        endpoint_name,
+        psk_identity=settings.psk_identity,
+        psk_key=settings.psk_key,
+        cert=settings.cert,
+        key=settings.key,
+    )
+
+
 async def at_rate(clock: Clock, per_second: float, items: Iterable[T]) -> AsyncIterator[T]:
     """`items`, the i-th no earlier than i / `per_second` after the first (all at once if `per_second` <= 0).
     Due times are absolute: a sleep that overshoots (timers are ms-grained) or a slow step is made up by not
@@ -138,7 +150,13 @@ class Fleet:
             if settings.non:
                 device.confirmable_notifications = False
             if settings.bootstrap:
-                device.bootstrap = BootstrapClient(device.model, self.clock, device.endpoint_name, settings.bootstrap)
+                device.bootstrap = BootstrapClient(
+                    device.model,
+                    self.clock,
+                    device.endpoint_name,
+                    settings.bootstrap,
+                    bootstrap_credentials(settings, device.endpoint_name),
+                )
         self.restarts = 0
         self.vanished = 0
         self.hot_sent = 0  # notifications the hot path sent (the rest of the changes took the normal path)

@@ -27,7 +27,7 @@ from support.receive_buffer import holds_burst
 
 
 @contextlib.asynccontextmanager
-async def bootstrap_node(data_dir: Path, *, dev: bool = True) -> AsyncIterator[Node]:
+async def bootstrap_node(data_dir: Path, *, dev: bool = True, allow_nosec: bool = False) -> AsyncIterator[Node]:
     settings = ServeSettings(
         host="127.0.0.1",
         http_port=0,
@@ -36,6 +36,7 @@ async def bootstrap_node(data_dir: Path, *, dev: bool = True) -> AsyncIterator[N
         bootstrap_port=free_udp_port(),
         data_dir=data_dir,
         dev=dev,
+        allow_nosec=allow_nosec,  # plain CoAP bootstrap needs it without --dev (issue 28 #6)
     )
     node = Node(settings)
     await node.start()
@@ -145,7 +146,7 @@ def test_dev_mode_sends_an_unconfigured_endpoint_to_the_service_itself(tmp_path:
 
 def test_an_endpoint_without_configuration_is_refused_and_the_simulator_counts_the_failure(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with bootstrap_node(tmp_path, dev=False) as node:
+        async with bootstrap_node(tmp_path, dev=False, allow_nosec=True) as node:
             answer = await raw_request(node.bootstrap_port, codes.POST, "/bs", ["ep=stranger", "pct=11542"])
             assert answer.code == codes.BAD_REQUEST and answer.payload == b"no bootstrap configuration"
             sim = bootstrapping(node, "stranger")
@@ -258,7 +259,7 @@ def test_a_burst_of_bootstrap_requests_sent_while_the_loop_is_busy_is_read_whole
     sends), then every request must reach the server: each is refused (no configuration), and counted."""
 
     async def scenario() -> None:
-        async with bootstrap_node(tmp_path, dev=False) as node:
+        async with bootstrap_node(tmp_path, dev=False, allow_nosec=True) as node:
             assert node.bootstrap is not None
             peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             try:
