@@ -33,7 +33,7 @@ import logging
 import socket
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from devicehub._core import TLV_RESOURCE, CoapMessage, TlvNode, coap_encode_uint, tlv_bool, tlv_encode, tlv_int
@@ -157,20 +157,36 @@ class _Channel:
     identity_of: IdentityOf | None = None  # None: plain CoAP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Peer:
-    """The device a session talks to: over the channel it asked on, and over DTLS only while its address still holds
-    the session of the identity that asked (a new handshake from that address ends the bootstrap session)."""
+    """The device a session talks to: over the channel it asked on, and over DTLS only while the session of the
+    identity that asked lasts (`ended`: the listener ended it; a new handshake from that address ends it too)."""
 
     channel: _Channel
     remote: Address
     identity: PeerIdentity | None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def request(self, code: int, options: Options, payload: bytes = b"") -> CoapMessage:
         identity_of = self.channel.identity_of
-        if identity_of is not None and identity_of(self.remote) != self.identity:
+        exchange = self.channel.endpoint.request(self.remote, code, options, payload)
+        if identity_of is None:
+            return await exchange
+        if self.ended.is_set() or identity_of(self.remote) != self.identity:
+            exchange.close()
             raise BootstrapFailed("the DTLS session that asked has ended")
-        return await self.channel.endpoint.request(self.remote, code, options, payload)
+        answer = asyncio.ensure_future(exchange)
+        ended = asyncio.ensure_future(self.ended.wait())
+        try:
+            await asyncio.wait((answer, ended), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+            if not answer.done():
+                answer.cancel()
+                await asyncio.gather(answer, return_exceptions=True)
+        if answer.cancelled():  # an answer that came before the session ended still counts
+            raise BootstrapFailed("the DTLS session that asked has ended")
+        return answer.result()
 
 
 class BootstrapServer:
@@ -186,6 +202,7 @@ class BootstrapServer:
         self._endpoint: CoapEndpoint | None = None
         self._dtls: DtlsListener | None = None
         self._sessions: dict[str, asyncio.Task[None]] = {}
+        self._peers: dict[str, _Peer] = {}  # whom each session talks to
         self._warned: set[str] = set()
         # endpoint name → "completed" or the reason of failure, newest last (bounded): for operators and tests
         self.outcomes: OrderedDict[str, str] = OrderedDict()
@@ -202,7 +219,7 @@ class BootstrapServer:
         """The DTLS listener (issue 28 #6), with `DtlsListener`'s options; hand it the keyring with `dtls.load()`."""
         channel = self._channel(lambda remote: None if self._dtls is None else self._dtls.identity(remote))
         self._dtls = await DtlsListener.bind(
-            host, port, self._clock, channel.endpoint, certificate=certificate, **options
+            host, port, self._clock, channel.endpoint, certificate=certificate, on_end=self._dtls_ended, **options
         )
 
     def _channel(self, identity_of: IdentityOf | None) -> _Channel:
@@ -288,10 +305,10 @@ class BootstrapServer:
             self.stats.busy += 1
             return Reply(codes.SERVICE_UNAVAILABLE)
         # the task first runs after this handler has returned and the transport has sent the 2.04
-        task = asyncio.create_task(
-            self._session(endpoint_name, config, _Peer(channel, remote, identity)), name=f"bootstrap-{endpoint_name}"
-        )
+        peer = _Peer(channel, remote, identity)
+        task = asyncio.create_task(self._session(endpoint_name, config, peer), name=f"bootstrap-{endpoint_name}")
         self._sessions[endpoint_name] = task
+        self._peers[endpoint_name] = peer
         task.add_done_callback(lambda done: self._ended(endpoint_name, done))
         return Reply(codes.CHANGED)
 
@@ -311,6 +328,14 @@ class BootstrapServer:
     def _ended(self, endpoint_name: str, task: asyncio.Task[None]) -> None:
         if self._sessions.get(endpoint_name) is task:
             del self._sessions[endpoint_name]
+            del self._peers[endpoint_name]
+
+    def _dtls_ended(self, remote: Address, identity: PeerIdentity) -> None:
+        """The DTLS session a bootstrap session talks to has ended (close_notify, idle, revoked): so does the
+        bootstrap session, at once rather than after its request times out; what it has not written stays unsent."""
+        peer = self._peers.get(identity.name)
+        if peer is not None and peer.remote == remote and peer.identity == identity:
+            peer.ended.set()
 
     # ---- the session ----------------------------------------------------------------------------------
     async def _session(self, endpoint_name: str, config: BootstrapConfig, peer: _Peer) -> None:
