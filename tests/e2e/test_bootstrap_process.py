@@ -124,9 +124,9 @@ def test_serve_without_allow_nosec_answers_plain_bootstrap_with_4_03_and_says_so
     service = secure_service(given, "--bootstrap-port", str(port))
     try:
         started = "".join(service.output)
-        assert f"bootstrap over plain CoAP (--bootstrap-port {port}) refused" in started
         _, out = asyncio.run(coap_client("-m", "post", f"coap://127.0.0.1:{port}/bs?ep={DEVICE}"))
         assert "4.03 DTLS required" in out, out
+        assert f"bootstrap over plain CoAP (--bootstrap-port {port}) refused" in started
         logged(service, "plain CoAP bootstrap from 127.0.0.1 refused")
         assert "bootstrapped" not in "".join(service.output)
     finally:

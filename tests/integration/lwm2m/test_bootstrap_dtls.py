@@ -9,7 +9,7 @@ from pathlib import Path
 from devicehub._core import CoapMessage
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.bootstrap import NOT_YOURS, BootstrapServer
+from devicehub.lwm2m.bootstrap import BootstrapServer
 from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.dtls_client import DtlsClient
 from devicehub.lwm2m.security import ClientCredentials, Keyring
@@ -136,7 +136,7 @@ def test_the_4_03_answer_is_the_same_for_a_missing_and_a_foreign_configuration(t
                 finally:
                     await endpoint.close()
                     client.close()
-            assert answers == [(codes.FORBIDDEN, NOT_YOURS)] * 2
+            assert answers == [(codes.FORBIDDEN, b"no bootstrap configuration for this identity")] * 2
         finally:
             await server.stop()
 
