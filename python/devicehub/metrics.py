@@ -199,6 +199,7 @@ class _NodeCollector(Collector):
         backlog.add_metric([], v(lw, "lwm2m_registration_backlog"))
         yield backlog
         yield from _dtls_families(lw)
+        yield from _bootstrap_families(lw)
         yield _counter(
             "devicehub_registration_batches",
             "Batches of registrations written to the store (registrations / batches: the batch size)",
@@ -341,3 +342,23 @@ def _dtls_families(lw: dict[str, Any]) -> Iterator[Metric]:
         if key.startswith("dtls_") and key != "dtls_sessions":
             events.add_metric([key.removeprefix("dtls_")], float(value))
     yield events
+
+
+def _bootstrap_families(lw: dict[str, Any]) -> Iterator[Metric]:
+    """The bootstrap server's figures (`BootstrapStats`), when it runs: sessions in progress and its counters by
+    event (requests, completed, failed, refused, forbidden, malformed, busy, superseded), and those of its DTLS
+    listener (issue 28 #6) as `_dtls_families` names the LwM2M one's."""
+    if "bootstrap_sessions" not in lw:
+        return
+    for prefix, what in (("bootstrap", "LwM2M bootstrap server"), ("bootstrap_dtls", "bootstrap DTLS listener")):
+        if f"{prefix}_sessions" not in lw:
+            continue
+        sessions = GaugeMetricFamily(f"devicehub_{prefix}_sessions", f"Sessions of the {what} in progress or open")
+        sessions.add_metric([], float(lw[f"{prefix}_sessions"]))
+        yield sessions
+        events = CounterMetricFamily(f"devicehub_{prefix}_events", f"{what} events, by kind", labels=["event"])
+        for key, value in sorted(lw.items()):
+            kind = key.removeprefix(f"{prefix}_")
+            if key.startswith(f"{prefix}_") and kind != "sessions" and not kind.startswith("dtls_"):
+                events.add_metric([kind], float(value))
+        yield events

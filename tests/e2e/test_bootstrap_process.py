@@ -13,12 +13,14 @@ import json
 import signal
 import subprocess
 import sys
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from devicehub._core import tlv_decode
 from support.apps import simulator
@@ -194,6 +196,17 @@ def test_third_party_dtls_clients_are_bootstrapped_only_as_their_own_identity(tm
         assert written[0] == f"coaps://127.0.0.1:{given.coaps_port}".encode()
         assert (written[3], written[5]) == (DEVICE.encode(), KEY.encode())  # the PSK, only inside DTLS
         logged(service, f"bootstrapped {DEVICE!r} to coaps://")
+        with urllib.request.urlopen(f"{service.base_url}/metrics", timeout=5) as response:
+            scraped = {
+                (family.name, sample.labels.get("event")): sample.value
+                for family in text_string_to_metric_families(response.read().decode())
+                for sample in family.samples
+            }
+        bootstrap, dtls = "devicehub_bootstrap_events", "devicehub_bootstrap_dtls_events"
+        # forbidden: coap-client as OTHER; failed: coap-client as DEVICE, gone after 2.04; completed: aiocoap
+        counts = {event: scraped[bootstrap, event] for event in ("forbidden", "failed", "completed")}
+        assert counts == {"forbidden": 1, "failed": 1, "completed": 1}
+        assert scraped[dtls, "handshakes"] == 3
     finally:
         service.stop()
 
