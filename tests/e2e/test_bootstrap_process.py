@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -208,6 +210,38 @@ def test_third_party_dtls_clients_are_bootstrapped_only_as_their_own_identity(tm
         assert counts == {"forbidden": 1, "failed": 1, "completed": 1}
         assert scraped[dtls, "handshakes"] == 3
     finally:
+        service.stop()
+
+
+ANJAY_DEMO = os.environ.get("DEVICEHUB_ANJAY_DEMO") or shutil.which("anjay-demo") or ""
+
+
+@pytest.mark.skipif(not ANJAY_DEMO, reason="Anjay's demo client is not packaged: build it, give DEVICEHUB_ANJAY_DEMO")
+def test_anjay_bootstraps_over_dtls_with_a_psk_then_registers_over_dtls(tmp_path: Path) -> None:
+    """AVSystem Anjay's demo client (3.14, OpenSSL DTLS backend) as DEVICE: client-initiated bootstrap over DTLS (its
+    LwM2M 1.2 Bootstrap-Pack-Request `GET /bspack` gets 4.04 and it falls back to the 1.1 sequence), then it
+    registers with the written server over DTLS (plain CoAP is refused by this service)."""
+    given = provision(tmp_path)
+    port = free_udp_port()
+    service = secure_service(given, "--bootstrap-coaps-port", str(port))
+    anjay = subprocess.Popen(
+        [
+            ANJAY_DEMO, "--endpoint-name", DEVICE, "--server-uri", f"coaps://127.0.0.1:{port}", "--bootstrap",
+            "--security-mode", "psk", "--identity-as-string", DEVICE, "--key-as-string", KEY,
+        ],
+        stdin=subprocess.PIPE,  # the demo reads commands there and ends at end of file
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,  # its persistence files
+    )  # fmt: skip
+    try:
+        logged(service, f"bootstrapped {DEVICE!r} to coaps://127.0.0.1:{given.coaps_port}")
+        logged(service, f"registered {DEVICE} ")
+    finally:
+        anjay.terminate()
+        anjay.wait(timeout=15)
+        assert anjay.stdin is not None
+        anjay.stdin.close()
         service.stop()
 
 

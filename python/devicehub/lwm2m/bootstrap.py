@@ -18,12 +18,12 @@ What a session writes (`/0` with PSKs or private keys) must not cross the networ
 server also listens over DTLS (`start_secure`: the LwM2M server's DTLS listener, lwm2m/dtls.py, with its keyring —
 PSK identities of /v2/device-shared-keys and certificate CNs issued by a CA an account trusts, lwm2m/security.py).
 Over DTLS a Bootstrap-Request for `ep` is answered only when the DTLS identity's name is `ep` and its account is
-the account of `ep`'s configuration; otherwise 4.03, the same answer whether the configuration is missing or
-another account's, so it reveals nothing of other accounts (LwM2M 1.1 Core §6.1.3, Bootstrap-Request; Transport
-§5.2.1: a bootstrap server authenticates the client as an LwM2M server does). Each request of the session goes
-only to the DTLS session that asked: when the peer's address changes identity meanwhile, the session ends. Plain
-CoAP is answered only with `allow_nosec` (`serve --allow-nosec` or `--dev`); otherwise 4.03 "DTLS required", as
-the LwM2M server answers plain CoAP.
+the account of `ep`'s configuration — the LwM2M server's Register rule (lwm2m/server.py) — otherwise 4.03, the
+same answer whether the configuration is missing or another account's, so it reveals nothing of other accounts
+(LwM2M 1.1 Core §6.1, Bootstrap-Request `POST /bs?ep=`; Transport §5.2, DTLS). Each request of the session goes
+only to the DTLS session that asked: when that session ends (close_notify, revocation, a new handshake from the
+address) the bootstrap session ends with it, and writes nothing more. Plain CoAP is answered only with
+`allow_nosec` (`serve --allow-nosec` or `--dev`); otherwise 4.03 "DTLS required", as the LwM2M server answers.
 """
 
 from __future__ import annotations
