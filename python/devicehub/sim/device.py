@@ -338,8 +338,8 @@ class SimDevice:
     async def _bootstrap_secure(self, bootstrap: BootstrapClient) -> Provisioned:
         assert bootstrap.credentials is not None
         endpoint = self._udp_endpoint()
-        await DtlsClient.connect(self.host, self.clock, endpoint, bootstrap.server, bootstrap.credentials)
         try:
+            await DtlsClient.connect(self.host, self.clock, endpoint, bootstrap.server, bootstrap.credentials)
             return await bootstrap.run(endpoint)
         finally:
             await endpoint.close()  # and its DTLS session (close_notify)
