@@ -18,6 +18,7 @@ from devicehub.sim.bootstrap import BootstrapClient, BootstrapError
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import Model
 from devicehub.store.records import BootstrapConfig
+from support.device_pki import TestCa
 from support.node import eventually, run
 
 ACCOUNT_A, ACCOUNT_B = "a" * 32, "b" * 32
@@ -55,11 +56,17 @@ async def bootstrap_server(tmp_path: Path, keyring: Keyring) -> BootstrapServer:
     return server
 
 
-def device(server: BootstrapServer, name: str, identity: str, key: bytes) -> SimDevice:
+def device(
+    server: BootstrapServer,
+    name: str,
+    identity: str = "",
+    key: bytes = b"",
+    certificate: ClientCredentials | None = None,
+) -> SimDevice:
     assert server.dtls is not None
     port = server.dtls.address[1]
     sim = SimDevice(SystemClock(), ("127.0.0.1", 9), name, flavor=OMA)
-    credentials = ClientCredentials(psk_identity=identity, psk_key=key)
+    credentials = certificate or ClientCredentials(psk_identity=identity, psk_key=key)
     sim.bootstrap = BootstrapClient(sim.model, sim.clock, name, f"coaps://127.0.0.1:{port}", credentials)
     return sim
 
@@ -83,6 +90,45 @@ def test_the_identity_named_as_the_endpoint_in_its_configurations_account_is_boo
             assert server.outcomes[DEVICE] == "completed" and server.stats.forbidden == 0
         finally:
             await sim.stop(deregister=False)
+            await server.stop()
+
+    run(main())
+
+
+def test_a_certificate_whose_cn_is_the_endpoint_from_a_ca_of_its_account_is_bootstrapped_and_given_a_psk(
+    tmp_path: Path,
+) -> None:
+    """The identity rules of the LwM2M server: a certificate's CN, issued by a CA the account trusts, is a name of
+    that account. The device bootstraps with its certificate and is given the configuration's PSK; the same CN
+    from a CA of another account gets 4.03."""
+
+    async def main() -> None:
+        own, foreign = TestCa(tmp_path / "own", "Own CA"), TestCa(tmp_path / "foreign", "Foreign CA")
+        keyring = Keyring(authorities=[("ca-a", ACCOUNT_A, own.certificate), ("ca-b", ACCOUNT_B, foreign.certificate)])
+        server = await bootstrap_server(tmp_path, keyring)
+        try:
+            outcomes = []
+            for ca in (own, foreign):
+                issued = ca.issue(DEVICE)
+                certificate = ClientCredentials(cert_file=str(issued.cert_file), key_file=str(issued.key_file))
+                sim = device(server, DEVICE, certificate=certificate)
+                await sim.start(lifecycle=False)
+                try:
+                    assert sim.bootstrap is not None
+                    try:
+                        provisioned = await sim._bootstrap_secure(sim.bootstrap)
+                        outcomes.append(provisioned.security)
+                    except BootstrapError as refused:
+                        outcomes.append(str(refused))
+                finally:
+                    await sim.stop(deregister=False)
+            assert outcomes == [
+                ClientCredentials(psk_identity=DEVICE, psk_key=WRITTEN_KEY),
+                "Bootstrap-Request answered 4.03",
+            ]
+            await eventually(lambda: server.outcomes.get(DEVICE) == "completed")
+            assert server.stats.forbidden == 1
+        finally:
             await server.stop()
 
     run(main())
