@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import uuid
 from pathlib import Path
 
 from aiohttp import web
@@ -307,8 +308,14 @@ class Node:
         previous = key_file.read_text().strip() if key_file.exists() else None
         account, secret = await self.accounts.ensure_dev_account(previous)
         if secret != previous:
-            key_file.write_text(secret + "\n")
-            key_file.chmod(0o600)
+            # written whole under another name and renamed over the file: a node reading it at the same moment (one
+            # data directory shared by nodes started together) reads a whole key or none, never a torn one; and the
+            # file is 0600 from its first byte
+            partial = key_file.with_name(f".{DEV_KEY_FILE}.{uuid.uuid4().hex}")
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as file:
+                file.write(secret + "\n")
+            os.replace(partial, key_file)
         self.dev_api_key = secret
         return account.id
 

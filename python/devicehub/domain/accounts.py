@@ -172,10 +172,15 @@ class AccountService:
         await self.revoke_key(key_id)
 
     async def ensure_dev_account(self, key_file_secret: str | None) -> tuple[Account, str]:
-        """The development account and a usable key: the one in the key file when still valid, else a new one."""
+        """The development account and a usable key: the one in the key file when still valid, else a new one (each
+        node started without a valid key file makes its own key: a secret is shown once and kept nowhere else)."""
+        # issue 31: nodes started together on one empty store each find no account; the store's one-step create
+        # gives them all the first one (no "exists" error for the others)
         account = await self._store.find_account_by_name(DEV_ACCOUNT_NAME)
         if account is None:
-            account = await self.create_account(DEV_ACCOUNT_NAME)
+            account = await self._store.ensure_account(
+                Account(id=new_id(), name=DEV_ACCOUNT_NAME, tier="commercial", created_at=self._clock.now())
+            )
         if key_file_secret:
             key = await self._store.find_key_by_hash(hash_key(key_file_secret))
             # a key file from before administrator keys existed is replaced by an administrator key

@@ -137,6 +137,7 @@ class RedisStore:
         self._admit_authenticated = self._redis.register_script((_LUA / "admit_authenticated.lua").read_text())
         self._create_shared_key = self._redis.register_script((_LUA / "create_shared_key.lua").read_text())
         self._read_replaced = self._redis.register_script((_LUA / "read_replaced.lua").read_text())
+        self._create_account = self._redis.register_script((_LUA / "create_account.lua").read_text())
         await self._index_existing_devices()
 
     async def close(self) -> None:
@@ -182,13 +183,22 @@ class RedisStore:
         return [_decode(kind, data) for data in await self.redis.mget(keys) if data is not None]
 
     # ---- accounts and keys ---------------------------------------------------------------------
+    async def _claim_account_name(self, account: Account) -> str:
+        keys = [self._k("account_name", account.name), self._k("account", account.id), self._k("accounts")]
+        return _text(await self._create_account(keys=keys, args=[account.id, _encode(account)]))
+
     async def create_account(self, account: Account) -> None:
-        if not await self.redis.set(self._k("account_name", account.name), account.id, nx=True):
+        if await self._claim_account_name(account) != account.id:
             raise ValueError(f"account name {account.name!r} exists")
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.set(self._k("account", account.id), _encode(account))
-            tx.sadd(self._k("accounts"), account.id)
-            await tx.execute()
+
+    async def ensure_account(self, account: Account) -> Account:
+        winner = await self._claim_account_name(account)
+        if winner == account.id:
+            return account
+        found = await self.get_account(winner)  # written with its name, in the same script
+        if found is None:
+            raise ValueError(f"account name {account.name!r} names no account record")
+        return found
 
     async def get_account(self, account_id: str) -> Account | None:
         return await self._blob(Account, self._k("account", account_id))

@@ -405,6 +405,18 @@ class SqliteStore:
             )
         )
 
+    async def ensure_account(self, account: Account) -> Account:
+        await self._write(
+            lambda db: db.execute(
+                "INSERT INTO accounts (id, name, data) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                (account.id, account.name, _encode(account)),
+            )
+        )
+        found = await self.find_account_by_name(account.name)
+        if found is None:  # the name's account was deleted between the two steps (no caller deletes accounts)
+            raise ValueError(f"account name {account.name!r} names no account")
+        return found
+
     async def get_account(self, account_id: str) -> Account | None:
         return await self._one(Account, "SELECT data FROM accounts WHERE id = ?", (account_id,), reader=True)
 
