@@ -283,6 +283,18 @@ class _NodeCollector(Collector):
         tables.add_metric(["locks"], v(lw, "lwm2m_locks"))
         yield tables
 
+        # issue 31 #1 (Redis mode): device-bound work taken by one node for a device another node holds
+        handovers = CounterMetricFamily(
+            "devicehub_device_handovers",
+            "Device-bound work (requests, observes, cancels) taken here for a device held by another node, by "
+            "outcome: sent to its holder, orphaned (the holder is gone: it waits for the device's next contact), "
+            "and work other nodes handed to this node, taken",
+            labels=["outcome"],
+        )
+        for outcome in ("sent", "orphaned", "taken"):
+            handovers.add_metric([outcome], v(lw, f"handover_{outcome}"))
+        yield handovers
+
         enqueued = CounterMetricFamily(
             "devicehub_events_enqueued", "Events put on channel queues, by kind", labels=["kind"]
         )

@@ -30,6 +30,7 @@ from devicehub.lwm2m.server import LwM2MServer
 from devicehub.lwm2m.transport import Limits
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import open_store
+from devicehub.store.holders import HolderLink
 from devicehub.store.redis import RedisStore
 from devicehub.store.revocations import RevocationListener
 
@@ -108,11 +109,16 @@ class Node:
             default_account = await self._dev_account()
         self.node_id = settings.node_id or f"{socket.gethostname()}:{os.getpid()}"
         cluster = None
+        self.holders: HolderLink | None = None
         if isinstance(self.store, RedisStore):  # several nodes: channels are owned across them (cluster.py)
             cluster = ClusterLink(self.store.redis, self.store.prefix, self.node_id)
+            # and device-bound work taken by any node reaches the node holding the device (issue 31 #1)
+            self.holders = HolderLink(self.store.redis, self.store.prefix, self.node_id)
         self.hub = ChannelHub(self.store, self.clock, settings, pull_timeout=settings.pull_timeout, cluster=cluster)
         await self.hub.start()
-        self.devices = DeviceService(self.store, self.clock, self.hub, default_account_id=default_account)
+        self.devices = DeviceService(
+            self.store, self.clock, self.hub, default_account_id=default_account, holders=self.holders
+        )
         self.credentials = CredentialService(
             self.store,
             self.clock,
@@ -142,6 +148,8 @@ class Node:
         await self._start_dtls()
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
+        if self.holders is not None:
+            await self.holders.start(self.devices.take_work)
         if settings.bootstrap_port or settings.bootstrap_coaps_port:
             await self._start_bootstrap()
         services = Services(
@@ -187,6 +195,8 @@ class Node:
 
     def _metrics(self) -> dict[str, float]:
         values = self.lwm2m.metrics()
+        if self.holders is not None:
+            values.update(self.holders.metrics())
         if self.bootstrap is not None:
             values.update(self.bootstrap.metrics())
         return values
@@ -339,6 +349,8 @@ class Node:
             await self._runner.cleanup()
         if self.bootstrap is not None:
             await self.bootstrap.stop()
+        if self.holders is not None:  # no more work taken from other nodes; they stop handing it here
+            await self.holders.close()
         # each part only if start() got that far (a failed start stops what it had started)
         for part in ("lwm2m", "devices", "hub"):
             if hasattr(self, part):

@@ -11,6 +11,7 @@ import msgspec
 
 from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent
+from devicehub.domain.handover import REQUESTS, DeviceHolders, DeviceWork
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.subscriptions import SubscriptionRouter, http_status
 from devicehub.lwm2m.content import TEXT, known_cf, mime_for
@@ -30,9 +31,17 @@ class RequestQueue:
     """Delivers queued requests when the device can take them; expires the ones that wait too long."""
 
     def __init__(
-        self, store: Store, clock: Clock, gateway: DeviceGateway, sink: EventSink, router: SubscriptionRouter
+        self,
+        store: Store,
+        clock: Clock,
+        gateway: DeviceGateway,
+        sink: EventSink,
+        router: SubscriptionRouter,
+        *,
+        holders: DeviceHolders | None = None,
     ) -> None:
         self._store = store
+        self._holders = holders
         self._clock = clock
         self._gateway = gateway
         self._sink = sink
@@ -143,9 +152,16 @@ class RequestQueue:
         (it registered or updated), after a failed attempt and after an interrupted pass; otherwise the requests
         this node queued since are taken from memory (`_fresh`, committed before they were put there), so a request
         costs no read of the queue. (Requests queued by another node are found at the device's next kick, as
-        before.)"""
+        before.) With several nodes, a device another node holds is that node's to deliver to: it is handed the
+        work (issue 31 #1), and delivers what the queue holds then."""
         finished = False
         try:
+            holders = self._holders
+            if holders is not None and not holders.holds(device_id):
+                # issue 31 #1: another node holds the device's session: it reads the queue from the store and
+                # delivers; the answers reach the keys' channels from there
+                if await holders.hand_over(DeviceWork(REQUESTS, device_id)):
+                    return
             while True:
                 if device_id in self._kicked:
                     self._kicked.discard(device_id)

@@ -12,6 +12,7 @@ import msgspec
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent, ResourceEntry
+from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.requests import RequestQueue
@@ -76,8 +77,17 @@ def _entries(resources: Sequence[ResourceInfo]) -> tuple[ResourceEntry, ...]:
 class DeviceService:
     """Implements lwm2m.ports.DeviceEvents; knows neither HTTP nor CoAP."""
 
-    def __init__(self, store: Store, clock: Clock, sink: EventSink, *, default_account_id: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        sink: EventSink,
+        *,
+        default_account_id: str | None = None,
+        holders: DeviceHolders | None = None,
+    ) -> None:
         self._store = store
+        self._holders = holders  # several nodes: who holds which device, and work handed to its holder
         self._clock = clock
         self._sink = sink
         self._default_account_id = default_account_id
@@ -92,8 +102,10 @@ class DeviceService:
 
     async def start(self, gateway: DeviceGateway) -> None:
         self._gateway = gateway
-        self._router = SubscriptionRouter(self._store, self._clock, gateway, self._sink)
-        self._requests = RequestQueue(self._store, self._clock, gateway, self._sink, self._router)
+        self._router = SubscriptionRouter(self._store, self._clock, gateway, self._sink, holders=self._holders)
+        self._requests = RequestQueue(
+            self._store, self._clock, gateway, self._sink, self._router, holders=self._holders
+        )
         await self._requests.start()
 
     async def stop(self) -> None:
@@ -168,6 +180,7 @@ class DeviceService:
         # spec §2.4: the values announced are reported values, stored with the registrations' entries
         reported = [(r.device_id, path, value) for r in registrations for path, value in self._link_values(r.links)]
         await self._store.put_registered_devices(written, unchanged, reported)
+        await self._took([d.id for d in devices])
         rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
         for device in devices:
             self._devices[device.id] = device
@@ -194,6 +207,7 @@ class DeviceService:
 
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         device = await self._save(registration)
+        await self._took([device.id])  # from memory when this node holds it already: no store write per Update
         await self._store_link_values(device, added)
         await self.router.load_device(device.id)
         # spec §2.2: rules are checked at each registration update; new rules reach the device now
@@ -286,7 +300,35 @@ class DeviceService:
             if link.value is not None and not link.deleted
         ]
 
+    async def _took(self, device_ids: Sequence[str]) -> None:
+        """This node holds these devices now (issue 31 #1); a failed record is logged: the registration stands,
+        and work other nodes take for the device waits for its next contact."""
+        if self._holders is not None:
+            try:
+                await self._holders.took(device_ids)
+            except Exception:
+                log.exception("recording this node as the holder of %d device(s) failed", len(device_ids))
+
+    async def take_work(self, work: DeviceWork) -> None:
+        """Work another node took for a device held here (issue 31 #1); its results are events, as for work
+        taken here."""
+        if work.kind == REQUESTS:
+            self.requests.kick(work.device_id)  # reads the queue the other node wrote to
+        elif work.kind == OBSERVE:
+            device = self._devices.get(work.device_id) or await self._store.get_device(work.device_id)
+            if device is not None:
+                await self.router.observe_handed(device, work.key_id, work.pattern, work.async_id)
+        elif work.kind == CANCEL:
+            await self.router.unrouted(work.device_id, work.pattern)
+        else:
+            log.warning("unknown device work %r for %s ignored", work.kind, work.device_id)
+
     async def _gone(self, registration: Registration, *, expired: bool) -> None:
+        if self._holders is not None:
+            try:
+                await self._holders.released(registration.device_id)
+            except Exception:
+                log.exception("releasing the holder record of %s failed", registration.device_id)
         device = await self._store.get_device(registration.device_id)
         self._devices.pop(registration.device_id, None)
         # no notification comes while it is away; a Register or Update rebuilds its routes

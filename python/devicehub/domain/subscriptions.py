@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from devicehub._core import TLV_RESOURCE, TLV_RESOURCE_INSTANCE, TlvNode, tlv_encode
 from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
+from devicehub.domain.handover import CANCEL, OBSERVE, DeviceHolders, DeviceWork
 from devicehub.domain.paths import name_matches, observe_targets
 from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
@@ -92,8 +93,17 @@ def _presub_targets(pattern: str, new_paths: PathSet) -> list[str]:
 class SubscriptionRouter:
     """Keeps, per device, the (key, pattern) pairs that decide which keys a notification reaches."""
 
-    def __init__(self, store: Store, clock: Clock, gateway: DeviceGateway, sink: EventSink) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        gateway: DeviceGateway,
+        sink: EventSink,
+        *,
+        holders: DeviceHolders | None = None,
+    ) -> None:
         self._store = store
+        self._holders = holders
         self._clock = clock
         self._gateway = gateway
         self._sink = sink
@@ -146,22 +156,41 @@ class SubscriptionRouter:
         if (key_id, pattern) not in routes:  # subscribing again adds no route (nor an index rebuild per call)
             routes.append((key_id, pattern))
             self._drop_cache(device.id)
+        if await self._handed_over(DeviceWork(OBSERVE, device.id, key_id, pattern, async_id)):
+            return
         self._spawn(self._observe(device, [pattern], key_id, async_id))
+
+    async def observe_handed(self, device: Device, key_id: str, pattern: str, async_id: str) -> None:
+        """A subscription another node took for a device held here (issue 31 #1): its route comes from the store
+        (the notifications arrive here), then the device is observed as `subscribe` does."""
+        await self.load_device(device.id)
+        self._spawn(self._observe(device, [pattern], key_id, async_id or None))
 
     async def unsubscribe(self, key_id: str, device_id: str, pattern: str) -> bool:
         removed = await self._store.remove_subscription(key_id, device_id, pattern)
-        if removed:
-            await self.load_device(device_id)
-            if not any(p == pattern for _, p in (*self._routes.get(device_id, ()), *self._presub.get(device_id, ()))):
-                self._spawn(self._cancel(device_id, pattern))
+        if removed and not await self._handed_over(DeviceWork(CANCEL, device_id, key_id, pattern)):
+            await self.unrouted(device_id, pattern)
         return removed
+
+    async def unrouted(self, device_id: str, pattern: str) -> None:
+        """`pattern`'s subscription was removed: the routes are read again, and its observation cancelled when no
+        route keeps it (on the device's holder: another node hands this over, issue 31 #1)."""
+        await self.load_device(device_id)
+        if not any(p == pattern for _, p in (*self._routes.get(device_id, ()), *self._presub.get(device_id, ()))):
+            self._spawn(self._cancel(device_id, pattern))
 
     async def unsubscribe_device(self, key_id: str, device_id: str) -> None:
         patterns = await self._store.list_subscriptions(key_id, device_id)
         await self._store.remove_device_subscriptions(device_id, key_id)
         await self.load_device(device_id)
         for pattern in patterns:
-            self._spawn(self._cancel(device_id, pattern))
+            if not await self._handed_over(DeviceWork(CANCEL, device_id, key_id, pattern)):
+                self._spawn(self._cancel(device_id, pattern))
+
+    async def _handed_over(self, work: DeviceWork) -> bool:
+        """Whether another node, which holds the device, was given `work` (one node: never)."""
+        holders = self._holders
+        return holders is not None and not holders.holds(work.device_id) and await holders.hand_over(work)
 
     async def full_registration(
         self, device: Device, *, rules: list[tuple[str, list[PresubscriptionRule]]] | None = None

@@ -1,0 +1,197 @@
+"""Redis mode: the node holding each device, and device-bound work handed to it (domain/handover.py, issue 31 #1).
+
+`holder:<device>` names the node that took the device's latest Register or Update. It is written when a node takes
+a device it did not hold (one SET per such device, none per Update); the write returns the previous holder, which
+is told to let the device go. Work for a device held elsewhere is added to the holder's stream `work:<node>`, read by
+the holder through a consumer group: an entry stays pending until the holder has done it and acknowledged it
+(XACK), so work added while the holder was briefly cut off from Redis is read when it is back, and work read but
+not done before a crash is read again at the node's restart (same --node-id). A node is alive while its heartbeat
+key `alive:<node>` exists (refreshed every `BEAT_S`, gone `ALIVE_TTL_S` after the node stops refreshing it, deleted
+at a graceful stop); work for a node not alive is not added: it waits for the device's next contact, as it did
+before hand-overs, and `orphaned` counts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, ResponseError
+
+from devicehub.domain.handover import DeviceWork
+
+log = logging.getLogger("devicehub.holders")
+
+GROUP = "holder"
+STREAM_MAX = 10_000  # entries a node's stream keeps (approximately, MAXLEN ~): a node gone for good grows no further
+READ_COUNT = 100
+BLOCK_MS = 1000  # one read waits this long for work (below any Redis socket time-out)
+BEAT_S = 1.0
+ALIVE_TTL_S = 5.0  # a node that stopped refreshing its heartbeat this long ago is gone (cluster.py's LEASE_TTL)
+RETRY_S = 0.5
+RELEASE = "release"  # internal: another node took the device; never reaches the domain
+
+_LUA = Path(__file__).with_name("lua")
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(DeviceWork).decode
+
+WorkHandler = Callable[[DeviceWork], Awaitable[None]]
+
+
+class HolderLink:
+    """Implements domain.handover.DeviceHolders on one Redis."""
+
+    def __init__(self, redis: aioredis.Redis, prefix: str, node_id: str) -> None:
+        self._redis = redis
+        self._prefix = prefix
+        self.node_id = node_id
+        self._held: set[str] = set()  # devices this node took and no other node took since
+        self._hand_over = redis.register_script((_LUA / "hand_over.lua").read_text())
+        self._release = redis.register_script((_LUA / "release_holder.lua").read_text())
+        self._reader: asyncio.Task[None] | None = None
+        self._beaten_at = float("-inf")
+        self.sent = 0  # work handed to another node
+        self.orphaned = 0  # work whose device's holder is gone: left for the device's next contact
+        self.taken = 0  # work other nodes handed to this one, done
+
+    def _holder_key(self, device_id: str) -> str:
+        return f"{self._prefix}holder:{device_id}"
+
+    def _stream(self, node_id: str) -> str:
+        return f"{self._prefix}work:{node_id}"
+
+    def _alive(self, node_id: str) -> str:
+        return f"{self._prefix}alive:{node_id}"
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    async def start(self, handler: WorkHandler) -> None:
+        """Be alive, and do the work handed to this node with `handler` (work left pending by a previous run of this
+        node id first)."""
+        try:
+            await self._redis.xgroup_create(self._stream(self.node_id), GROUP, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):  # the group exists: this node id ran before
+                raise
+        await self._beat()
+        self._reader = asyncio.create_task(self._read(handler), name="device-work")
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        try:  # gone at once: other nodes stop handing work here (its devices wait for their next contact)
+            await self._redis.delete(self._alive(self.node_id))
+        except RedisError as error:
+            log.info("heartbeat not removed at stop (%s): it runs out in %.0f s", error, ALIVE_TTL_S)
+
+    def metrics(self) -> dict[str, float]:
+        return {"handover_sent": self.sent, "handover_orphaned": self.orphaned, "handover_taken": self.taken}
+
+    # ---- DeviceHolders ----------------------------------------------------------------------------
+    def holds(self, device_id: str) -> bool:
+        return device_id in self._held
+
+    async def took(self, device_ids: Sequence[str]) -> None:
+        new = [d for d in device_ids if d not in self._held]
+        if not new:
+            return
+        self._held.update(new)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for device_id in new:
+                pipe.set(self._holder_key(device_id), self.node_id, get=True)
+            previous = await pipe.execute()
+        released: dict[str, list[str]] = {}
+        for device_id, node in zip(new, previous, strict=True):
+            if node is not None and node.decode() != self.node_id:
+                released.setdefault(node.decode(), []).append(device_id)
+        if released:  # the nodes that held them reach them no more: they must not think they do
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for node, devices in released.items():
+                    for device_id in devices:
+                        work = _encode(DeviceWork(RELEASE, device_id))
+                        pipe.xadd(self._stream(node), {"w": work}, maxlen=STREAM_MAX, approximate=True)
+                await pipe.execute()
+
+    async def released(self, device_id: str) -> None:
+        if device_id in self._held:
+            self._held.discard(device_id)
+            await self._release(keys=[self._holder_key(device_id)], args=[self.node_id])
+
+    async def hand_over(self, work: DeviceWork) -> bool:
+        if work.device_id in self._held:
+            return False
+        try:
+            holder = await self._redis.get(self._holder_key(work.device_id))
+            node = holder.decode() if isinstance(holder, bytes) else holder
+            if node is None or node == self.node_id:
+                return False
+            keys = [self._alive(node), self._stream(node)]
+            added = await self._hand_over(keys=keys, args=[STREAM_MAX, _encode(work)])
+        except RedisError as error:  # done here, or left for the device's next contact, as without hand-overs
+            log.info("%s of %s not handed over: %s", work.kind, work.device_id, error)
+            return False
+        if not added:
+            self.orphaned += 1
+            log.info("%s of %s waits for the device: its node %s is gone", work.kind, work.device_id, node)
+            return False
+        self.sent += 1
+        return True
+
+    # ---- the holder's side ------------------------------------------------------------------------
+    async def _beat(self) -> None:
+        now = time.monotonic()
+        if now - self._beaten_at >= BEAT_S:
+            await self._redis.set(self._alive(self.node_id), "1", px=int(ALIVE_TTL_S * 1000))
+            self._beaten_at = now
+
+    async def _read(self, handler: WorkHandler) -> None:
+        stream = self._stream(self.node_id)
+        position = "0"  # first what was read before and never acknowledged (a crash), then new work (">")
+        failing = False
+        while True:
+            try:
+                await self._beat()
+                block = BLOCK_MS if position == ">" else None
+                reply: Any = await self._redis.xreadgroup(
+                    GROUP, self.node_id, {stream: position}, count=READ_COUNT, block=block
+                )
+            except (RedisError, OSError) as error:
+                if not failing:
+                    log.warning("device work stream unreadable (%s); retrying", error)
+                failing = True
+                await asyncio.sleep(RETRY_S)
+                continue
+            if failing:
+                log.info("device work stream back")
+                failing = False
+            entries = reply[0][1] if reply else []
+            if not entries and position == "0":
+                position = ">"
+                continue
+            for entry_id, fields in entries:
+                await self._do(handler, fields)
+                try:
+                    await self._redis.xack(stream, GROUP, entry_id)
+                except (RedisError, OSError) as error:  # read again after a restart: the work is idempotent
+                    log.info("device work %s not acknowledged: %s", entry_id, error)
+
+    async def _do(self, handler: WorkHandler, fields: dict[bytes, bytes]) -> None:
+        try:
+            work = _decode(fields[b"w"])
+        except (KeyError, msgspec.DecodeError):
+            log.warning("malformed device work entry dropped: %r", fields)
+            return
+        if work.kind == RELEASE:
+            self._held.discard(work.device_id)
+            return
+        try:
+            await handler(work)
+        except Exception:
+            log.exception("device work %s of %s failed", work.kind, work.device_id)
+        self.taken += 1
