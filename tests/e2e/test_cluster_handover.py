@@ -85,6 +85,10 @@ async def device_on_b_app_on_a(cluster: Cluster) -> AsyncIterator[Scene]:
             await sim.stop(deregister=False)
 
 
+def _observed(sim: SimDevice) -> bool:
+    return any(observer.path == TEMPERATURE for observer in sim._observers.values())
+
+
 def _value(event: dict[str, str]) -> str:
     return base64.b64decode(event["payload"]).decode()
 
@@ -113,7 +117,9 @@ def test_a_device_request_sent_to_another_node_reaches_the_device_through_its_ho
     assert _handovers(cluster.node_b, "taken") == 1
 
 
-def test_a_subscription_sent_to_another_node_makes_its_holder_observe_the_device(cluster: Cluster) -> None:
+def test_a_subscription_and_its_removal_sent_to_another_node_make_its_holder_observe_and_cancel(
+    cluster: Cluster,
+) -> None:
     async def scenario() -> None:
         async with device_on_b_app_on_a(cluster) as scene:
             async with scene.http.put(f"/v2/subscriptions/{scene.device_id}{TEMPERATURE}") as r:
@@ -121,11 +127,14 @@ def test_a_subscription_sent_to_another_node_makes_its_holder_observe_the_device
                 subscribed = (await r.json())["async-response-id"]
             answer = await scene.events.wait_for("async-responses", lambda e: e["id"] == subscribed, HANDED_OVER_WITHIN)
             assert answer["status"] == 200
-            await until(lambda: bool(scene.sim._observers), within=HANDED_OVER_WITHIN)  # observed, by node B
+            await until(lambda: _observed(scene.sim), within=HANDED_OVER_WITHIN)  # by node B
             scene.sim.set_value(TEMPERATURE, 42.5)
             await scene.events.wait_for(
                 "notifications", lambda e: e["path"] == TEMPERATURE and _value(e) == "42.5", HANDED_OVER_WITHIN
             )
+            async with scene.http.delete(f"/v2/subscriptions/{scene.device_id}{TEMPERATURE}") as r:
+                assert r.status == 204
+            await until(lambda: not _observed(scene.sim), within=HANDED_OVER_WITHIN)  # node B cancelled it
             assert scene.sim.counters.updates == 0
 
     asyncio.run(asyncio.wait_for(scenario(), 60))

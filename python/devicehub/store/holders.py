@@ -55,6 +55,7 @@ class HolderLink:
         self._hand_over = redis.register_script((_LUA / "hand_over.lua").read_text())
         self._release = redis.register_script((_LUA / "release_holder.lua").read_text())
         self._reader: asyncio.Task[None] | None = None
+        self._closing = False
         self._beaten_at = float("-inf")
         self.sent = 0  # work handed to another node
         self.orphaned = 0  # work whose device's holder is gone: left for the device's next contact
@@ -82,6 +83,7 @@ class HolderLink:
         self._reader = asyncio.create_task(self._read(handler), name="device-work")
 
     async def close(self) -> None:
+        self._closing = True  # redis-py may turn the cancel of a blocked read into a ConnectionError: not retried
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
@@ -154,7 +156,7 @@ class HolderLink:
         stream = self._stream(self.node_id)
         position = "0"  # first what was read before and never acknowledged (a crash), then new work (">")
         failing = False
-        while True:
+        while not self._closing:
             try:
                 await self._beat()
                 block = BLOCK_MS if position == ">" else None
@@ -162,6 +164,8 @@ class HolderLink:
                     GROUP, self.node_id, {stream: position}, count=READ_COUNT, block=block
                 )
             except (RedisError, OSError) as error:
+                if self._closing:
+                    return
                 if not failing:
                     log.warning("device work stream unreadable (%s); retrying", error)
                 failing = True

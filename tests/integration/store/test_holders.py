@@ -1,0 +1,154 @@
+"""Redis mode: device holders and work handed to them through their work streams (store/holders.py, issue 31 #1),
+on a real Redis (the `redis_url` fixture of this directory): nodes here are `HolderLink`s on one database, as
+`devicehub serve` nodes have one each."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any
+from contextlib import asynccontextmanager
+
+import redis.asyncio as aioredis
+
+from devicehub.domain.handover import OBSERVE, REQUESTS, DeviceWork
+from devicehub.store.holders import GROUP, HolderLink
+
+Handler = Callable[[DeviceWork], Awaitable[None]]
+_prefixes = iter(range(1_000_000))
+
+
+class Node:
+    """One node's link and the work it was handed."""
+
+    def __init__(self, client: aioredis.Redis, prefix: str, node_id: str) -> None:
+        self.link = HolderLink(client, prefix, node_id)
+        self.done: list[DeviceWork] = []
+        self.arrived = asyncio.Event()
+
+    async def handle(self, work: DeviceWork) -> None:
+        self.done.append(work)
+        self.arrived.set()
+
+    async def received(self, count: int) -> list[DeviceWork]:
+        async with asyncio.timeout(5):
+            while len(self.done) < count:
+                self.arrived.clear()
+                await self.arrived.wait()
+        return self.done
+
+
+@asynccontextmanager
+async def database(redis_url: str) -> AsyncIterator[tuple[aioredis.Redis, str]]:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        yield client, f"holders{next(_prefixes)}:"
+    finally:
+        await client.aclose()
+
+
+def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def test_work_taken_by_another_node_reaches_the_holder_and_is_acknowledged(redis_url: str) -> None:
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            a, b = Node(client, prefix, "node-a"), Node(client, prefix, "node-b")
+            for node in (a, b):
+                await node.link.start(node.handle)
+            try:
+                await b.link.took(["d1"])
+                assert b.link.holds("d1") and not a.link.holds("d1")
+                assert not await b.link.hand_over(DeviceWork(REQUESTS, "d1"))  # its own device: done where it is
+                observe = DeviceWork(OBSERVE, "d1", key_id="k1", pattern="/3/0/9", async_id="x1")
+                assert await a.link.hand_over(observe)
+                assert await b.received(1) == [observe]
+                assert a.done == []
+                await _until(lambda: b.link.taken == 1)
+                pending = await client.xpending(f"{prefix}work:node-b", GROUP)
+                assert pending["pending"] == 0  # acknowledged once done
+                assert (a.link.sent, a.link.orphaned, b.link.taken) == (1, 0, 1)
+                assert not await a.link.hand_over(DeviceWork(REQUESTS, "unknown"))  # held by no node
+            finally:
+                for node in (a, b):
+                    await node.link.close()
+
+    run(scenario)
+
+
+def test_a_device_taken_by_another_node_is_released_by_its_old_holder(redis_url: str) -> None:
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            a, b = Node(client, prefix, "node-a"), Node(client, prefix, "node-b")
+            for node in (a, b):
+                await node.link.start(node.handle)
+            try:
+                await a.link.took(["d1"])
+                await b.link.took(["d1"])  # the device's Update reached node B (a NAT rebinding, a balancer)
+                await _until(lambda: not a.link.holds("d1"))
+                assert await a.link.hand_over(DeviceWork(REQUESTS, "d1"))  # so A hands its work to B now
+                assert await b.received(1) == [DeviceWork(REQUESTS, "d1")]
+                await a.link.released("d1")  # no longer A's: B's record stays
+                assert await client.get(f"{prefix}holder:d1") == b"node-b"
+                await b.link.released("d1")
+                assert await client.get(f"{prefix}holder:d1") is None
+            finally:
+                for node in (a, b):
+                    await node.link.close()
+
+    run(scenario)
+
+
+def test_work_for_a_holder_that_is_gone_is_not_handed_over_and_is_counted(redis_url: str) -> None:
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            a, b = Node(client, prefix, "node-a"), Node(client, prefix, "node-b")
+            await a.link.start(a.handle)
+            await b.link.start(b.handle)
+            await b.link.took(["d1"])
+            await b.link.close()  # a graceful stop ends its heartbeat at once (a killed node's runs out)
+            try:
+                assert not await a.link.hand_over(DeviceWork(REQUESTS, "d1"))
+                assert (a.link.sent, a.link.orphaned) == (0, 1)
+                assert await client.xlen(f"{prefix}work:node-b") == 0
+            finally:
+                await a.link.close()
+
+    run(scenario)
+
+
+def test_work_handed_over_while_the_holder_was_cut_off_or_unacknowledged_at_a_crash_is_done_at_its_return(
+    redis_url: str,
+) -> None:
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            a, b = Node(client, prefix, "node-a"), Node(client, prefix, "node-b")
+            await a.link.start(a.handle)
+            await b.link.start(b.handle)
+            await b.link.took(["d1"])
+            await b.link.close()  # node B stops reading (cut off from Redis) ...
+            await client.set(f"{prefix}alive:node-b", "1", px=5000)  # ... before its heartbeat has run out
+            first, second = DeviceWork(REQUESTS, "d1"), DeviceWork(OBSERVE, "d1", "k1", "/3/0/9", "x2")
+            assert await a.link.hand_over(first)
+            assert await a.link.hand_over(second)
+            # the first is read and never acknowledged (B crashed while doing it)
+            read = await client.xreadgroup(GROUP, "node-b", {f"{prefix}work:node-b": ">"}, count=1)
+            assert len(read[0][1]) == 1
+            back = Node(client, prefix, "node-b")  # node B back, same node id
+            await back.link.start(back.handle)
+            try:
+                assert await back.received(2) == [first, second]
+                await _until(lambda: back.link.taken == 2)
+                assert (await client.xpending(f"{prefix}work:node-b", GROUP))["pending"] == 0
+            finally:
+                await back.link.close()
+                await a.link.close()
+
+    run(scenario)
+
+
+async def _until(predicate: Callable[[], bool], within: float = 5.0) -> None:
+    async with asyncio.timeout(within):
+        while not predicate():
+            await asyncio.sleep(0.005)
