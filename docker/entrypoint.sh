@@ -23,10 +23,16 @@ if [ -n "${DEVICEHUB_SECRET_KEY:-}" ]; then
 fi
 if [ -n "${DEVICEHUB_BOOTSTRAP_ACCOUNT:-}" ]; then
   account="$DEVICEHUB_BOOTSTRAP_ACCOUNT"
-  if devicehub accounts list | cut -f2 | grep -qxF "$account"; then
-    echo "devicehub-entrypoint: account $account exists; no bootstrap" >&2
+  # created first, then looked for: containers starting together on one store (issue 31) all try, the store lets
+  # one create it, and the others find it made and bootstrap nothing (a look first would let both create)
+  if ! created=$(devicehub accounts create "$account" 2>&1); then
+    if devicehub accounts list | cut -f2 | grep -qxF "$account"; then
+      echo "devicehub-entrypoint: account $account exists; no bootstrap" >&2
+    else
+      echo "$created" >&2
+      exit 1
+    fi
   else
-    devicehub accounts create "$account" >/dev/null
     if [ -n "${DEVICEHUB_BOOTSTRAP_ENDPOINTS:-}" ]; then
       # shellcheck disable=SC2086 # one argument per endpoint name
       devicehub accounts enroll "$account" $DEVICEHUB_BOOTSTRAP_ENDPOINTS >&2

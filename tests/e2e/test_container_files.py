@@ -8,12 +8,14 @@ import shutil
 import stat
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from devicehub.domain.credentials import SecretBox
 from devicehub.store import open_store
+from support.redis_server import redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
@@ -54,6 +56,24 @@ def test_entrypoint_bootstraps_account_endpoints_and_key_once(tmp_path: Path) ->
 
     plain = entrypoint(tmp_path / "other", "accounts", "list")  # no bootstrap variables: just the command
     assert plain.returncode == 0 and plain.stdout == "" and "bootstrap" not in plain.stderr
+
+
+@pytest.mark.redis
+def test_two_containers_bootstrapping_one_account_as_they_start_together_make_it_and_its_key_once(
+    tmp_path: Path,
+) -> None:
+    """issue 31: nodes started at the same moment on one Redis, each with the bootstrap variables (a look for the
+    account before creating it let both create: the second failed and its container exited)."""
+    with redis_server() as url:
+        env = {"DEVICEHUB_BOOTSTRAP_ACCOUNT": "demo", "DEVICEHUB_REDIS_URL": url}
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(lambda n: entrypoint(tmp_path / str(n), "accounts", "list", **env), (1, 2)))
+        assert [run.returncode for run in runs] == [0, 0], [run.stderr for run in runs]
+        said = sorted(run.stderr.splitlines()[-1] for run in runs)
+        assert said[0].startswith("devicehub-entrypoint: account demo exists; no bootstrap"), said
+        assert said[1].startswith("devicehub-entrypoint: created account demo; its API key (shown once): ak_"), said
+        keys = entrypoint(tmp_path / "3", "keys", "list", "--account", "demo", DEVICEHUB_REDIS_URL=url)
+        assert keys.stdout.count("\tbootstrap\tactive") == 1
 
 
 def test_entrypoint_keeps_a_secret_key_from_the_environment_out_of_the_data_directory(tmp_path: Path) -> None:

@@ -67,10 +67,11 @@ class AccountService:
             raise ValidationFailed("account name must be 1…100 characters")
         if tier not in ("commercial", "free"):
             raise ValidationFailed("tier must be 'commercial' or 'free'")
-        if await self._store.find_account_by_name(name) is not None:
-            raise ValidationFailed(f"account {name!r} exists already")
         account = Account(id=new_id(), name=name, tier=tier, created_at=self._clock.now())
-        await self._store.create_account(account)
+        # one step with the check: of two callers creating one name at once (containers bootstrapping the same
+        # account as they start, issue 31), one creates it and the other is told it exists
+        if await self._store.ensure_account(account) != account:
+            raise ValidationFailed(f"account {name!r} exists already")
         return account
 
     async def resolve_account(self, id_or_name: str) -> Account:

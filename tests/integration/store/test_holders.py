@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any
 from contextlib import asynccontextmanager
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from devicehub.domain.handover import OBSERVE, REQUESTS, DeviceWork
 from devicehub.store.holders import GROUP, HolderLink
+from support.node import eventually
 
 Handler = Callable[[DeviceWork], Awaitable[None]]
 _prefixes = iter(range(1_000_000))
@@ -65,7 +66,7 @@ def test_work_taken_by_another_node_reaches_the_holder_and_is_acknowledged(redis
                 assert await a.link.hand_over(observe)
                 assert await b.received(1) == [observe]
                 assert a.done == []
-                await _until(lambda: b.link.taken == 1)
+                await eventually(lambda: b.link.taken == 1)
                 pending = await client.xpending(f"{prefix}work:node-b", GROUP)
                 assert pending["pending"] == 0  # acknowledged once done
                 assert (a.link.sent, a.link.orphaned, b.link.taken) == (1, 0, 1)
@@ -86,7 +87,7 @@ def test_a_device_taken_by_another_node_is_released_by_its_old_holder(redis_url:
             try:
                 await a.link.took(["d1"])
                 await b.link.took(["d1"])  # the device's Update reached node B (a NAT rebinding, a balancer)
-                await _until(lambda: not a.link.holds("d1"))
+                await eventually(lambda: not a.link.holds("d1"))
                 assert await a.link.hand_over(DeviceWork(REQUESTS, "d1"))  # so A hands its work to B now
                 assert await b.received(1) == [DeviceWork(REQUESTS, "d1")]
                 await a.link.released("d1")  # no longer A's: B's record stays
@@ -139,16 +140,10 @@ def test_work_handed_over_while_the_holder_was_cut_off_or_unacknowledged_at_a_cr
             await back.link.start(back.handle)
             try:
                 assert await back.received(2) == [first, second]
-                await _until(lambda: back.link.taken == 2)
+                await eventually(lambda: back.link.taken == 2)
                 assert (await client.xpending(f"{prefix}work:node-b", GROUP))["pending"] == 0
             finally:
                 await back.link.close()
                 await a.link.close()
 
     run(scenario)
-
-
-async def _until(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    async with asyncio.timeout(within):
-        while not predicate():
-            await asyncio.sleep(0.005)
