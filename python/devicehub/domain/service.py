@@ -380,6 +380,8 @@ class DeviceService:
         """Remove the device: drop its registration, answer its waiting requests, delete it and its snapshot."""
         device = await self.device_for(principal, device_id)
         connected = self._gateway is not None and await self._gateway.drop(device_id)
+        if self._holders is not None:  # its record goes with it (another node's stays: it drops its registration)
+            await self._holders.released(device_id)
         self._devices.pop(device_id, None)
         waiting = await self.requests.forget(device_id)
         self.router.forget(device_id)
