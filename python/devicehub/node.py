@@ -83,6 +83,7 @@ class Node:
         self.bootstrap_port = 0
         self.bootstrap_coaps_port = 0
         self._revocations: RevocationListener | None = None
+        self.holders: HolderLink | None = None  # Redis mode: which node holds which device (issue 31 #1)
 
     async def start(self) -> None:
         settings = self.settings
@@ -109,7 +110,6 @@ class Node:
             default_account = await self._dev_account()
         self.node_id = settings.node_id or f"{socket.gethostname()}:{os.getpid()}"
         cluster = None
-        self.holders: HolderLink | None = None
         if isinstance(self.store, RedisStore):  # several nodes: channels are owned across them (cluster.py)
             cluster = ClusterLink(self.store.redis, self.store.prefix, self.node_id)
             # and device-bound work taken by any node reaches the node holding the device (issue 31 #1)
