@@ -110,11 +110,17 @@ def test_a_device_request_sent_to_another_node_reaches_the_device_through_its_ho
             assert answer["status"] == 200
             manufacturer = scene.sim.model.resource("/3/0/0")
             assert manufacturer is not None and base64.b64decode(answer["payload"]) == manufacturer.text()
+            attributes = {"method": "PUT", "uri": f"{TEMPERATURE}?pmax=60"}  # a Write-Attributes takes that path too
+            async with scene.http.post(f"/v2/device-requests/{scene.device_id}?async-id=attrs", json=attributes) as r:
+                assert r.status == 202
+            answer = await scene.events.wait_for("async-responses", lambda e: e["id"] == "attrs", HANDED_OVER_WITHIN)
+            assert answer["status"] == 200  # 2.04 Changed (lwm2m/codes.py)
+            assert scene.sim.log.attribute_queries == [(TEMPERATURE, ["pmax=60"])]
             assert scene.sim.counters.updates == 0  # it did not wait for the device's next contact
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
-    assert _handovers(cluster.node_a, "sent") == 1
-    assert _handovers(cluster.node_b, "taken") == 1
+    assert _handovers(cluster.node_a, "sent") == 2
+    assert _handovers(cluster.node_b, "taken") == 2
 
 
 def test_a_subscription_and_its_removal_sent_to_another_node_make_its_holder_observe_and_cancel(
