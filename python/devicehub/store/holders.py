@@ -44,6 +44,10 @@ _decode = msgspec.msgpack.Decoder(DeviceWork).decode
 WorkHandler = Callable[[DeviceWork], Awaitable[None]]
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 class HolderLink:
     """Implements domain.handover.DeviceHolders on one Redis."""
 
@@ -89,8 +93,19 @@ class HolderLink:
             await asyncio.gather(self._reader, return_exceptions=True)
         try:  # gone at once: other nodes stop handing work here (its devices wait for their next contact)
             await self._redis.delete(self._alive(self.node_id))
+            await self._drop_empty_stream()
         except RedisError as error:
             log.info("heartbeat not removed at stop (%s): it runs out in %.0f s", error, ALIVE_TTL_S)
+
+    async def _drop_empty_stream(self) -> None:
+        """A stream with nothing left to do goes with its node: a node id made per process (host:pid) never reads
+        it again. Nothing is added once the heartbeat is gone (`hand_over.lua` checks it), so what the group shows
+        now is all there is; work left in it stays for a restart under the same --node-id."""
+        stream = self._stream(self.node_id)
+        groups = await self._redis.xinfo_groups(stream)
+        done = [g for g in groups if _text(g.get("name")) == GROUP and g.get("pending") == 0 and g.get("lag") == 0]
+        if len(groups) == 1 and done:
+            await self._redis.delete(stream)
 
     def metrics(self) -> dict[str, float]:
         return {"handover_sent": self.sent, "handover_orphaned": self.orphaned, "handover_taken": self.taken}
@@ -112,12 +127,13 @@ class HolderLink:
         for device_id, node in zip(new, previous, strict=True):
             if node is not None and node.decode() != self.node_id:
                 released.setdefault(node.decode(), []).append(device_id)
-        if released:  # the nodes that held them reach them no more: they must not think they do
+        if released:  # the nodes that held them reach them no more: they must not think they do (if alive)
             async with self._redis.pipeline(transaction=False) as pipe:
                 for node, devices in released.items():
+                    keys = [self._alive(node), self._stream(node)]
                     for device_id in devices:
                         work = _encode(DeviceWork(RELEASE, device_id))
-                        pipe.xadd(self._stream(node), {"w": work}, maxlen=STREAM_MAX, approximate=True)
+                        await self._hand_over(keys=keys, args=[STREAM_MAX, work], client=pipe)
                 await pipe.execute()
 
     async def released(self, device_id: str) -> None:

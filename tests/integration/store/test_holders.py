@@ -112,7 +112,9 @@ def test_work_for_a_holder_that_is_gone_is_not_handed_over_and_is_counted(redis_
             try:
                 assert not await a.link.hand_over(DeviceWork(REQUESTS, "d1"))
                 assert (a.link.sent, a.link.orphaned) == (0, 1)
-                assert await client.xlen(f"{prefix}work:node-b") == 0
+                await a.link.took(["d1"])  # the device's next contact, on node A
+                assert a.link.holds("d1")
+                assert not await client.exists(f"{prefix}work:node-b")  # nothing is left for a node that is gone
             finally:
                 await a.link.close()
 
@@ -124,12 +126,13 @@ def test_work_handed_over_while_the_holder_was_cut_off_or_unacknowledged_at_a_cr
 ) -> None:
     async def scenario() -> None:
         async with database(redis_url) as (client, prefix):
-            a, b = Node(client, prefix, "node-a"), Node(client, prefix, "node-b")
+            a = Node(client, prefix, "node-a")
             await a.link.start(a.handle)
-            await b.link.start(b.handle)
-            await b.link.took(["d1"])
-            await b.link.close()  # node B stops reading (cut off from Redis) ...
-            await client.set(f"{prefix}alive:node-b", "1", px=5000)  # ... before its heartbeat has run out
+            # node B as it stands cut off from Redis: it holds d1, its group exists, its heartbeat has not run out
+            # yet, and nothing reads its stream
+            await client.set(f"{prefix}holder:d1", "node-b")
+            await client.xgroup_create(f"{prefix}work:node-b", GROUP, id="0", mkstream=True)
+            await client.set(f"{prefix}alive:node-b", "1", px=5000)
             first, second = DeviceWork(REQUESTS, "d1"), DeviceWork(OBSERVE, "d1", "k1", "/3/0/9", "x2")
             assert await a.link.hand_over(first)
             assert await a.link.hand_over(second)
@@ -145,5 +148,7 @@ def test_work_handed_over_while_the_holder_was_cut_off_or_unacknowledged_at_a_cr
             finally:
                 await back.link.close()
                 await a.link.close()
+            # all done: the streams went with their nodes (a node id made per process is never seen again)
+            assert await client.exists(f"{prefix}work:node-a", f"{prefix}work:node-b") == 0
 
     run(scenario)
