@@ -7,8 +7,10 @@ the holder through a consumer group: an entry stays pending until the holder has
 (XACK), so work added while the holder was briefly cut off from Redis is read when it is back, and work read but
 not done before a crash is read again at the node's restart (same --node-id). A node is alive while its heartbeat
 key `alive:<node>` exists (refreshed every `BEAT_S`, gone `ALIVE_TTL_S` after the node stops refreshing it, deleted
-at a graceful stop); work for a node not alive is not added: it waits for the device's next contact, as it did
-before hand-overs, and `orphaned` counts it.
+at a graceful stop, with the stream when nothing is left in it); work for a node not alive is not added: it waits
+for the device's next contact, as it did before hand-overs, and `orphaned` counts it. A request handed to a node
+that dies before doing it stays queued in the store (the device's next contact delivers it); an observe is lost
+with that node, as the observations it held are until the device registers again.
 """
 
 from __future__ import annotations
