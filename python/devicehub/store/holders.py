@@ -10,7 +10,8 @@ key `alive:<node>` exists (refreshed every `BEAT_S`, gone `ALIVE_TTL_S` after th
 at a graceful stop, with the stream when nothing is left in it); work for a node not alive is not added: it waits
 for the device's next contact, as it did before hand-overs, and `orphaned` counts it. A request handed to a node
 that dies before doing it stays queued in the store (the device's next contact delivers it); an observe is lost
-with that node, as the observations it held are until the device registers again.
+with that node (the subscription stays stored, and routes the values of any later observation of that path; the
+application gets no async-response for it).
 """
 
 from __future__ import annotations
