@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import string
+import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +45,17 @@ def load_secret_key(path: Path) -> bytes:
         return key
     path.parent.mkdir(parents=True, exist_ok=True)
     key = AESGCM.generate_key(bit_length=256)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write(key.hex() + "\n")
+    # written whole under another name, then linked into place: of nodes sharing a data directory that start
+    # together one key wins and the others read it, never a half-written file (issue 31)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".secret-key-")  # mode 0600
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(key.hex() + "\n")
+        os.link(temporary, path)
+    except FileExistsError:
+        return load_secret_key(path)
+    finally:
+        os.unlink(temporary)
     return key
 
 
