@@ -21,8 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from devicehub.ids import IdSource
-from devicehub.store.records import (
+from devicehub.domain.model import (
     Device,
     ObservationRecord,
     RegistrationLink,
@@ -30,6 +29,7 @@ from devicehub.store.records import (
     ReportedValue,
     ResourceInfo,
 )
+from devicehub.ids import IdSource
 from devicehub.store.sqlite import SqliteStore
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "registration_write.json"

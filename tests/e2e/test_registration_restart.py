@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from devicehub.clock import ManualClock
+from devicehub.domain.model import Device
 from devicehub.lwm2m import codes
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
-from devicehub.store.records import Device
 from support.node import eventually, eventually_stored, run, running_node
 
 LIFETIME = 300

@@ -12,8 +12,8 @@ from aiohttp import web
 from devicehub.api.body import decode, json_reply, page_query, read_body
 from devicehub.api.context import administrator, services
 from devicehub.domain.bootstrap import DEFAULT_LIFETIME, MODE_NAMES, BootstrapConfigs, ConfigInput
+from devicehub.domain.model import BootstrapConfig
 from devicehub.domain.timefmt import rfc3339
-from devicehub.store.records import BootstrapConfig
 
 MAX_LIMIT = 1000
 MAX_BODY = 64 * 1024

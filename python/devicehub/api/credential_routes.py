@@ -9,9 +9,9 @@ from aiohttp import web
 from devicehub.api.body import decode, json_reply, page_query, read_body
 from devicehub.api.context import administrator, services
 from devicehub.domain.credentials import CredentialService
+from devicehub.domain.model import DeviceSharedKey, TrustedCa
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import NotFound, Unavailable
-from devicehub.store.records import DeviceSharedKey, TrustedCa
 
 
 class _PskBody(msgspec.Struct):

@@ -21,9 +21,9 @@ from devicehub.api.models import (
     api_key_create_decoder,
 )
 from devicehub.domain.accounts import ADMINISTRATORS, DEVELOPERS, AccountService, group_id
+from devicehub.domain.model import ApiKey
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import FieldError, ValidationFailed
-from devicehub.store.records import ApiKey
 
 
 def _model(accounts: AccountService, key: ApiKey, secret: str | None = None) -> ApiKeyModel:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from devicehub.store.records import PresubscriptionRule
+from devicehub.domain.model import PresubscriptionRule
 
 
 class AsyncIdResponse(msgspec.Struct, frozen=True, rename="kebab"):

@@ -7,8 +7,8 @@ from aiohttp import web
 from devicehub.api.body import decode, json_reply, read_body
 from devicehub.api.context import principal, services
 from devicehub.api.models import AsyncIdResponse, PresubscriptionBody, presubscriptions_decoder
+from devicehub.domain.model import PresubscriptionRule
 from devicehub.errors import NotFound
-from devicehub.store.records import PresubscriptionRule
 
 
 def _path(request: web.Request) -> str:

@@ -12,8 +12,8 @@ import msgspec
 from devicehub._core import DEFAULT_MAX_BYTES, Batch, ChannelQueue
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
+from devicehub.domain.model import ChannelConfig, ChannelDrops, StoredEvent
 from devicehub.domain.timefmt import rfc3339
-from devicehub.store.records import ChannelConfig, ChannelDrops, StoredEvent
 
 if TYPE_CHECKING:
     from devicehub.channels.websocket import WebSocketSession

@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from devicehub.store.records import StoredEvent
+from devicehub.domain.model import StoredEvent
 
 log = logging.getLogger("devicehub.cluster")
 

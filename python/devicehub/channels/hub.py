@@ -26,10 +26,10 @@ from devicehub.clock import Clock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import Principal
 from devicehub.domain.events import Event
+from devicehub.domain.model import ChannelConfig, StoredEvent
 from devicehub.errors import BadRequest, Conflict, Gone, Unavailable
 from devicehub.store import unreachable
 from devicehub.store.base import Store
-from devicehub.store.records import ChannelConfig, StoredEvent
 
 log = logging.getLogger("devicehub.channels")
 

@@ -21,9 +21,9 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from devicehub.domain.model import ChannelDrops, StoredEvent
 from devicehub.errors import StorageUnavailable
 from devicehub.store.base import Store
-from devicehub.store.records import ChannelDrops, StoredEvent
 
 log = logging.getLogger("devicehub.channels.journal")
 

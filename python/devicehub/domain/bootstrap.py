@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from devicehub.clock import Clock
+from devicehub.domain.model import BootstrapConfig
 from devicehub.errors import Conflict, FieldError, NotFound, ValidationFailed
 from devicehub.store.base import Store
-from devicehub.store.records import BootstrapConfig
 
 # LwM2M 1.1 Core, Security object resource 2 (Security Mode)
 SECURITY_MODES = {"psk": 0, "rpk": 1, "certificate": 2, "no_sec": 3, "certificate_est": 4}

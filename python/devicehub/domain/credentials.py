@@ -25,9 +25,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from devicehub.clock import Clock
+from devicehub.domain.model import DeviceSharedKey, TrustedCa
 from devicehub.errors import Conflict, FieldError, NotFound, ValidationFailed
 from devicehub.store.base import Store
-from devicehub.store.records import DeviceSharedKey, TrustedCa
 
 MIN_NAME, MAX_NAME = 16, 64  # Pelion: 16-64 printable ASCII characters
 MIN_SECRET, MAX_SECRET = 16, 64  # 128-512 bits

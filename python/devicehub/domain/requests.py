@@ -12,13 +12,13 @@ import msgspec
 from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent
 from devicehub.domain.handover import REQUESTS, DeviceHolders, DeviceWork
+from devicehub.domain.model import DesiredValue, DeviceRequest, LastSuccess
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.subscriptions import SubscriptionRouter, http_status
 from devicehub.lwm2m.content import TEXT, known_cf, mime_for
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.store import unavailable
 from devicehub.store.base import Store
-from devicehub.store.records import DesiredValue, DeviceRequest, LastSuccess
 
 log = logging.getLogger("devicehub.requests")
 UNAVAILABLE_LOG_S = 60.0

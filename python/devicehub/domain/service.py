@@ -13,6 +13,7 @@ from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent, ResourceEntry
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
+from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue, ResourceInfo
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.requests import RequestQueue
@@ -30,7 +31,6 @@ from devicehub.interning import InternTable
 from devicehub.lwm2m.content import mime_for
 from devicehub.lwm2m.ports import Admission, Registration, ResourceLink
 from devicehub.store.base import Store
-from devicehub.store.records import Device, DeviceRequest, PresubscriptionRule, ReportedValue, ResourceInfo
 
 log = logging.getLogger("devicehub.core")
 

@@ -10,6 +10,7 @@ from devicehub._core import TLV_RESOURCE, TLV_RESOURCE_INSTANCE, TlvNode, tlv_en
 from devicehub.clock import Clock
 from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, DeviceHolders, DeviceWork
+from devicehub.domain.model import Device, PresubscriptionRule, ReportedValue
 from devicehub.domain.paths import name_matches, observe_targets
 from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
@@ -31,7 +32,6 @@ from devicehub.lwm2m.content import (
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.ports import DeviceResponse
 from devicehub.store.base import Store
-from devicehub.store.records import Device, PresubscriptionRule, ReportedValue
 
 DeliveredValue = tuple[Device, str, int | None, bytes]  # (device, path, content format, payload)
 

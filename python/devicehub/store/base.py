@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
-from devicehub.store.device_query import DeviceQuery
-from devicehub.store.records import (
+from devicehub.domain.model import (
     Account,
     ApiKey,
     BootstrapConfig,
@@ -24,6 +23,7 @@ from devicehub.store.records import (
     StoredEvent,
     TrustedCa,
 )
+from devicehub.store.device_query import DeviceQuery
 
 # What creating a device's pre-shared key did (issue 28 #1): `created` (the key written and its name enrolled into
 # the key's account), `exists` (this account holds a key for the name), `taken` (the name belongs to another account)

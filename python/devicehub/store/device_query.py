@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from devicehub.store.records import Device
+from devicehub.domain.model import Device
 
 TEXT_FIELDS = ("id", "endpoint_name", "endpoint_type", "state", "host_gateway")
 TIME_FIELDS = ("created_at", "updated_at")

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from devicehub.domain.model import DeviceRequest
 from devicehub.errors import DuplicateAsyncId, QueueFull
-from devicehub.store.records import DeviceRequest
 
 QUEUED, DUPLICATE, QUEUE_FULL = 0, 1, 2
 

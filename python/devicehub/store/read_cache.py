@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import msgspec
 
-from devicehub.store.records import Device, ReportedValue, SnapshotResource
+from devicehub.domain.model import Device, ReportedValue, SnapshotResource
 
 BUCKETS = 1024  # epochs are kept per bucket of device ids: bounded memory, a collision only costs a missed fill
 MAX_DEVICES = 100_000

@@ -22,12 +22,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import NoScriptError, WatchError
 
-from devicehub.errors import Unavailable
-from devicehub.store import revocations
-from devicehub.store.base import KeyClaim
-from devicehub.store.device_query import Condition, DeviceQuery
-from devicehub.store.enqueue import check_enqueued
-from devicehub.store.records import (
+from devicehub.domain.model import (
     Account,
     ApiKey,
     BootstrapConfig,
@@ -45,6 +40,11 @@ from devicehub.store.records import (
     StoredEvent,
     TrustedCa,
 )
+from devicehub.errors import Unavailable
+from devicehub.store import revocations
+from devicehub.store.base import KeyClaim
+from devicehub.store.device_query import Condition, DeviceQuery
+from devicehub.store.enqueue import check_enqueued
 from devicehub.store.redis_writes import Writes
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 

@@ -32,14 +32,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from devicehub.errors import StorageUnavailable
-from devicehub.store.base import KeyClaim
-from devicehub.store.device_query import DeviceQuery
-from devicehub.store.endpoint_directory import EndpointDirectory
-from devicehub.store.enqueue import check_enqueued
-from devicehub.store.health import WriteHealth
-from devicehub.store.read_cache import ReadCache
-from devicehub.store.records import (
+from devicehub.domain.model import (
     Account,
     ApiKey,
     BootstrapConfig,
@@ -57,6 +50,13 @@ from devicehub.store.records import (
     StoredEvent,
     TrustedCa,
 )
+from devicehub.errors import StorageUnavailable
+from devicehub.store.base import KeyClaim
+from devicehub.store.device_query import DeviceQuery
+from devicehub.store.endpoint_directory import EndpointDirectory
+from devicehub.store.enqueue import check_enqueued
+from devicehub.store.health import WriteHealth
+from devicehub.store.read_cache import ReadCache
 from devicehub.store.request_file import REQUESTS_FILE, RequestFile
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 

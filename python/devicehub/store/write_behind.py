@@ -13,8 +13,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from devicehub.domain.model import ReportedValue
 from devicehub.store import unavailable
-from devicehub.store.records import ReportedValue
 
 log = logging.getLogger("devicehub.store")
 

@@ -14,13 +14,13 @@ import aiohttp
 from devicehub._core import CoapMessage, coap_decode, coap_encode, tlv_decode
 from devicehub.clock import SystemClock
 from devicehub.config import ServeSettings
+from devicehub.domain.model import BootstrapConfig
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.bootstrap import security_instance, server_instance
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.node import Node
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OMA, SimDevice
-from devicehub.store.records import BootstrapConfig
 from support.node import eventually, run
 from support.ports import free_udp_port
 from support.receive_buffer import holds_burst

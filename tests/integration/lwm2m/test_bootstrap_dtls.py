@@ -8,6 +8,7 @@ from pathlib import Path
 
 from devicehub._core import CoapMessage
 from devicehub.clock import SystemClock
+from devicehub.domain.model import BootstrapConfig
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.bootstrap import BootstrapServer
 from devicehub.lwm2m.dtls import server_certificate
@@ -17,7 +18,6 @@ from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import Model
-from devicehub.store.records import BootstrapConfig
 from support.device_pki import TestCa
 from support.node import eventually, run
 

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 
 from devicehub.clock import ManualClock
+from devicehub.domain.model import DeviceRequest
 from devicehub.errors import StorageUnavailable
-from devicehub.store.records import DeviceRequest
 from support.apps import websocket_app as app
 from support.node import device, eventually, run, running_node
 

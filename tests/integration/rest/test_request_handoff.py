@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from devicehub.store.records import DeviceRequest
+from devicehub.domain.model import DeviceRequest
 from support.apps import websocket_app
 from support.node import device, run, running_node
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from devicehub.domain.model import BootstrapConfig
 from devicehub.store.base import Store
-from devicehub.store.records import BootstrapConfig
 from support.stores import StoreFactory, run
 
 A = "a" * 32

@@ -7,8 +7,8 @@ import asyncio
 from test_bootstrap_config_contract import config
 from test_store_contract import A, B, StoreFactory, reopen, run
 
+from devicehub.domain.model import DeviceSharedKey, TrustedCa
 from devicehub.store.base import Store
-from devicehub.store.records import DeviceSharedKey, TrustedCa
 
 
 def psk(name: str, account: str = A) -> DeviceSharedKey:

@@ -16,9 +16,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from devicehub.domain.model import Device, DeviceRequest, ObservationRecord, RegistrationRecord
 from devicehub.errors import Unavailable
 from devicehub.store.device_query import Condition, DeviceQuery
-from devicehub.store.records import Device, DeviceRequest, ObservationRecord, RegistrationRecord
 from devicehub.store.redis import WATCH_ATTEMPTS, RedisStore
 
 pytestmark = pytest.mark.redis

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from devicehub.store.read_cache import ReadCache
-from devicehub.store.records import (
+from devicehub.domain.model import (
     Account,
     ApiKey,
     DesiredValue,
@@ -19,6 +18,7 @@ from devicehub.store.records import (
     ResourceInfo,
     SnapshotResource,
 )
+from devicehub.store.read_cache import ReadCache
 from devicehub.store.sqlite import SqliteStore
 from support.stall import stalled_write_committed, stalled_writer
 from support.stores import minting

@@ -16,8 +16,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from devicehub.domain.model import DeviceRequest
 from devicehub.errors import DuplicateAsyncId, QueueFull
-from devicehub.store.records import DeviceRequest
 from devicehub.store.request_file import REQUESTS_FILE, RequestFileFailed
 from devicehub.store.sqlite import DB_FILE, SqliteStore
 from support.stall import WAIT, stalled_write_committed, stalled_writer
@@ -161,7 +161,7 @@ _FULL_DISK = textwrap.dedent(
     """
     import asyncio, json, resource, sys
     from devicehub.errors import StorageUnavailable
-    from devicehub.store.records import DeviceRequest
+    from devicehub.domain.model import DeviceRequest
     from devicehub.store.sqlite import SqliteStore
 
     async def main():

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from devicehub.domain.model import Account
 from devicehub.errors import StorageUnavailable
-from devicehub.store.records import Account
 from devicehub.store.sqlite import SqliteStore
 from support.stall import stalled_write_committed, stalled_writer
 

@@ -10,10 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from devicehub.errors import DuplicateAsyncId, QueueFull
-from devicehub.store.base import Store
-from devicehub.store.device_query import Condition, DeviceQuery
-from devicehub.store.records import (
+from devicehub.domain.model import (
     Account,
     ApiKey,
     ChannelConfig,
@@ -27,6 +24,9 @@ from devicehub.store.records import (
     SnapshotResource,
     StoredEvent,
 )
+from devicehub.errors import DuplicateAsyncId, QueueFull
+from devicehub.store.base import Store
+from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.redis import RedisStore
 from devicehub.store.sqlite import SqliteStore
 from support.stores import StoreFactory, minting, run
@@ -562,7 +562,7 @@ def test_admitting_an_endpoint_takes_its_enrolment_else_the_default_account_and_
 
 
 def test_registrations_and_observations_survive_a_reopen_and_expire_once(make_store: StoreFactory) -> None:
-    from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
+    from devicehub.domain.model import ObservationRecord, RegistrationLink, RegistrationRecord
 
     first = RegistrationRecord(
         device_id="d1",
@@ -669,7 +669,7 @@ def test_a_batch_of_registrations_is_written_at_once_and_a_fresh_one_ends_earlie
     make_store: StoreFactory,
 ) -> None:
     """issue 16 #1: registrations are stored in batches; a Register in the batch drops the device's observations."""
-    from devicehub.store.records import ObservationRecord, RegistrationLink, RegistrationRecord
+    from devicehub.domain.model import ObservationRecord, RegistrationLink, RegistrationRecord
 
     def record(n: int, updated_at: float) -> RegistrationRecord:
         return RegistrationRecord(
@@ -710,7 +710,7 @@ def test_a_batch_of_registrations_is_written_at_once_and_a_fresh_one_ends_earlie
 
 def test_a_batch_of_full_registrations_stores_devices_and_drops_their_subscriptions(make_store: StoreFactory) -> None:
     """issue 16 #1: `put_registered_devices` does for many devices what a full registration does for one."""
-    from devicehub.store.records import ResourceInfo
+    from devicehub.domain.model import ResourceInfo
 
     def registered(device_id: str, name: str, *paths: str) -> Device:
         return msgspec.structs.replace(
@@ -753,7 +753,7 @@ def test_values_announced_in_a_batch_of_registrations_are_stored_with_it(make_st
     """issue 16: the `v=` values of a batch of Registers are written with the snapshot entries (one write, not the
     empty entry and then the value), read back as `set_reported` would leave them; a value the write-behind still
     holds for the same resource (reported before) is older and does not win over the registration's."""
-    from devicehub.store.records import ResourceInfo
+    from devicehub.domain.model import ResourceInfo
 
     def registered(device_id: str, name: str, *paths: str) -> Device:
         return msgspec.structs.replace(device(device_id, name), resources=tuple(ResourceInfo(path=p) for p in paths))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from devicehub._core import EVENT_OVERHEAD_BYTES, KIND_NOTIFICATION, Batch
 from devicehub.channels.channel import Channel, Counters
 from devicehub.channels.journal import Journal
-from devicehub.store.records import ChannelConfig, ChannelDrops, StoredEvent
+from devicehub.domain.model import ChannelConfig, ChannelDrops, StoredEvent
 
 LIFETIME_MS = 24 * 3600 * 1000
 

@@ -7,9 +7,9 @@ import dataclasses
 
 import msgspec
 
+from devicehub.domain.model import RegistrationRecord
 from devicehub.lwm2m.ports import TCP, UDP, Registration
 from devicehub.lwm2m.server import _record, _registration
-from devicehub.store.records import RegistrationRecord
 
 
 def registration(transport: str) -> Registration:

@@ -9,8 +9,8 @@ import logging
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from devicehub.domain.model import ReportedValue
 from devicehub.errors import StorageUnavailable
-from devicehub.store.records import ReportedValue
 from devicehub.store.write_behind import Pending, ReportedWriteBehind
 from support.node import eventually
 

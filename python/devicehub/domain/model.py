@@ -1,4 +1,5 @@
-"""What the store keeps: one msgspec Struct per record, shared by every backend."""
+"""The domain's entities: one msgspec Struct per record the service keeps, shared by every store backend (the
+stores persist them; the domain owns them, issue 29 #3)."""
 
 from __future__ import annotations
 
