@@ -50,6 +50,8 @@ extern "C" {
     fn DTLSv1_listen(ssl: *mut openssl_sys::SSL, client: *mut c_void) -> i32;
     fn BIO_ADDR_new() -> *mut c_void;
     fn BIO_ADDR_free(addr: *mut c_void);
+    fn SSL_alloc_buffers(ssl: *mut openssl_sys::SSL) -> std::os::raw::c_int;
+    fn SSL_free_buffers(ssl: *mut openssl_sys::SSL) -> std::os::raw::c_int;
     fn SSL_CTX_set_timeout(
         ctx: *mut openssl_sys::SSL_CTX,
         seconds: std::os::raw::c_long,
@@ -337,7 +339,10 @@ impl DtlsSession {
         self.stream.get_mut().inbox.push_back(datagram.to_vec());
         if self.established {
             let mut fed = Fed::default();
-            self.read(&mut fed);
+            if self.acquire() {
+                self.read(&mut fed); // a retransmitted Finished makes OpenSSL send its last flight again: a write
+                self.release();
+            }
             fed.output = std::mem::take(&mut self.stream.get_mut().outbox);
             return fed;
         }
@@ -350,6 +355,7 @@ impl DtlsSession {
             Ok(()) => {
                 self.established = true;
                 self.read(&mut fed);
+                self.release();
             }
             Err(error) if error.code() == ErrorCode::WANT_READ => {
                 // an encrypted handshake record after the peer's ChangeCipherSpec is its Finished: had it
@@ -405,20 +411,44 @@ impl DtlsSession {
         if data.len() > MAX_PLAINTEXT {
             return Err(DtlsError::TooLarge);
         }
-        if self.established
-            && !self.closed
-            && !data.is_empty()
-            && self.stream.ssl_write(data).is_err()
-        {
-            self.closed = true;
-            let _ = ErrorStack::get();
+        if self.established && !self.closed && !data.is_empty() && self.acquire() {
+            if self.stream.ssl_write(data).is_err() {
+                self.closed = true;
+                let _ = ErrorStack::get();
+            }
+            self.release();
         }
         Ok(std::mem::take(&mut self.stream.get_mut().outbox))
     }
 
+    /// Gives an established session its record layer's read and write buffers back, for one operation; false (the
+    /// session closed) if they cannot be allocated. Between operations an established session keeps none (issue
+    /// 28 #4): they are 16 KiB and more each, most of an idle session's memory, and `SSL_MODE_RELEASE_BUFFERS` frees
+    /// them for TLS only. The read buffer is allocated again on demand, but OpenSSL 3.0's DTLS write path
+    /// (`do_dtls1_write`) writes into the write buffer without checking it is there: `SSL_alloc_buffers` must come
+    /// first, or the write is through a null pointer.
+    fn acquire(&mut self) -> bool {
+        // SAFETY: a valid SSL; buffers already there are kept
+        let allocated = unsafe { SSL_alloc_buffers(self.stream.ssl().as_ptr()) } == 1;
+        if !allocated {
+            self.closed = true;
+            let _ = ErrorStack::get();
+        }
+        allocated
+    }
+
+    /// Frees the buffers `acquire` gave, unless a record is still buffered in either (`SSL_free_buffers` then
+    /// declines and they stay until the next operation's end).
+    fn release(&mut self) {
+        // SAFETY: a valid SSL, with no borrow of its buffers outstanding
+        unsafe {
+            SSL_free_buffers(self.stream.ssl().as_ptr());
+        }
+    }
+
     /// Sends close_notify (when established); the datagrams to send.
     pub fn shutdown(&mut self) -> Vec<Vec<u8>> {
-        if self.established && !self.closed {
+        if self.established && !self.closed && self.acquire() {
             let _ = self.stream.shutdown();
             let _ = ErrorStack::get();
             self.closed = true;

@@ -96,6 +96,8 @@ struct Run {
     client: SslStream<Pipe>,
     session: Option<Box<DtlsSession>>,
     hello_verify: usize,
+    /// The last flight the client sent (a full PSK handshake's: ClientKeyExchange, ChangeCipherSpec, Finished).
+    last_flight: Vec<Vec<u8>>,
 }
 
 impl Drop for Run {
@@ -120,6 +122,7 @@ fn handshake(server: &DtlsServer, context: &SslContext, offer: Option<&SslSessio
         client: SslStream::new(ssl, Pipe::default()).unwrap(),
         session: None,
         hello_verify: 0,
+        last_flight: Vec::new(),
     };
     for _ in 0..16 {
         let client_done = match run.client.do_handshake() {
@@ -128,6 +131,9 @@ fn handshake(server: &DtlsServer, context: &SslContext, offer: Option<&SslSessio
             Err(_) => return run,
         };
         let flight = std::mem::take(&mut run.client.get_mut().outbox);
+        if !flight.is_empty() {
+            run.last_flight.clone_from(&flight);
+        }
         for datagram in flight {
             let output = match run.session.as_mut() {
                 None => match server.accept(PEER, &datagram) {
@@ -362,4 +368,20 @@ fn a_full_cache_evicts_the_oldest_sessions_and_keeps_the_newest_resumable() {
     assert!(resumed.session.as_ref().unwrap().session_reused());
     let full = handshake(&server, &client, Some(&oldest_offer));
     assert!(!full.session.as_ref().unwrap().session_reused());
+}
+
+#[test]
+fn a_session_without_buffers_takes_a_retransmitted_flight_and_still_exchanges_records() {
+    // issue 28 #4: an established session frees its record buffers between datagrams; a late copy of the peer's
+    // last handshake flight (epoch 0 and 1 records), then records both ways, each find them back
+    let server = server();
+    let mut run = handshake(&server, &psk_client(IDENTITY, KEY), None);
+    let session = run.session.as_mut().unwrap();
+    assert!(session.established());
+    for datagram in run.last_flight.clone() {
+        let fed = session.feed(&datagram);
+        assert!(fed.records.is_empty() && !session.closed() && session.failure().is_none());
+    }
+    exchange(&mut run);
+    exchange(&mut run);
 }
