@@ -164,6 +164,43 @@ class ServeSettings:
     coaps_key: str = field(default="", metadata={"help": "PEM private key of --coaps-cert"})
     dtls_handshake_timeout: float = field(default=10.0, metadata={"help": "seconds a DTLS handshake may take"})
     dtls_max_handshakes: int = field(default=256, metadata={"help": "DTLS handshakes in progress at once"})
+    # issue 28 #3, #4: no source or identity can take the DTLS listener's handshakes or sessions from the others
+    dtls_handshakes_per_address: int = field(
+        default=16,
+        metadata={
+            "range": (1, 1_000_000),
+            "help": "DTLS handshakes in progress at once from one source address (raise it for many devices behind "
+            "one NAT that reconnect together)",
+        },
+    )
+    dtls_handshakes_per_prefix: int = field(
+        default=64,
+        metadata={
+            "range": (1, 1_000_000),
+            "help": "DTLS handshakes in progress at once from one /24 (IPv4) or /64 (IPv6) network",
+        },
+    )
+    dtls_max_sessions: int = field(
+        default=100_000,
+        metadata={
+            "range": (1, 10_000_000),
+            "help": "DTLS sessions open at once; beyond, a new session ends the least recently active one",
+        },
+    )
+    dtls_sessions_per_identity: int = field(
+        default=2,
+        metadata={
+            "range": (1, 1_000),
+            "help": "DTLS sessions open at once per PSK identity or certificate; beyond, a new one ends the oldest",
+        },
+    )
+    dtls_idle_timeout: float = field(
+        default=259_200.0,
+        metadata={
+            "help": "seconds a DTLS session may stay silent before it ends (default 72 h: the longest registration "
+            "lifetime, so a device that updates in time keeps its session)"
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)

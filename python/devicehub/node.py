@@ -230,6 +230,11 @@ class Node:
                     certificate,
                     handshake_timeout=settings.dtls_handshake_timeout,
                     max_handshakes=settings.dtls_max_handshakes,
+                    handshakes_per_address=settings.dtls_handshakes_per_address,
+                    handshakes_per_prefix=settings.dtls_handshakes_per_prefix,
+                    max_sessions=settings.dtls_max_sessions,
+                    sessions_per_identity=settings.dtls_sessions_per_identity,
+                    idle_timeout=settings.dtls_idle_timeout,
                 )
             assert self.lwm2m.dtls is not None
             self.coaps_port = self.lwm2m.dtls.address[1]

@@ -11,7 +11,13 @@ certificates (RFC 7925 §4.4).
 - A ClientHello without a valid cookie (an HMAC of the peer's address) is answered with a HelloVerifyRequest and
   forgotten (`DTLSv1_listen`): nothing larger than the hello goes back before the peer proves its address
   (RFC 6347 §4.2.1).
-- At most `max_handshakes` handshakes run at once, each for at most `handshake_timeout` seconds.
+- At most `max_handshakes` handshakes run at once, each for at most `handshake_timeout` seconds; at most
+  `handshakes_per_address` of them from one source address and `handshakes_per_prefix` from one /24 (IPv4) or /64
+  (IPv6), and when all are taken a newcomer under its fair share takes the oldest of the largest holder's
+  (lwm2m/dtls_shares.py, issue 28 #3): one source cannot starve the others of handshakes.
+- Established sessions are bounded per identity (`sessions_per_identity`: a new one ends that identity's oldest)
+  and in all (`max_sessions`: a new one ends the least recently active), so a new device always gets in (issue 28
+  #4); a session silent for `idle_timeout` seconds ends. Each eviction is counted by cause (`DtlsStats`).
 - A client certificate must be issued directly by a CA some account trusts and be valid now; its subject CN is
   the identity, the CA's account the account. The check is ours (OpenSSL requests the certificate, accepts any
   chain and verifies the CertificateVerify signature), so the refusal says why: expired, untrusted, no CN.
@@ -34,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -53,6 +60,7 @@ from cryptography.x509.oid import NameOID
 
 from devicehub._core import DtlsError, DtlsServer, DtlsSession
 from devicehub.clock import Clock
+from devicehub.lwm2m.dtls_shares import HandshakeShares
 from devicehub.lwm2m.security import Keyring, PeerIdentity, authenticate, failure_reason
 from devicehub.lwm2m.transport import Address, CoapEndpoint
 from devicehub.lwm2m.udp import widen_receive_buffer
@@ -61,8 +69,15 @@ log = logging.getLogger("devicehub.dtls")
 
 HANDSHAKE_TIMEOUT = 10.0
 MAX_HANDSHAKES = 256
-IDLE_TIMEOUT = 3 * 86_400.0  # a session outlives the longest registration lifetime (72 h)
+HANDSHAKES_PER_ADDRESS = 16  # a NAT's devices reconnecting at once queue behind this (their hellos are retransmitted)
+HANDSHAKES_PER_PREFIX = 64
+# A session outlives the longest registration lifetime, 72 h (server.MAX_LIFETIME, the Pelion cap of
+# lwm2m-device-side.md §2; a Register without `lt` means 86 400 s, LwM2M Core §6.2.1): a device that updates
+# within its lifetime keeps its session and need not handshake again, and a session silent for longer belongs to a
+# registration that has expired. Exhaustion is bounded by the two limits below, not by this time-out.
+IDLE_TIMEOUT = 3 * 86_400.0
 MAX_SESSIONS = 100_000
+SESSIONS_PER_IDENTITY = 2  # one device, one endpoint name, one session; the second is one it left behind on restart
 SWEEP_INTERVAL = 1.0
 CACHE_SIZE = 20_000  # sessions kept for resumption
 CACHE_TIMEOUT = 86_400  # s: how long a device may sleep and still resume
@@ -74,7 +89,13 @@ class DtlsStats:
     resumed: int = 0  # of the handshakes, abbreviated ones (a cached session resumed)
     hello_verify_requests: int = 0
     refused: int = 0
-    busy: int = 0
+    busy: int = 0  # every handshake slot taken, and the newcomer's prefix held no fewer than any other
+    busy_address: int = 0  # ClientHellos from an address holding its share of handshakes, dropped unanswered
+    busy_prefix: int = 0  # … from a /24 or /64 holding its share
+    evicted_handshake: int = 0  # a half-open handshake ended to give its slot to a source under its share
+    evicted_identity: int = 0  # an identity's oldest session ended by its newest beyond sessions_per_identity
+    evicted_lru: int = 0  # the least recently active session ended for a new one, max_sessions being reached
+    evicted_idle: int = 0  # a session silent for idle_timeout ended
     timeouts: int = 0
     records_in: int = 0
     records_out: int = 0
@@ -117,19 +138,26 @@ class DtlsListener(asyncio.DatagramProtocol):
         *,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
         max_handshakes: int = MAX_HANDSHAKES,
+        handshakes_per_address: int = HANDSHAKES_PER_ADDRESS,
+        handshakes_per_prefix: int = HANDSHAKES_PER_PREFIX,
         idle_timeout: float = IDLE_TIMEOUT,
+        max_sessions: int = MAX_SESSIONS,
+        sessions_per_identity: int = SESSIONS_PER_IDENTITY,
         on_end: Callable[[Address, PeerIdentity], None] | None = None,
     ) -> None:
         self._clock = clock
         self._endpoint = endpoint
         self._handshake_timeout = handshake_timeout
-        self._max_handshakes = max_handshakes
+        self._shares = HandshakeShares(max_handshakes, handshakes_per_address, handshakes_per_prefix)
         self._idle_timeout = idle_timeout
+        self._max_sessions = max_sessions
+        self._sessions_per_identity = sessions_per_identity
         self._on_end = on_end
         self._keyring = Keyring()
         self._server = DtlsServer(*certificate, cache_size=CACHE_SIZE, cache_timeout=CACHE_TIMEOUT)
         self._sessions: dict[Address, _Session] = {}
-        self._handshaking = 0
+        self._recent: OrderedDict[Address, None] = OrderedDict()  # established sessions, least recently active first
+        self._by_identity: dict[tuple[str, str, str], dict[Address, None]] = {}  # established, oldest first
         self._udp: asyncio.DatagramTransport | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.stats = DtlsStats()
@@ -239,6 +267,8 @@ class DtlsListener(asyncio.DatagramProtocol):
             self._accept(address, data)
             return
         session.last_seen = self._clock.now()
+        if session.identity is not None:
+            self._recent.move_to_end(address)
         records, out = session.engine.feed(data)
         if out:
             self._transmit(out, address)
@@ -253,20 +283,31 @@ class DtlsListener(asyncio.DatagramProtocol):
         if not _is_client_hello(data):
             self.stats.dropped += 1
             return
-        if self._handshaking >= self._max_handshakes or len(self._sessions) >= MAX_SESSIONS:
-            self.stats.busy += 1
+        shares = self._shares
+        refusal = shares.refusal(address)
+        if refusal is not None:  # its source holds its share already: not even a HelloVerifyRequest is spent on it
+            setattr(self.stats, refusal.value, getattr(self.stats, refusal.value) + 1)
             return
         engine, out = self._server.accept(f"{address[0]}:{address[1]}".encode(), data)
-        self._transmit(out, address)
         if engine is None:
+            self._transmit(out, address)
             if out:
                 self.stats.hello_verify_requests += 1  # stateless until the peer echoes the cookie
             else:
                 self.stats.dropped += 1
             return
+        if len(shares) >= shares.total:  # the cookie was valid, and every slot is taken
+            victim = shares.victim(address)
+            if victim is None:
+                self.stats.busy += 1
+                return  # the engine goes unanswered; the peer retransmits its hello
+            self.stats.evicted_handshake += 1
+            log.info("DTLS handshake from %s:%d ended: its slot went to %s:%d", *victim, *address)
+            self._forget(victim)
+        self._transmit(out, address)
         now = self._clock.now()
         session = self._sessions[address] = _Session(engine, now, now)
-        self._handshaking += 1
+        shares.add(address)
         self._handshake(address, session, [])
 
     def _handshake(self, address: Address, session: _Session, records: list[bytes]) -> None:
@@ -282,8 +323,11 @@ class DtlsListener(asyncio.DatagramProtocol):
             self._refuse(address, reason)
             return
         engine.remember(self._server, _tag(identity.method, identity.credential))
+        self._shares.remove(address)
+        self._make_room(identity)
         session.identity = identity
-        self._handshaking -= 1
+        self._recent[address] = None
+        self._by_identity.setdefault(_identity_key(identity), {})[address] = None
         self.stats.handshakes += 1
         resumed = engine.session_reused()
         self.stats.resumed += resumed
@@ -302,6 +346,19 @@ class DtlsListener(asyncio.DatagramProtocol):
         for record in records:
             endpoint.datagram_received(record, address)
 
+    def _make_room(self, identity: PeerIdentity) -> None:
+        """Before a session of `identity` joins the table: end that identity's oldest beyond its limit, then the
+        least recently active if the table is full. Only an authenticated peer evicts; a handshake cannot."""
+        own = self._by_identity.get(_identity_key(identity), {})
+        while len(own) >= self._sessions_per_identity:
+            oldest = next(iter(own))
+            self.stats.evicted_identity += 1
+            log.info("DTLS session of %s from %s:%d ended: a newer one of the same identity", identity.name, *oldest)
+            self._end(oldest, notify=True)
+        while len(self._recent) >= self._max_sessions:
+            self.stats.evicted_lru += 1
+            self._end(next(iter(self._recent)), notify=True)
+
     # ---- ending -----------------------------------------------------------------------------------------
     def _refuse(self, address: Address, reason: str) -> None:
         self.stats.refused += 1
@@ -311,7 +368,14 @@ class DtlsListener(asyncio.DatagramProtocol):
     def _forget(self, address: Address) -> None:
         session = self._sessions.pop(address, None)
         if session is not None and session.identity is None:
-            self._handshaking -= 1
+            self._shares.remove(address)
+        elif session is not None and session.identity is not None:
+            del self._recent[address]
+            key = _identity_key(session.identity)
+            own = self._by_identity[key]
+            del own[address]
+            if not own:
+                del self._by_identity[key]
         if self._endpoint.observe_lane is not None:  # what was armed was armed for this session's identity
             self._endpoint.observe_lane.disarm_remote(address)
 
@@ -336,12 +400,18 @@ class DtlsListener(asyncio.DatagramProtocol):
                 elif session.identity is None:
                     self._transmit(session.engine.handle_timeout(), address)  # a lost flight, sent again
                 elif now - session.last_seen > self._idle_timeout:
+                    self.stats.evicted_idle += 1
                     self._end(address, notify=True)
 
 
 def _tag(method: str, credential: str) -> str:
     """What a cached session is tagged with: the credential a revocation matches (PeerIdentity.credential)."""
     return f"{method}:{credential}"
+
+
+def _identity_key(identity: PeerIdentity) -> tuple[str, str, str]:
+    """Whose sessions are counted together: one identity of one account, by its method."""
+    return identity.method, identity.account_id, identity.name
 
 
 def _is_client_hello(data: bytes) -> bool:
