@@ -197,8 +197,9 @@ class ServeSettings:
     dtls_idle_timeout: float = field(
         default=259_200.0,
         metadata={
+            "range": (1.0, 31_536_000.0),
             "help": "seconds a DTLS session may stay silent before it ends (default 72 h: the longest registration "
-            "lifetime, so a device that updates in time keeps its session)"
+            "lifetime, so a device that updates in time keeps its session)",
         },
     )
 

@@ -343,7 +343,8 @@ class _NodeCollector(Collector):
 
 def _dtls_families(lw: dict[str, Any]) -> Iterator[Metric]:
     """The DTLS listener's figures (`DtlsStats`, issue 13), when it runs: sessions open, and its counters by event
-    (handshakes, resumed, refused, busy, timeouts, hello_verify_requests, records_in/out, dropped, revoked)."""
+    (handshakes, resumed, refused, busy, timeouts, hello_verify_requests, records_in/out, dropped, revoked; issue 28:
+    busy_address, busy_prefix and the evictions by cause, evicted_handshake/_identity/_lru/_idle)."""
     if "dtls_sessions" not in lw:
         return
     sessions = GaugeMetricFamily("devicehub_dtls_sessions", "DTLS sessions established and open")

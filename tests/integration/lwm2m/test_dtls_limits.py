@@ -12,7 +12,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m.dtls import DtlsListener, server_certificate
@@ -171,6 +173,13 @@ def test_a_psk_device_registers_during_a_flood_of_half_open_handshakes_from_one_
                     code, out = await coap_client("-m", "post", "-e", "</3/0>", uri, "-u", name(0), "-k", secret)
                     assert code == 0, out
                 assert dtls.stats.handshakes >= 3
+                async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{node.http_port}/metrics") as r:
+                    scraped = {
+                        (sample.name, tuple(sample.labels.items())): sample.value
+                        for family in text_string_to_metric_families(await r.text())
+                        for sample in family.samples
+                    }
+                assert scraped[("devicehub_dtls_events_total", (("event", "busy_address"),))] > 0  # the flood, shed
             finally:
                 flood.kill()
                 await flood.wait()
