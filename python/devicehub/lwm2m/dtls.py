@@ -60,7 +60,7 @@ from cryptography.x509.oid import NameOID
 
 from devicehub._core import DtlsError, DtlsServer, DtlsSession
 from devicehub.clock import Clock
-from devicehub.lwm2m.dtls_shares import HandshakeShares
+from devicehub.lwm2m.dtls_shares import HandshakeShares, Refusal
 from devicehub.lwm2m.security import Keyring, PeerIdentity, authenticate, failure_reason
 from devicehub.lwm2m.transport import Address, CoapEndpoint
 from devicehub.lwm2m.udp import widen_receive_buffer
@@ -285,8 +285,11 @@ class DtlsListener(asyncio.DatagramProtocol):
             return
         shares = self._shares
         refusal = shares.refusal(address)
-        if refusal is not None:  # its source holds its share already: not even a HelloVerifyRequest is spent on it
-            setattr(self.stats, refusal.value, getattr(self.stats, refusal.value) + 1)
+        if refusal is Refusal.ADDRESS:  # its source holds its share already: not even a HelloVerifyRequest is spent
+            self.stats.busy_address += 1
+            return
+        if refusal is Refusal.PREFIX:
+            self.stats.busy_prefix += 1
             return
         engine, out = self._server.accept(f"{address[0]}:{address[1]}".encode(), data)
         if engine is None:
@@ -393,15 +396,21 @@ class DtlsListener(asyncio.DatagramProtocol):
         while True:
             await self._clock.sleep(SWEEP_INTERVAL)
             now = self._clock.now()
-            for address, session in list(self._sessions.items()):
-                if session.identity is None and now - session.started_at > self._handshake_timeout:
+            for address in self._shares.addresses():  # the handshakes under way: at most max_handshakes
+                session = self._sessions[address]
+                if now - session.started_at > self._handshake_timeout:
                     self.stats.timeouts += 1
                     self._refuse(address, f"handshake not finished within {self._handshake_timeout:g} s")
-                elif session.identity is None:
+                else:
                     self._transmit(session.engine.handle_timeout(), address)  # a lost flight, sent again
-                elif now - session.last_seen > self._idle_timeout:
-                    self.stats.evicted_idle += 1
-                    self._end(address, notify=True)
+            idle = []
+            for address in self._recent:  # least recently active first: the silent ones are at the front
+                if now - self._sessions[address].last_seen <= self._idle_timeout:
+                    break
+                idle.append(address)
+            for address in idle:
+                self.stats.evicted_idle += 1
+                self._end(address, notify=True)
 
 
 def _tag(method: str, credential: str) -> str:

@@ -22,11 +22,10 @@ from devicehub.lwm2m.transport import Address
 
 
 class Refusal(Enum):
-    """Why a handshake was not given a slot; the value is its `DtlsStats` field."""
+    """Why a handshake is refused before any work is spent on it."""
 
-    ADDRESS = "busy_address"  # its address holds its share
-    PREFIX = "busy_prefix"  # its network prefix holds its share
-    FULL = "busy"  # every slot is taken and its prefix holds no fewer than any other
+    ADDRESS = "address"  # its address holds its share
+    PREFIX = "prefix"  # its network prefix holds its share
 
 
 def prefix_of(host: str) -> str:
@@ -57,6 +56,10 @@ class HandshakeShares:
 
     def __len__(self) -> int:
         return self._count
+
+    def addresses(self) -> list[Address]:
+        """The peers holding a slot (a copy: the caller may end their handshakes meanwhile)."""
+        return list(self._prefix)
 
     def refusal(self, address: Address) -> Refusal | None:
         """Whether a handshake from `address` is refused before any work is spent on it (its address or prefix

@@ -42,8 +42,10 @@ async def nothing(*_: Any) -> Reply | None:
 
 
 @asynccontextmanager
-async def listener(tmp_path: Path, devices: int = 4, **options: Any) -> AsyncIterator[DtlsListener]:
-    clock = ManualClock()  # no sweep runs: nothing times out unless a test moves the clock
+async def listener(
+    tmp_path: Path, devices: int = 4, clock: ManualClock | None = None, **options: Any
+) -> AsyncIterator[DtlsListener]:
+    clock = clock or ManualClock()  # no sweep runs: nothing times out unless a test moves the clock
     certificate = server_certificate(tmp_path / "c.pem", tmp_path / "c.key", create=True)
     bound = await DtlsListener.bind(
         "127.0.0.1", 0, clock, CoapEndpoint(clock, nothing), certificate=certificate, **options
@@ -141,6 +143,24 @@ def test_a_full_table_ends_its_least_recently_active_session_for_a_new_device(tm
             await eventually(lambda: not b.established)
             assert a.established and c.established
             for each in (a, b, c, d):
+                each.close()
+
+    run(main())
+
+
+def test_a_session_silent_for_the_idle_timeout_ends_and_an_active_one_stays(tmp_path: Path) -> None:
+    async def main() -> None:
+        clock = ManualClock()
+        async with listener(tmp_path, clock=clock, idle_timeout=100.0) as bound:
+            active, silent = await device(bound.address, 0), await device(bound.address, 1)
+            await clock.advance(60.0)
+            active.send(b"\x40\x00\x00\x01")
+            await eventually(lambda: bound.stats.records_in == 1)
+            await clock.advance(50.0)  # silent for 110 s, active for 50 s
+            await eventually(lambda: bound.stats.evicted_idle == 1)
+            await eventually(lambda: not silent.established)  # told with a close_notify
+            assert active.established and bound.session_count() == 1
+            for each in (active, silent):
                 each.close()
 
     run(main())
