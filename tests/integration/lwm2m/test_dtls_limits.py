@@ -160,6 +160,12 @@ def test_a_session_silent_for_the_idle_timeout_ends_and_an_active_one_stays(tmp_
             await eventually(lambda: bound.stats.evicted_idle == 1)
             await eventually(lambda: not silent.established)  # told with a close_notify
             assert active.established and bound.session_count() == 1
+            # its record buffers freed between datagrams, the active one is still answered (a ping: the RST of RFC
+            # 7252 §4.3)
+            sent = bound.stats.records_out
+            active.send(b"\x40\x00\x00\x02")
+            await eventually(lambda: bound.stats.records_in == 2 and bound.stats.records_out == sent + 1)
+            assert active.established
             for each in (active, silent):
                 each.close()
 

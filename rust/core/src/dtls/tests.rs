@@ -373,7 +373,8 @@ fn a_full_cache_evicts_the_oldest_sessions_and_keeps_the_newest_resumable() {
 #[test]
 fn a_session_without_buffers_takes_a_retransmitted_flight_and_still_exchanges_records() {
     // issue 28 #4: an established session frees its record buffers between datagrams; a late copy of the peer's
-    // last handshake flight (epoch 0 and 1 records), then records both ways, each find them back
+    // last handshake flight (epoch 0 and 1 records), records both ways, a record out first and a close_notify
+    // each find them back
     let server = server();
     let mut run = handshake(&server, &psk_client(IDENTITY, KEY), None);
     let session = run.session.as_mut().unwrap();
@@ -382,6 +383,18 @@ fn a_session_without_buffers_takes_a_retransmitted_flight_and_still_exchanges_re
         let fed = session.feed(&datagram);
         assert!(fed.records.is_empty() && !session.closed() && session.failure().is_none());
     }
+    exchange(&mut run); // a record in, then one out
+    let out = run
+        .session
+        .as_mut()
+        .unwrap()
+        .send(b"a write first")
+        .unwrap(); // no read before it
+    run.client.get_mut().inbox.extend(out);
+    let mut buffer = [0u8; 64];
+    let n = run.client.ssl_read(&mut buffer).unwrap();
+    assert_eq!(&buffer[..n], b"a write first");
     exchange(&mut run);
-    exchange(&mut run);
+    let close = run.session.as_mut().unwrap().shutdown(); // close_notify: a write too
+    assert_eq!(close.len(), 1);
 }
