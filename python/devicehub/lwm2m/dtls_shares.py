@@ -30,9 +30,8 @@ class Refusal(Enum):
 
 def prefix_of(host: str) -> str:
     """The network a host belongs to for its share: its /24 (IPv4, IPv4-mapped IPv6 too) or /64 (IPv6)."""
-    if (
-        "." in host and ":" not in host
-    ):  # dotted IPv4, as the socket gives it: no parsing (this runs for every ClientHello)
+    # dotted IPv4, as the socket gives it: no parsing (this runs for every ClientHello)
+    if "." in host and ":" not in host:
         return f"{host[: host.rfind('.')]}.0/24"
     try:
         ip = ipaddress.ip_address(host.split("%", 1)[0])  # a link-local scope (`fe80::1%eth0`) names no network
