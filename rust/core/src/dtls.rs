@@ -340,7 +340,7 @@ impl DtlsSession {
         if self.established {
             let mut fed = Fed::default();
             if self.acquire() {
-                self.read(&mut fed); // a retransmitted Finished makes OpenSSL send its last flight again: a write
+                self.read(&mut fed); // may write: a close_notify is answered, a late handshake flight met
                 self.release();
             }
             fed.output = std::mem::take(&mut self.stream.get_mut().outbox);
