@@ -10,6 +10,7 @@ import signal
 import socket
 import uuid
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -44,6 +45,19 @@ CREDENTIAL_REFRESH = 5.0  # seconds: keys added by the CLI or another node reach
 
 def secret_key_path(data_dir: Path, secret_key_file: str) -> Path:
     return Path(secret_key_file) if secret_key_file else Path(data_dir) / SECRET_KEY_FILE
+
+
+def dtls_bounds(settings: ServeSettings) -> dict[str, Any]:
+    """The options every DTLS listener takes from the settings: handshake and session bounds (issue 28 #3, #4)."""
+    return {
+        "handshake_timeout": settings.dtls_handshake_timeout,
+        "max_handshakes": settings.dtls_max_handshakes,
+        "handshakes_per_address": settings.dtls_handshakes_per_address,
+        "handshakes_per_prefix": settings.dtls_handshakes_per_prefix,
+        "max_sessions": settings.dtls_max_sessions,
+        "sessions_per_identity": settings.dtls_sessions_per_identity,
+        "idle_timeout": settings.dtls_idle_timeout,
+    }
 
 
 def secret_key_beside_data(settings: ServeSettings) -> str:
@@ -217,8 +231,7 @@ class Node:
                     settings.host,
                     settings.coaps_tcp_port,
                     self._server_certificate(),
-                    handshake_timeout=settings.dtls_handshake_timeout,
-                    max_handshakes=settings.dtls_max_handshakes,
+                    **dtls_bounds(settings),  # the bootstrap listener is bounded as the LwM2M one (issue 28 #3, #4)
                 )
             self.coaps_tcp_port = listener.address[1]
         if settings.coaps_port:
@@ -228,13 +241,7 @@ class Node:
                     settings.host,
                     settings.coaps_port,
                     certificate,
-                    handshake_timeout=settings.dtls_handshake_timeout,
-                    max_handshakes=settings.dtls_max_handshakes,
-                    handshakes_per_address=settings.dtls_handshakes_per_address,
-                    handshakes_per_prefix=settings.dtls_handshakes_per_prefix,
-                    max_sessions=settings.dtls_max_sessions,
-                    sessions_per_identity=settings.dtls_sessions_per_identity,
-                    idle_timeout=settings.dtls_idle_timeout,
+                    **dtls_bounds(settings),
                 )
             assert self.lwm2m.dtls is not None
             self.coaps_port = self.lwm2m.dtls.address[1]
