@@ -231,7 +231,8 @@ class Node:
                     settings.host,
                     settings.coaps_tcp_port,
                     self._server_certificate(),
-                    **dtls_bounds(settings),  # the bootstrap listener is bounded as the LwM2M one (issue 28 #3, #4)
+                    handshake_timeout=settings.dtls_handshake_timeout,
+                    max_handshakes=settings.dtls_max_handshakes,
                 )
             self.coaps_tcp_port = listener.address[1]
         if settings.coaps_port:
@@ -282,8 +283,7 @@ class Node:
                     settings.host,
                     settings.bootstrap_coaps_port,
                     self._server_certificate(),
-                    handshake_timeout=settings.dtls_handshake_timeout,
-                    max_handshakes=settings.dtls_max_handshakes,
+                    **dtls_bounds(settings),  # the bootstrap listener is bounded as the LwM2M one (issue 28 #3, #4)
                 )
             assert self.bootstrap.dtls is not None
             self.bootstrap_coaps_port = self.bootstrap.dtls.address[1]
