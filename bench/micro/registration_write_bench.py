@@ -30,7 +30,7 @@ from devicehub.domain.model import (
     ResourceInfo,
 )
 from devicehub.ids import IdSource
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "registration_write.json"
 ACCOUNT = "0" * 32

@@ -30,9 +30,8 @@ from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.lwm2m.transport import Limits
 from devicehub.startup import check_data_dir, redacted, starting
-from devicehub.store import open_store
+from devicehub.store import is_shared, open_store
 from devicehub.store.holders import HolderLink
-from devicehub.store.redis import RedisStore
 from devicehub.store.revocations import RevocationListener
 
 log = logging.getLogger("devicehub.node")
@@ -113,7 +112,7 @@ class Node:
             )
             await self.store.open()
         self.accounts = AccountService(self.store, self.clock)
-        if isinstance(self.store, RedisStore):  # issue 15: a key revoked on any node stops working here at once
+        if is_shared(self.store):  # issue 15: a key revoked on any node stops working here at once
             accounts = self.accounts
             self._revocations = RevocationListener(
                 self.store.redis, self.store.prefix, accounts.forget_key, accounts.forget_all_keys
@@ -124,7 +123,7 @@ class Node:
             default_account = await self._dev_account()
         self.node_id = settings.node_id or f"{socket.gethostname()}:{os.getpid()}"
         cluster = None
-        if isinstance(self.store, RedisStore):  # several nodes: channels are owned across them (cluster.py)
+        if is_shared(self.store):  # several nodes: channels are owned across them (cluster.py)
             cluster = ClusterLink(self.store.redis, self.store.prefix, self.node_id)
             # and device-bound work taken by any node reaches the node holding the device (issue 31 #1)
             self.holders = HolderLink(self.store.redis, self.store.prefix, self.node_id)

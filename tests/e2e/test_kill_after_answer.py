@@ -13,7 +13,7 @@ import pytest
 
 from devicehub.clock import SystemClock
 from devicehub.sim.device import OMA, SimDevice
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 from support.service import ServiceProcess
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 
 WAIT = 10.0  # bound on each wait; they end on a condition, never on the timeout
 

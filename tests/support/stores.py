@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from devicehub.store.base import Store
+from devicehub.domain.storage.store import Store
 
 StoreFactory = Callable[[], Store]
 

@@ -12,7 +12,7 @@ from devicehub.channels.websocket import key_from_protocols
 from devicehub.clock import Clock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService, Principal
-from devicehub.store.base import Store
+from devicehub.domain.storage.store import Store
 
 if TYPE_CHECKING:
     from devicehub.channels.hub import ChannelHub

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl
 
+from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.errors import FieldError, ValidationFailed
-from devicehub.store.device_query import Condition, DeviceQuery
 
 TEXT_OPS = ("eq", "neq", "in", "nin")
 TIME_OPS = ("eq", "neq", "in", "nin", "gte", "lte")

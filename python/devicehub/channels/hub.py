@@ -27,9 +27,9 @@ from devicehub.config import ServeSettings
 from devicehub.domain.accounts import Principal
 from devicehub.domain.events import Event
 from devicehub.domain.model import ChannelConfig, StoredEvent
+from devicehub.domain.storage.store import Store
 from devicehub.errors import BadRequest, Conflict, Gone, Unavailable
-from devicehub.store import unreachable
-from devicehub.store.base import Store
+from devicehub.store.failures import unreachable
 
 log = logging.getLogger("devicehub.channels")
 

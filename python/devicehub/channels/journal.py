@@ -22,8 +22,8 @@ import logging
 from dataclasses import dataclass, field
 
 from devicehub.domain.model import ChannelDrops, StoredEvent
+from devicehub.domain.storage.store import Store
 from devicehub.errors import StorageUnavailable
-from devicehub.store.base import Store
 
 log = logging.getLogger("devicehub.channels.journal")
 

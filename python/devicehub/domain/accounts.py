@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from devicehub.clock import Clock
 from devicehub.domain.model import Account, ApiKey
+from devicehub.domain.storage.store import Store
 from devicehub.errors import FieldError, Forbidden, NotFound, Unauthorized, ValidationFailed
 from devicehub.ids import new_id
-from devicehub.store.base import Store
 
 KEY_PREFIX = "ak_"
 # issue 15: keys resolve from memory on the REST hot path. A revocation on this node drops the key at once; in

@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 from devicehub.clock import Clock
 from devicehub.domain.model import BootstrapConfig
+from devicehub.domain.storage.store import Store
 from devicehub.errors import Conflict, FieldError, NotFound, ValidationFailed
-from devicehub.store.base import Store
 
 # LwM2M 1.1 Core, Security object resource 2 (Security Mode)
 SECURITY_MODES = {"psk": 0, "rpk": 1, "certificate": 2, "no_sec": 3, "certificate_est": 4}

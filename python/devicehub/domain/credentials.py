@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from devicehub.clock import Clock
 from devicehub.domain.model import DeviceSharedKey, TrustedCa
+from devicehub.domain.storage.store import Store
 from devicehub.errors import Conflict, FieldError, NotFound, ValidationFailed
-from devicehub.store.base import Store
 
 MIN_NAME, MAX_NAME = 16, 64  # Pelion: 16-64 printable ASCII characters
 MIN_SECRET, MAX_SECRET = 16, 64  # 128-512 bits

@@ -14,11 +14,10 @@ from devicehub.domain.events import AsyncResponseEvent
 from devicehub.domain.handover import REQUESTS, DeviceHolders, DeviceWork
 from devicehub.domain.model import DesiredValue, DeviceRequest, LastSuccess
 from devicehub.domain.ports import DeviceGateway, EventSink
+from devicehub.domain.storage.store import Store
 from devicehub.domain.subscriptions import SubscriptionRouter, http_status
 from devicehub.lwm2m.content import TEXT, known_cf, mime_for
 from devicehub.lwm2m.errors import DeviceError
-from devicehub.store import unavailable
-from devicehub.store.base import Store
 
 log = logging.getLogger("devicehub.requests")
 UNAVAILABLE_LOG_S = 60.0
@@ -91,7 +90,7 @@ class RequestQueue:
         try:
             waiting = await self._store.devices_with_pending_requests(device_ids)
         except Exception as error:
-            if not unavailable(error):
+            if not self._store.unavailable(error):
                 raise
             self._missed_read(error)  # left queued: the devices' next kicks read them
             return
@@ -112,7 +111,7 @@ class RequestQueue:
         error = None if worker.cancelled() else worker.exception()
         if error is None:
             return
-        if unavailable(error):
+        if self._store.unavailable(error):
             self._missed_read(error)
         else:
             log.error("request worker of %s failed", device_id, exc_info=error)

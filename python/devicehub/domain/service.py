@@ -17,6 +17,7 @@ from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, R
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.requests import RequestQueue
+from devicehub.domain.storage.store import Store
 from devicehub.domain.subscriptions import SubscriptionRouter
 from devicehub.errors import (
     BadRequest,
@@ -30,7 +31,6 @@ from devicehub.ids import new_device_id, new_id
 from devicehub.interning import InternTable
 from devicehub.lwm2m.content import mime_for
 from devicehub.lwm2m.ports import Admission, Registration, ResourceLink
-from devicehub.store.base import Store
 
 log = logging.getLogger("devicehub.core")
 

@@ -14,6 +14,7 @@ from devicehub.domain.model import Device, PresubscriptionRule, ReportedValue
 from devicehub.domain.paths import name_matches, observe_targets
 from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
+from devicehub.domain.storage.store import Store
 from devicehub.errors import Unavailable
 from devicehub.lwm2m.codes import http_status as coap_http_status
 from devicehub.lwm2m.content import (
@@ -31,7 +32,6 @@ from devicehub.lwm2m.content import (
 )
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.ports import DeviceResponse
-from devicehub.store.base import Store
 
 DeliveredValue = tuple[Device, str, int | None, bytes]  # (device, path, content format, payload)
 

@@ -39,6 +39,7 @@ from typing import Any
 from devicehub._core import TLV_RESOURCE, CoapMessage, TlvNode, coap_encode_uint, tlv_bool, tlv_encode, tlv_int
 from devicehub.clock import Clock
 from devicehub.domain.model import BootstrapConfig
+from devicehub.domain.storage.store import Store
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.dtls import DtlsListener
 from devicehub.lwm2m.errors import DeviceError
@@ -47,7 +48,6 @@ from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_que
 from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Options, Reply
 from devicehub.lwm2m.udp import open_udp
-from devicehub.store.base import Store
 
 log = logging.getLogger("devicehub.bootstrap")
 

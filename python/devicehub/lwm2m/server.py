@@ -29,6 +29,7 @@ from typing import Any
 from devicehub._core import CoapMessage, ObserveLane, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.domain.model import ObservationRecord, RegistrationLink, RegistrationRecord
+from devicehub.domain.storage.store import Store
 from devicehub.errors import Unavailable
 from devicehub.interning import InternTable
 from devicehub.locks import KeyedLocks
@@ -57,7 +58,6 @@ from devicehub.lwm2m.transport import (
     Reply,
 )
 from devicehub.lwm2m.udp import RECV_BATCHES, open_udp
-from devicehub.store.base import Store
 
 log = logging.getLogger("devicehub.lwm2m")
 

@@ -40,7 +40,7 @@ from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
 from devicehub.ratelimit import SourceLimits
-from devicehub.store import unavailable
+from devicehub.store.failures import unavailable
 
 log = logging.getLogger("devicehub.coap")
 

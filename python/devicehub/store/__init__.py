@@ -1,12 +1,32 @@
-"""Storage backends behind one `Store` protocol: embedded SQLite by default, Redis for several nodes."""
+"""Storage backends of the domain's `Store`: embedded SQLite by default, Redis for several nodes."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeGuard
 
-from devicehub.store.base import Store
+from devicehub.domain.storage.store import Store
 
-__all__ = ["Store", "open_store", "unavailable", "unreachable"]
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["SharedStore", "is_shared", "open_store"]
+
+
+class SharedStore(Store, Protocol):
+    """A store several nodes share: its server also carries their coordination (key revocations, channel
+    ownership, held devices), under the store's key prefix."""
+
+    @property
+    def redis(self) -> Redis: ...
+
+    @property
+    def prefix(self) -> str: ...
+
+
+def is_shared(store: Store) -> TypeGuard[SharedStore]:
+    """The store's capability flag, so the node turns cluster coordination on without knowing the backend."""
+    return store.shared
 
 
 def open_store(
@@ -21,21 +41,6 @@ def open_store(
         from devicehub.store.redis import RedisStore  # imported only in Redis mode
 
         return RedisStore(redis_url, timeout=redis_timeout, reported_flush_s=flush_s)
-    from devicehub.store.sqlite import SqliteStore
+    from devicehub.store.sqlite.store import SqliteStore
 
     return SqliteStore(data_dir, reported_flush_s=flush_s)
-
-
-def unreachable(error: BaseException) -> bool:
-    """The store's server cannot be reached or does not answer in time (Redis stopped, restarting, frozen)."""
-    from redis import exceptions
-
-    return isinstance(error, exceptions.ConnectionError | exceptions.TimeoutError)
-
-
-def unavailable(error: BaseException) -> bool:
-    """The store cannot serve this now: it cannot write (`Unavailable`: full disk, I/O error) or its server does
-    not answer. Background work that meets it retries later and says so once; it is not a fault of the caller."""
-    from devicehub.errors import Unavailable
-
-    return isinstance(error, Unavailable) or unreachable(error)

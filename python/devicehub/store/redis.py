@@ -40,11 +40,12 @@ from devicehub.domain.model import (
     StoredEvent,
     TrustedCa,
 )
+from devicehub.domain.storage.credentials import KeyClaim
+from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.errors import Unavailable
 from devicehub.store import revocations
-from devicehub.store.base import KeyClaim
-from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.enqueue import check_enqueued
+from devicehub.store.failures import unavailable
 from devicehub.store.redis_writes import Writes
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
@@ -77,6 +78,8 @@ def _text(value: Any) -> str:
 class RedisStore:
     """The `Store` protocol on one Redis database."""
 
+    shared = True  # every node of a cluster reads and writes this server
+
     def __init__(
         self,
         url: str,
@@ -95,6 +98,9 @@ class RedisStore:
         self._put_bootstrap: Any = None
         self._delete_bootstrap: Any = None
         self._reported = ReportedWriteBehind(self._write_reported, reported_flush_s)
+
+    def unavailable(self, error: BaseException) -> bool:
+        return unavailable(error)
 
     @property
     def redis(self) -> aioredis.Redis:

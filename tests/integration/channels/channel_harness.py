@@ -25,7 +25,7 @@ from devicehub.clock import ManualClock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService, Principal
 from devicehub.domain.events import NotificationEvent
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 
 HANG = 0  # a receiver answer: hold the request until the test ends
 LOOPBACK = "127.0.0.0/8"  # receivers in these tests listen on loopback, which callbacks may reach only when allowed

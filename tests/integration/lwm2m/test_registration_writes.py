@@ -11,7 +11,7 @@ from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
-from devicehub.store.sqlite import DB_FILE
+from devicehub.store.sqlite.writer import DB_FILE
 from support.node import run, running_node
 
 TABLES = ("devices", "device_ids", "snapshot", "subscriptions")

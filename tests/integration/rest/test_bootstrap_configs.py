@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from devicehub.cli import main
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 from support.node import run, running_node
 from support.redis_server import redis_server
 

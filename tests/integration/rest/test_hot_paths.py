@@ -15,7 +15,7 @@ import pytest
 from devicehub.domain.accounts import AccountService
 from devicehub.node import Node
 from devicehub.store.redis import RedisStore
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 from support.node import device, run, running_node
 
 WAIT = 10.0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from devicehub.store.redis import RedisStore
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 from support.redis_server import redis_server
 from support.stores import StoreFactory
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from devicehub.domain.model import BootstrapConfig
-from devicehub.store.base import Store
+from devicehub.domain.storage.store import Store
 from support.stores import StoreFactory, run
 
 A = "a" * 32

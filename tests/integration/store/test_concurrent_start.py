@@ -8,7 +8,7 @@ import asyncio
 from devicehub.clock import SystemClock
 from devicehub.domain.accounts import DEV_ACCOUNT_NAME, AccountService
 from devicehub.domain.model import Account
-from devicehub.store.base import Store
+from devicehub.domain.storage.store import Store
 from devicehub.store.redis import RedisStore
 from support.stores import StoreFactory
 

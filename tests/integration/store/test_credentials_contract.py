@@ -8,7 +8,7 @@ from test_bootstrap_config_contract import config
 from test_store_contract import A, B, StoreFactory, reopen, run
 
 from devicehub.domain.model import DeviceSharedKey, TrustedCa
-from devicehub.store.base import Store
+from devicehub.domain.storage.store import Store
 
 
 def psk(name: str, account: str = A) -> DeviceSharedKey:

@@ -17,8 +17,8 @@ import msgspec
 import pytest
 
 from devicehub.domain.model import Device, DeviceRequest, ObservationRecord, RegistrationRecord
+from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.errors import Unavailable
-from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.redis import WATCH_ATTEMPTS, RedisStore
 
 pytestmark = pytest.mark.redis

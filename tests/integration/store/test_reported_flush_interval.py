@@ -11,7 +11,7 @@ from devicehub.config import ServeSettings
 from devicehub.node import Node
 from devicehub.store import open_store
 from devicehub.store.redis import RedisStore
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 
 
 def test_the_node_writes_reported_values_behind_by_its_flush_interval(tmp_path: Path) -> None:

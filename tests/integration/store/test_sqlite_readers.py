@@ -19,7 +19,7 @@ from devicehub.domain.model import (
     SnapshotResource,
 )
 from devicehub.store.read_cache import ReadCache
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 from support.stall import stalled_write_committed, stalled_writer
 from support.stores import minting
 

@@ -19,7 +19,8 @@ import pytest
 from devicehub.domain.model import DeviceRequest
 from devicehub.errors import DuplicateAsyncId, QueueFull
 from devicehub.store.request_file import REQUESTS_FILE, RequestFileFailed
-from devicehub.store.sqlite import DB_FILE, SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
+from devicehub.store.sqlite.writer import DB_FILE
 from support.stall import WAIT, stalled_write_committed, stalled_writer
 
 
@@ -162,7 +163,7 @@ _FULL_DISK = textwrap.dedent(
     import asyncio, json, resource, sys
     from devicehub.errors import StorageUnavailable
     from devicehub.domain.model import DeviceRequest
-    from devicehub.store.sqlite import SqliteStore
+    from devicehub.store.sqlite.store import SqliteStore
 
     async def main():
         store = SqliteStore(sys.argv[1])

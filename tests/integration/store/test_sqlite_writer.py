@@ -14,7 +14,7 @@ import pytest
 
 from devicehub.domain.model import Account
 from devicehub.errors import StorageUnavailable
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 from support.stall import stalled_write_committed, stalled_writer
 
 

@@ -24,11 +24,11 @@ from devicehub.domain.model import (
     SnapshotResource,
     StoredEvent,
 )
+from devicehub.domain.storage.device_query import Condition, DeviceQuery
+from devicehub.domain.storage.store import Store
 from devicehub.errors import DuplicateAsyncId, QueueFull
-from devicehub.store.base import Store
-from devicehub.store.device_query import Condition, DeviceQuery
 from devicehub.store.redis import RedisStore
-from devicehub.store.sqlite import SqliteStore
+from devicehub.store.sqlite.store import SqliteStore
 from support.stores import StoreFactory, minting, run
 
 A = "a" * 32
