@@ -1,5 +1,5 @@
 """CPU cost, in the node, of a Redis-mode registration batch's writes: one script call carrying them all
-(`devicehub.store.redis_writes.Writes`, lua/apply_writes.lua, issue 16) against one redis-py command per write in
+(`devicehub.store.redis.writes.Writes`, lua/apply_writes.lua, issue 16) against one redis-py command per write in
 the same MULTI (as before), same run, same real redis-server (started here on a free loopback port).
 
 A batch is `--devices` devices × `--writes` ZADDs (a first registration queues about a dozen writes: its record,
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from devicehub.store.redis_writes import Writes
+from devicehub.store.redis.writes import Writes
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))

@@ -31,8 +31,8 @@ from devicehub.lwm2m.server import LwM2MServer
 from devicehub.lwm2m.transport import Limits
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
-from devicehub.store.holders import HolderLink
-from devicehub.store.revocations import RevocationListener
+from devicehub.store.redis.holders import HolderLink
+from devicehub.store.redis.revocations import RevocationListener
 
 log = logging.getLogger("devicehub.node")
 

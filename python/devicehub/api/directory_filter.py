@@ -29,7 +29,7 @@ STATES = ("unenrolled", "cloud_enrolling", "bootstrapped", "registered", "deregi
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str  # as the API names it
-    column: str | None  # store column (store/device_query.py), or None for a field every device shares
+    column: str | None  # store column (domain/storage/device_query.py), or None for a field every device shares
     ops: tuple[str, ...]
     choices: tuple[str, ...] = ()  # the values Pelion defines, when it defines a set
     constant: str = ""  # the value of a field without a column (DeviceModel's default)

@@ -20,7 +20,7 @@ from devicehub.ids import new_id
 
 KEY_PREFIX = "ak_"
 # issue 15: keys resolve from memory on the REST hot path. A revocation on this node drops the key at once; in
-# Redis mode the store announces it to every node (store/revocations.py). The TTL bounds what no announcement
+# Redis mode the store announces it to every node (store/redis/revocations.py). The TTL bounds what no announcement
 # reaches (a `devicehub keys revoke` run beside an embedded-store node, a node cut off from Redis's pub/sub).
 KEY_CACHE_TTL = 2.0
 KEY_CACHE_MAX = 10_000

@@ -38,7 +38,7 @@ def open_store(
 
     flush_s = DEFAULT_INTERVAL_S if reported_flush_s is None else reported_flush_s
     if redis_url:
-        from devicehub.store.redis import RedisStore  # imported only in Redis mode
+        from devicehub.store.redis.store import RedisStore  # imported only in Redis mode
 
         return RedisStore(redis_url, timeout=redis_timeout, reported_flush_s=flush_s)
     from devicehub.store.sqlite.store import SqliteStore

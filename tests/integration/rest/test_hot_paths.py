@@ -14,7 +14,7 @@ import pytest
 
 from devicehub.domain.accounts import AccountService
 from devicehub.node import Node
-from devicehub.store.redis import RedisStore
+from devicehub.store.redis.store import RedisStore
 from devicehub.store.sqlite.store import SqliteStore
 from support.node import device, run, running_node
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devicehub.store.redis import RedisStore
+from devicehub.store.redis.store import RedisStore
 from devicehub.store.sqlite.store import SqliteStore
 from support.redis_server import redis_server
 from support.stores import StoreFactory

@@ -9,7 +9,7 @@ from devicehub.clock import SystemClock
 from devicehub.domain.accounts import DEV_ACCOUNT_NAME, AccountService
 from devicehub.domain.model import Account
 from devicehub.domain.storage.store import Store
-from devicehub.store.redis import RedisStore
+from devicehub.store.redis.store import RedisStore
 from support.stores import StoreFactory
 
 

@@ -1,4 +1,4 @@
-"""Redis mode: device holders and work handed to them through their work streams (store/holders.py, issue 31 #1),
+"""Redis mode: device holders and work handed to them through their work streams (store/redis/holders.py, issue 31 #1),
 on a real Redis (the `redis_url` fixture of this directory): nodes here are `HolderLink`s on one database, as
 `devicehub serve` nodes have one each."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from devicehub.domain.handover import OBSERVE, REQUESTS, DeviceWork
-from devicehub.store.holders import GROUP, HolderLink
+from devicehub.store.redis.holders import GROUP, HolderLink
 from support.node import eventually
 
 Handler = Callable[[DeviceWork], Awaitable[None]]

@@ -19,7 +19,8 @@ import pytest
 from devicehub.domain.model import Device, DeviceRequest, ObservationRecord, RegistrationRecord
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.errors import Unavailable
-from devicehub.store.redis import WATCH_ATTEMPTS, RedisStore
+from devicehub.store.redis.connection import WATCH_ATTEMPTS
+from devicehub.store.redis.store import RedisStore
 
 pytestmark = pytest.mark.redis
 

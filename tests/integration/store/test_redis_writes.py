@@ -1,4 +1,4 @@
-"""Many Redis writes as one script call (store/redis_writes.py, lua/apply_writes.lua), against a real redis-server."""
+"""Many Redis writes as one script call (store/redis/writes.py, lua/apply_writes.lua), against a real redis-server."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from devicehub.store.redis_writes import APPLY_WRITES, Writes
+from devicehub.store.redis.writes import APPLY_WRITES, Writes
 
 pytestmark = pytest.mark.redis
 

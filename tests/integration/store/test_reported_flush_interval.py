@@ -10,7 +10,7 @@ from pathlib import Path
 from devicehub.config import ServeSettings
 from devicehub.node import Node
 from devicehub.store import open_store
-from devicehub.store.redis import RedisStore
+from devicehub.store.redis.store import RedisStore
 from devicehub.store.sqlite.store import SqliteStore
 
 

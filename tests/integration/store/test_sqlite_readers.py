@@ -18,7 +18,7 @@ from devicehub.domain.model import (
     ResourceInfo,
     SnapshotResource,
 )
-from devicehub.store.read_cache import ReadCache
+from devicehub.store.sqlite.read_cache import ReadCache
 from devicehub.store.sqlite.store import SqliteStore
 from support.stall import stalled_write_committed, stalled_writer
 from support.stores import minting

@@ -18,7 +18,7 @@ import pytest
 
 from devicehub.domain.model import DeviceRequest
 from devicehub.errors import DuplicateAsyncId, QueueFull
-from devicehub.store.request_file import REQUESTS_FILE, RequestFileFailed
+from devicehub.store.sqlite.request_file import REQUESTS_FILE, RequestFileFailed
 from devicehub.store.sqlite.store import SqliteStore
 from devicehub.store.sqlite.writer import DB_FILE
 from support.stall import WAIT, stalled_write_committed, stalled_writer

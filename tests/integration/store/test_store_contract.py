@@ -27,7 +27,7 @@ from devicehub.domain.model import (
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.domain.storage.store import Store
 from devicehub.errors import DuplicateAsyncId, QueueFull
-from devicehub.store.redis import RedisStore
+from devicehub.store.redis.store import RedisStore
 from devicehub.store.sqlite.store import SqliteStore
 from support.stores import StoreFactory, minting, run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from devicehub.store.endpoint_directory import EndpointDirectory
+from devicehub.store.sqlite.endpoint_directory import EndpointDirectory
 
 A, B = "account-a", "account-b"
 

@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS bootstrap_configs (
 CREATE INDEX IF NOT EXISTS bootstrap_configs_account ON bootstrap_configs (account_id, endpoint_name);
 """
 
-# Directory columns the device list filters on (store/device_query.py), added to databases made before them
+# Directory columns the device list filters on (domain/storage/device_query.py), added to databases made before them
 # and filled from the records; each filter has an index led by the account.
 _DEVICE_COLUMNS = {
     "endpoint_type": "TEXT NOT NULL DEFAULT ''",

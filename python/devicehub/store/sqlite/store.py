@@ -1,7 +1,7 @@
 """`SqliteStore`: the embedded default, every aggregate's SQLite module on one writer (writer.py).
 
 SQLite files in WAL mode under the data directory: the main file, and `requests.db` for the device-request queue,
-written by a thread in Rust that needs no GIL (store/request_file.py).
+written by a thread in Rust that needs no GIL (store/sqlite/request_file.py).
 
 Reported values (the snapshot's hot path: one per device notification) are coalesced in memory per
 (device, path) and written in one transaction every `--flush-interval-ms` (`reported_flush_s`); reads of the
@@ -16,7 +16,7 @@ half-written and fails alone, and no caller hears its result before the transact
 hot paths' reads (keys, accounts, devices, snapshots, subscriptions) run on a small pool of reader
 threads with their own read-only connections (issue 15): WAL lets them read the last committed state while the
 writer works, so a read never waits behind queued writes; every write is awaited by its caller, so a later read sees
-it. Devices and snapshots once read are served from memory (store/read_cache.py), kept current by this store's own
+it. Devices and snapshots once read are served from memory (read_cache.py), kept current by this store's own
 writes. Records are kept as msgpack blobs beside the columns that queries filter on; the blobs use the same msgspec
 Structs as every other backend.
 """

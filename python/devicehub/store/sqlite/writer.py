@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from devicehub.errors import StorageUnavailable
-from devicehub.store.endpoint_directory import EndpointDirectory
-from devicehub.store.health import WriteHealth
-from devicehub.store.read_cache import ReadCache
-from devicehub.store.request_file import REQUESTS_FILE, RequestFile
 from devicehub.store.sqlite.codec import T, decode, encode
+from devicehub.store.sqlite.endpoint_directory import EndpointDirectory
+from devicehub.store.sqlite.health import WriteHealth
+from devicehub.store.sqlite.read_cache import ReadCache
+from devicehub.store.sqlite.request_file import REQUESTS_FILE, RequestFile
 from devicehub.store.sqlite.schema import DEVICE_INDEXES, SCHEMA, add_device_columns
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 

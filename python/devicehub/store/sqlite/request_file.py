@@ -19,7 +19,7 @@ from typing import Any
 
 from devicehub import _core
 from devicehub.errors import StorageUnavailable
-from devicehub.store.health import WriteHealth
+from devicehub.store.sqlite.health import WriteHealth
 
 log = logging.getLogger("devicehub.store")
 

@@ -1,0 +1,49 @@
+"""`RedisStore`: all shared state in Redis, so that several `devicehub serve` nodes act as one service.
+
+Records are msgpack blobs (the same msgspec Structs as SQLite); indexes are sets and sorted sets beside them.
+Every write that touches more than one key runs in one MULTI/EXEC transaction, so a failing call leaves nothing
+half-written; the lease is one Lua script (compare-and-set on the owner). A write derived from what it replaces
+(a device's indexes from its previous record, the observations a Register ends) WATCHes the keys it reads, reads
+them on that connection and retries if another node changed them before its EXEC (`_transact`). Key names all
+start with `prefix`. One module per aggregate over one connection (connection.py).
+"""
+
+from __future__ import annotations
+
+from devicehub.store.failures import unavailable
+from devicehub.store.redis.accounts import RedisAccounts
+from devicehub.store.redis.bootstrap import RedisBootstrapConfigs
+from devicehub.store.redis.channels import RedisChannels
+from devicehub.store.redis.credentials import RedisCredentials
+from devicehub.store.redis.devices import RedisDevices
+from devicehub.store.redis.enrolment import RedisEnrolment
+from devicehub.store.redis.leases import RedisLeases
+from devicehub.store.redis.registrations import RedisRegistrations
+from devicehub.store.redis.requests import RedisRequests
+from devicehub.store.redis.snapshot import RedisSnapshot
+from devicehub.store.redis.subscriptions import RedisSubscriptions
+
+
+class RedisStore(
+    RedisAccounts,
+    RedisEnrolment,
+    RedisDevices,
+    RedisRegistrations,
+    RedisSnapshot,
+    RedisSubscriptions,
+    RedisRequests,
+    RedisChannels,
+    RedisCredentials,
+    RedisBootstrapConfigs,
+    RedisLeases,
+):
+    """The domain's `Store` on one Redis database that every node of a cluster shares."""
+
+    shared = True  # several nodes: key revocations, channel ownership and held devices go through this server
+
+    def unavailable(self, error: BaseException) -> bool:
+        return unavailable(error)
+
+    async def open(self) -> None:
+        await self._connect()
+        await self._index_existing_devices()
