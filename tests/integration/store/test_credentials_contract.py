@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from test_bootstrap_config_contract import config
-from test_store_contract import A, B, StoreFactory, reopen, run
 
 from devicehub.domain.model import DeviceSharedKey, TrustedCa
 from devicehub.domain.storage.store import Store
+from support.stores import A, B, StoreFactory, reopen, run
 
 
 def psk(name: str, account: str = A) -> DeviceSharedKey:
