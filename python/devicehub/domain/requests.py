@@ -67,10 +67,10 @@ class RequestQueue:
     async def submit(self, request: DeviceRequest) -> None:
         """Queue the request (refused with DuplicateAsyncId while its async-id is pending, QueueFull beyond
         MAX_QUEUE: the store checks both in the step that queues it, so concurrent submits cannot both pass)."""
-        await self._store.enqueue_request(request, MAX_QUEUE)
-        if _is_write(request):
-            # spec §3.1: the write is accepted → desired value pending, timestamped at issue time
-            await self._record_desired(request, PENDING)
+        # spec §3.1: a write accepted makes its desired value pending, timestamped at issue time; the store keeps
+        # the two together (a refused or failed submit leaves neither)
+        desired = await self._desired(request, PENDING) if _is_write(request) else None
+        await self._store.enqueue_request(request, MAX_QUEUE, desired)
         self._fresh.setdefault(request.device_id, []).append(request)  # committed: in the store, in this order
         self._start(request.device_id)
 
@@ -254,7 +254,13 @@ class RequestQueue:
         )
 
     async def _record_desired(self, request: DeviceRequest, status: int) -> None:
-        """The echo's desired value (spec §2.4, §3.1; the rule is in README "Device state snapshot").
+        desired = await self._desired(request, status)
+        if desired is not None:
+            await self._store.set_desired(request.device_id, *desired)
+
+    async def _desired(self, request: DeviceRequest, status: int) -> tuple[str, DesiredValue] | None:
+        """(path, the echo's desired value) after the request reached `status`, None when that leaves it as it is
+        (spec §2.4, §3.1; the rule is in README "Device state snapshot").
 
         `desired` is the last write issued, with its content type and status; `desired_at` is the issue
         time while pending and the status time once the device answered or the write failed. A write
@@ -292,8 +298,8 @@ class RequestQueue:
                 current, last_success=LastSuccess(value=request.payload, content_type=mime, desired_at=now)
             )
         else:
-            return
-        await self._store.set_desired(request.device_id, path, desired)
+            return None
+        return path, desired
 
     async def _expire_loop(self) -> None:
         while True:

@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from devicehub.domain.model import DeviceRequest
+from devicehub.domain.model import DesiredValue, DeviceRequest
 
 
 class RequestQueueStore(Protocol):
     """Methods are atomic: a failing call leaves nothing half-written."""
 
-    async def enqueue_request(self, request: DeviceRequest, max_pending: int = 0) -> None:
+    async def enqueue_request(
+        self, request: DeviceRequest, max_pending: int = 0, desired: tuple[str, DesiredValue] | None = None
+    ) -> None:
         """Queued in one step, or refused: DuplicateAsyncId while the key's async-id is pending, QueueFull when the
-        device has `max_pending` requests waiting already (0: no bound)."""
+        device has `max_pending` requests waiting already (0: no bound). `desired`: (resource path, value) of the
+        snapshot's desired value a write request makes pending (spec §3.1), stored with the request or not at all:
+        a refused or failed call leaves neither (README "Durability" says what a crash leaves on SQLite)."""
 
     async def pending_requests(self, device_id: str) -> list[DeviceRequest]:
         """In enqueue order."""

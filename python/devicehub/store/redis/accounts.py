@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from devicehub.domain.model import (
-    Account,
-    ApiKey,
-)
+from devicehub.domain.model import Account, ApiKey
 from devicehub.store.redis import revocations
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from devicehub.domain.model import (
-    BootstrapConfig,
-)
+from devicehub.domain.model import BootstrapConfig
 from devicehub.store.redis.codec import decode, encode, text
 from devicehub.store.redis.connection import RedisConnection
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from devicehub.domain.model import (
-    ChannelConfig,
-    ChannelDrops,
-    StoredEvent,
-)
+from devicehub.domain.model import ChannelConfig, ChannelDrops, StoredEvent
 from devicehub.store.redis.codec import decode, encode, text
 from devicehub.store.redis.connection import RedisConnection
 

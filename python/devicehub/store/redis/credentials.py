@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from devicehub.domain.model import (
-    DeviceSharedKey,
-    TrustedCa,
-)
+from devicehub.domain.model import DeviceSharedKey, TrustedCa
 from devicehub.domain.storage.credentials import KeyClaim
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection

@@ -7,10 +7,7 @@ from typing import Any
 
 from redis.asyncio.client import Pipeline
 
-from devicehub.domain.model import (
-    Device,
-    ReportedValue,
-)
+from devicehub.domain.model import Device, ReportedValue
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.store.redis.codec import SEP, decode, encode, text
 from devicehub.store.redis.snapshot import RedisSnapshot

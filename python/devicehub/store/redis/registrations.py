@@ -6,10 +6,7 @@ from collections.abc import Sequence
 
 from redis.asyncio.client import Pipeline
 
-from devicehub.domain.model import (
-    ObservationRecord,
-    RegistrationRecord,
-)
+from devicehub.domain.model import ObservationRecord, RegistrationRecord
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 from devicehub.store.redis.writes import Writes

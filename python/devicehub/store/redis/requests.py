@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from devicehub.domain.model import (
-    DeviceRequest,
-)
+from devicehub.domain.model import DesiredValue, DeviceRequest
 from devicehub.store.enqueue import check_enqueued
 from devicehub.store.redis.codec import SEP, encode, text
 from devicehub.store.redis.connection import RedisConnection
@@ -15,17 +13,22 @@ from devicehub.store.redis.connection import RedisConnection
 class RedisRequests(RedisConnection):
     """`RequestQueueStore` on Redis."""
 
-    async def enqueue_request(self, request: DeviceRequest, max_pending: int = 0) -> None:
-        # one round trip, and the checks and the insert cannot interleave with another node's (enqueue_request.lua)
-        outcome = await self._enqueue(
-            keys=[
-                self._k("req", request.key_id, request.async_id),
-                self._k("reqs", request.device_id),
-                self._k("reqs"),
-                self._k("reqseq"),
-            ],
-            args=[encode(request), f"{request.key_id}{SEP}{request.async_id}", max_pending],
-        )
+    async def enqueue_request(
+        self, request: DeviceRequest, max_pending: int = 0, desired: tuple[str, DesiredValue] | None = None
+    ) -> None:
+        # one round trip, and the checks, the insert and the desired value cannot interleave with another node's
+        # nor be half done (enqueue_request.lua)
+        keys = [
+            self._k("req", request.key_id, request.async_id),
+            self._k("reqs", request.device_id),
+            self._k("reqs"),
+            self._k("reqseq"),
+        ]
+        args: list[bytes | str | int] = [encode(request), f"{request.key_id}{SEP}{request.async_id}", max_pending]
+        if desired is not None:
+            keys += [self._k("snap_paths", request.device_id), self._k("snap_des", request.device_id)]
+            args += [desired[0], encode(desired[1])]
+        outcome = await self._enqueue(keys=keys, args=args)
         check_enqueued(int(outcome), request, max_pending)
 
     async def _requests(self, index: str) -> list[DeviceRequest]:

@@ -29,13 +29,13 @@ class RedisStore(
     RedisEnrolment,
     RedisDevices,
     RedisRegistrations,
-    RedisSnapshot,
     RedisSubscriptions,
     RedisRequests,
     RedisChannels,
     RedisCredentials,
     RedisBootstrapConfigs,
     RedisLeases,
+    RedisSnapshot,  # after the aggregates that write the snapshot too (devices, requests)
 ):
     """The domain's `Store` on one Redis database that every node of a cluster shares."""
 

@@ -6,10 +6,7 @@ import sqlite3
 
 import msgspec
 
-from devicehub.domain.model import (
-    Account,
-    ApiKey,
-)
+from devicehub.domain.model import Account, ApiKey
 from devicehub.store.sqlite.codec import decode, encode
 from devicehub.store.sqlite.writer import SqliteWriter
 

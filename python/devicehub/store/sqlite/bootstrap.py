@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from devicehub.domain.model import (
-    BootstrapConfig,
-)
+from devicehub.domain.model import BootstrapConfig
 from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter
 

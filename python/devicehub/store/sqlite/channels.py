@@ -5,11 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from devicehub.domain.model import (
-    ChannelConfig,
-    ChannelDrops,
-    StoredEvent,
-)
+from devicehub.domain.model import ChannelConfig, ChannelDrops, StoredEvent
 from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter
 

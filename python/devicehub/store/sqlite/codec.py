@@ -6,9 +6,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from devicehub.domain.model import (
-    PresubscriptionRule,
-)
+from devicehub.domain.model import PresubscriptionRule
 
 T = TypeVar("T")
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from devicehub.domain.model import (
-    DeviceSharedKey,
-    TrustedCa,
-)
+from devicehub.domain.model import DeviceSharedKey, TrustedCa
 from devicehub.domain.storage.credentials import KeyClaim
 from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter

@@ -6,10 +6,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from devicehub.domain.model import (
-    Device,
-    ReportedValue,
-)
+from devicehub.domain.model import Device, ReportedValue
 from devicehub.domain.storage.device_query import DeviceQuery
 from devicehub.store.sqlite.codec import decode, encode
 from devicehub.store.sqlite.snapshot import SqliteSnapshot

@@ -5,10 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from devicehub.domain.model import (
-    ObservationRecord,
-    RegistrationRecord,
-)
+from devicehub.domain.model import ObservationRecord, RegistrationRecord
 from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter
 

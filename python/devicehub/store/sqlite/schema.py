@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from devicehub.domain.model import (
-    Device,
-)
+from devicehub.domain.model import Device
 from devicehub.store.sqlite.codec import decode
 
 SCHEMA = """

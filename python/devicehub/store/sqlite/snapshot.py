@@ -7,11 +7,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from devicehub.domain.model import (
-    DesiredValue,
-    ReportedValue,
-    SnapshotResource,
-)
+from devicehub.domain.model import DesiredValue, ReportedValue, SnapshotResource
 from devicehub.errors import StorageUnavailable
 from devicehub.store.sqlite.codec import decode, encode
 from devicehub.store.sqlite.writer import SqliteWriter

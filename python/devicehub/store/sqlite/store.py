@@ -42,13 +42,13 @@ class SqliteStore(
     SqliteEnrolment,
     SqliteDevices,
     SqliteRegistrations,
-    SqliteSnapshot,
     SqliteSubscriptions,
     SqliteRequests,
     SqliteChannels,
     SqliteCredentials,
     SqliteBootstrapConfigs,
     SqliteLeases,
+    SqliteSnapshot,  # after the aggregates that write the snapshot too (devices, requests)
 ):
     """The domain's `Store` on SQLite files one node owns."""
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from devicehub.domain.model import (
-    PresubscriptionRule,
-)
+from devicehub.domain.model import PresubscriptionRule
 from devicehub.store.sqlite.codec import RULES, encode
 from devicehub.store.sqlite.writer import SqliteWriter
 
