@@ -39,8 +39,6 @@ class RedisConnection:
         self._timeout = timeout
         self._p = prefix
         self._redis: aioredis.Redis | None = None
-        self._acquire: Any = None
-        self._release: Any = None
         self._remove_reg: Any = None
         self._put_bootstrap: Any = None
         self._delete_bootstrap: Any = None
@@ -76,8 +74,6 @@ class RedisConnection:
         )
         self._redis = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
         await self._redis.ping()
-        self._acquire = self._redis.register_script((_LUA / "acquire_lease.lua").read_text())
-        self._release = self._redis.register_script((_LUA / "release_lease.lua").read_text())
         self._remove_reg = self._redis.register_script((_LUA / "remove_registration.lua").read_text())
         self._put_bootstrap = self._redis.register_script((_LUA / "put_bootstrap_config.lua").read_text())
         self._delete_bootstrap = self._redis.register_script((_LUA / "delete_bootstrap_config.lua").read_text())

@@ -2,7 +2,7 @@
 
 Records are msgpack blobs (the same msgspec Structs as SQLite); indexes are sets and sorted sets beside them.
 Every write that touches more than one key runs in one MULTI/EXEC transaction, so a failing call leaves nothing
-half-written; the lease is one Lua script (compare-and-set on the owner). A write derived from what it replaces
+half-written; claims that must be atomic across nodes are Lua scripts (lua/). A write derived from what it replaces
 (a device's indexes from its previous record, the observations a Register ends) WATCHes the keys it reads, reads
 them on that connection and retries if another node changed them before its EXEC (`_transact`). Key names all
 start with `prefix`. One module per aggregate over one connection (connection.py).
