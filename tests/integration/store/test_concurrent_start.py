@@ -9,14 +9,13 @@ from devicehub.clock import SystemClock
 from devicehub.domain.accounts import DEV_ACCOUNT_NAME, AccountService
 from devicehub.domain.model import Account
 from devicehub.domain.storage.store import Store
-from devicehub.store.redis.store import RedisStore
 from support.stores import StoreFactory
 
 
 def _two_nodes(make_store: StoreFactory) -> tuple[Store, Store]:
     """Two nodes' stores on one database: Redis takes two clients; SQLite serves one node, so both share it."""
     first = make_store()
-    return first, (make_store() if isinstance(first, RedisStore) else first)
+    return first, (make_store() if first.shared else first)
 
 
 async def _opened(*stores: Store) -> None:

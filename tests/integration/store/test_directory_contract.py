@@ -13,7 +13,7 @@ from devicehub.domain.model import (
 )
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.domain.storage.store import Store
-from devicehub.store.redis.store import RedisStore
+from devicehub.store import is_shared
 from devicehub.store.sqlite.store import SqliteStore
 from support.stores import A, B, StoreFactory, device, reopen, run
 
@@ -137,7 +137,7 @@ def test_devices_stored_before_the_filter_indexes_are_found_by_filters(make_stor
 
 async def _forget_filter_indexes(store: Store) -> None:
     """Turn the data into what the previous release wrote."""
-    if isinstance(store, RedisStore):
+    if is_shared(store):
         keys = [k async for k in store.redis.scan_iter(match=store.prefix + "devices_by:*")]
         await store.redis.delete(*keys, store.prefix + "device_index_version")
     else:
