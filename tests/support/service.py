@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from support.ports import free_tcp_port, free_udp_port
 from support.waiting import wait_until
@@ -105,6 +106,27 @@ class ServiceProcess:
             self.process.stdout.close()
         self.process = None
         return code
+
+    def api(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
+        """One REST call with the dev key: its status and its JSON body (None when it has none)."""
+        request = urllib.request.Request(
+            f"{self.base_url}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, raw = error.code, error.read()
+        return status, json.loads(raw) if raw else None
+
+    def device_named(self, endpoint_name: str) -> dict[str, Any] | None:
+        """The device `GET /v3/devices` lists under `endpoint_name`, None while it lists none."""
+        status, body = self.api("GET", "/v3/devices?limit=1000")
+        assert status == 200, body
+        return next((d for d in body["data"] if d["endpoint_name"] == endpoint_name), None)
 
     def delivery_mechanism(self) -> str | None:
         """The dev key's notification channel type (`GET /v2/notification/channel`), None while it has none."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from mbedtls import tls
 from mbedtls.exceptions import TLSError
@@ -99,8 +99,9 @@ class TlsStream(asyncio.Protocol):
 
     # ---- the TCP side ---------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # a cast, not an isinstance check: uvloop's TCPTransport (what `serve` runs on) has the methods of
+        # asyncio.Transport without deriving from it (issue 28 #2: the check failed every connection)
+        self._transport = cast(asyncio.Transport, transport)
         host, port = transport.get_extra_info("peername")[:2]
         self.peer = (str(host), int(port))
         if self._acceptor is None:
