@@ -10,13 +10,13 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import pytest
-import uvloop
 
 from devicehub._core import CoapMessage, UdpReceiver, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes, udp
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.lwm2m.udp import open_udp
+from support.loops import LoopKind, run_on
 from support.node import eventually
 from support.receive_buffer import holds_burst, rmem_max
 
@@ -94,13 +94,12 @@ async def _replies(sock: socket.socket, count: int) -> list[CoapMessage]:
     return got
 
 
-def _run(loop: str, scenario: Callable[[], Awaitable[None]]) -> None:
-    runner = uvloop.run if loop == "uvloop" else asyncio.run
-    runner(asyncio.wait_for(scenario(), 30))
+def _run(loop: LoopKind, scenario: Callable[[], Awaitable[None]]) -> None:
+    run_on(loop, asyncio.wait_for(scenario(), 30))
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_a_batch_from_several_peers_is_each_handled_and_answered(loop: str) -> None:
+def test_a_batch_from_several_peers_is_each_handled_and_answered(loop: LoopKind) -> None:
     """Five peers send 8 datagrams each (CON notifications and CON GETs) before the loop looks: the reader hands
     them over in batches of at most 16 (40 waiting: three turns), one of which holds several peers; every
     notification gets its empty ACK, every GET its piggy-backed 2.05, each to the peer that sent it."""
@@ -136,7 +135,7 @@ def test_a_batch_from_several_peers_is_each_handled_and_answered(loop: str) -> N
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_a_malformed_datagram_in_the_middle_of_a_batch_costs_only_itself(loop: str) -> None:
+def test_a_malformed_datagram_in_the_middle_of_a_batch_costs_only_itself(loop: LoopKind) -> None:
     """One batch: a notification, a 1-byte datagram, a CON whose options run past its end, a notification whose
     handler raises, a GET. The two malformed ones are counted and dropped (the CON one answered RST, RFC 7252
     §4.2), the handler's failure is logged, and the datagrams after them are answered all the same."""
@@ -166,7 +165,7 @@ def test_a_malformed_datagram_in_the_middle_of_a_batch_costs_only_itself(loop: s
 
 
 @pytest.mark.parametrize(("loop", "recverr"), [("uvloop", False), ("asyncio", False), ("asyncio", True)])
-def test_an_icmp_error_does_not_stop_the_reader(loop: str, recverr: bool) -> None:
+def test_an_icmp_error_does_not_stop_the_reader(loop: LoopKind, recverr: bool) -> None:
     """The endpoint sends to a closed port and the kernel answers ICMP port unreachable, three times. As `serve`
     runs (uvloop, no IP_RECVERR) Linux does not report it on an unconnected socket; with IP_RECVERR set (stdlib
     loop: libuv would stop a poll handle that reports POLLERR, which is why the listener never sets it) recvmmsg

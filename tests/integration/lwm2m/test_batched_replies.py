@@ -8,12 +8,12 @@ import socket
 import sys
 
 import pytest
-import uvloop
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint, udp_send_batch
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from support.loops import LoopKind, run_on
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="sendmmsg is Linux's")
 KNOWN = b"\x01known\x02"
@@ -47,7 +47,7 @@ async def _receive(sock: socket.socket, count: int) -> list[CoapMessage]:
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_a_burst_of_con_notifications_gets_every_ack_with_its_message_id(loop: str) -> None:
+def test_a_burst_of_con_notifications_gets_every_ack_with_its_message_id(loop: LoopKind) -> None:
     """120 CON notifications sent at once (within a default receive buffer), two tokens, one observed: every one
     is answered exactly once, the observed token's with an empty ACK and the other's with RST (RFC 7252 §4.2,
     §5.2.2: empty messages, no token), each carrying its notification's message ID; the handler saw each
@@ -94,8 +94,7 @@ def test_a_burst_of_con_notifications_gets_every_ack_with_its_message_id(loop: s
             device.close()
             await server.close()
 
-    runner = uvloop.run if loop == "uvloop" else asyncio.run
-    runner(asyncio.wait_for(scenario(), 30))
+    run_on(loop, asyncio.wait_for(scenario(), 30))
 
 
 @linux_only
