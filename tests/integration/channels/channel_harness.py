@@ -117,9 +117,10 @@ class Receiver:
 
 
 def port_of(site: web.TCPSite) -> int:
-    server = site._server
-    assert isinstance(server, asyncio.Server)
-    return int(server.sockets[0].getsockname()[1])
+    # asyncio's Server or uvloop's (the suite's loop, support/loops.py): no common class, both expose the sockets
+    sockets = getattr(site._server, "sockets", None)
+    assert sockets, site._server
+    return int(sockets[0].getsockname()[1])
 
 
 @dataclass
