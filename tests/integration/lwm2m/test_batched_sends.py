@@ -9,7 +9,6 @@ import socket
 import sys
 
 import pytest
-import uvloop
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode
 from devicehub.clock import SystemClock
@@ -17,6 +16,7 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.lwm2m.udp import open_udp
+from support.loops import run_on
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="sendmmsg is Linux's")
 PEERS = 8
@@ -95,4 +95,4 @@ def test_answers_finished_in_one_turn_leave_together_and_a_refused_datagram_cost
                 peer.close()
             await server.close()
 
-    uvloop.run(asyncio.wait_for(scenario(), 30))
+    run_on("uvloop", asyncio.wait_for(scenario(), 30))
