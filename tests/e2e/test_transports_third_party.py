@@ -148,7 +148,7 @@ def test_openssl_s_client_completes_a_tls_psk_handshake_and_registers_over_it(no
             process.stdin.write(register_frames(name))
             await process.stdin.drain()
             await asyncio.wait_for(read_until(process, codes.CREATED), 20)
-            # the connection stays open while the REST API is asked: a device over TCP is one while connected
+            # listed while its connection is still open (s_client is ended after)
             device = await asyncio.to_thread(node.listed, name)
             assert device["state"] == "registered", device
         finally:
