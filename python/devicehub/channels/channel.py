@@ -79,6 +79,7 @@ class Channel:
         # transports: a callback deliverer task, a bound WebSocket, or pull bookkeeping
         self.deliverer: asyncio.Task[None] | None = None
         self.session: WebSocketSession | None = None
+        self.sockets_opened = 0  # sockets that came for it: the newest one is kept (spec §7)
         self.disconnected_since: float | None = None  # when its socket closed (spec §3.3: 24 h to reconnect)
         self.last_polled_at = now
         self.polling = False

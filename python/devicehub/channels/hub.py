@@ -398,8 +398,16 @@ class ChannelHub:
         if channel is None or channel.kind != WEBSOCKET:
             await ws.close(code=UNEXPECTED, message=b"no websocket channel for this key")  # spec §7
             return
-        while channel.session is not None:  # spec §7: a second socket closes the first with 1001
+        # spec §7: a second socket closes the first with 1001. Sockets that come while the first is closing all
+        # wait for it, and which of them resumes first is the loop's to choose (uvloop and asyncio differ): the
+        # newest is kept, any other closes itself as superseded
+        channel.sockets_opened += 1
+        ticket = channel.sockets_opened
+        while channel.session is not None and channel.sockets_opened == ticket:
             await channel.session.close(GOING_AWAY, "another socket opened for this key")
+        if channel.sockets_opened != ticket:
+            await ws.close(code=GOING_AWAY, message=b"another socket opened for this key")
+            return
         if self._channels.get(caller.key_id) is not channel or channel.kind != WEBSOCKET:
             await ws.close(code=UNEXPECTED, message=b"no websocket channel for this key")
             return
