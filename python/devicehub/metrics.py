@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
@@ -27,7 +27,7 @@ from devicehub.domain.events import (
 
 if TYPE_CHECKING:
     from devicehub._core import Batch
-    from devicehub.api.context import Services
+    from devicehub.channels.hub import ChannelHub
 
 EVENT_KINDS = {
     KIND_NOTIFICATION: "notification",
@@ -65,10 +65,28 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class PendingRequests(Protocol):
+    async def count_pending_requests(self) -> int: ...
+
+
+class MetricSources(Protocol):
+    """What the collector reads at scrape time; the API's `Services` is one (metrics is a view below the API,
+    so it names what it reads rather than importing the API)."""
+
+    @property
+    def store(self) -> PendingRequests: ...
+
+    @property
+    def hub(self) -> ChannelHub: ...
+
+    @property
+    def extra_metrics(self) -> Callable[[], dict[str, float]] | None: ...
+
+
 class NodeMetrics:
     """The metrics of one node: a registry, the hooks that feed it and the scrape-time collector."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: MetricSources) -> None:
         self.services = services
         self.registry = CollectorRegistry()
         self.http_requests = Counter(

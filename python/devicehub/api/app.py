@@ -11,7 +11,8 @@ from devicehub.api.edge import edge_middleware
 from devicehub.api.errors import JSON_ERROR_ROUTES
 from devicehub.api.health_routes import METRICS
 from devicehub.api.rate_limit import RATE_LIMITS
-from devicehub.api.routes import ROUTES, Route
+from devicehub.api.route_spec import Route
+from devicehub.api.routes import ROUTES
 from devicehub.api.trailing_slash import tolerate_trailing_slash
 from devicehub.logs import quiet_bad_requests
 from devicehub.metrics import NodeMetrics

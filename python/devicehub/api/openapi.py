@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from aiohttp import web
 
 from devicehub import __version__
 from devicehub.api.errors import V3Error
-
-if TYPE_CHECKING:
-    from devicehub.api.routes import Route
+from devicehub.api.route_spec import Route
 
 SPEC = web.AppKey("openapi_document", bytes)
 

@@ -14,7 +14,8 @@ from aiohttp.test_utils import TestServer
 from devicehub.api.app import add_routes
 from devicehub.api.errors import error_middleware, json_errors
 from devicehub.api.openapi import build_spec
-from devicehub.api.routes import ROUTES, Route, v2, v3
+from devicehub.api.route_spec import Route
+from devicehub.api.routes import ROUTES, v2, v3
 from devicehub.api.trailing_slash import tolerate_trailing_slash
 from devicehub.errors import NotFound
 from support.node import run, running_node
