@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import msgspec
 
@@ -15,12 +15,39 @@ from devicehub.channels.options import ChannelOptions
 from devicehub.domain.model import ChannelConfig, ChannelDrops, StoredEvent
 from devicehub.domain.timefmt import rfc3339
 
-if TYPE_CHECKING:
-    from devicehub.channels.websocket import WebSocketSession
-
 CALLBACK = "callback"
 WEBSOCKET = "websocket"
 PULL = "pull"
+
+
+class Session(Protocol):
+    """An open socket bound to a channel, as the hub and the sweeper see it (websocket.py's WebSocketSession)."""
+
+    @property
+    def last_activity(self) -> float:
+        """Clock seconds of the last frame either way (spec §8: 24 h inactive → closed)."""
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close from the server side and return once the session is over (its batch that was out is back)."""
+
+
+class Outbox(Protocol):
+    """What a socket session takes its frames from: `Channel` is one (the session is a transport of a channel and
+    depends on this, never the reverse)."""
+
+    @property
+    def key_id(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def take(self, now_ms: int) -> Batch | None: ...
+
+    def give_back(self, batch: Batch) -> None: ...
+
+    def delivered(self, batch: Batch, now: float) -> None: ...
+
+    async def wait_for_events(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -78,7 +105,7 @@ class Channel:
         self.lost_before = ChannelDrops()  # what the channel lost before this process (from the store)
         # transports: a callback deliverer task, a bound WebSocket, or pull bookkeeping
         self.deliverer: asyncio.Task[None] | None = None
-        self.session: WebSocketSession | None = None
+        self.session: Session | None = None
         self.sockets_opened = 0  # sockets that came for it: the newest one is kept (spec §7)
         self.disconnected_since: float | None = None  # when its socket closed (spec §3.3: 24 h to reconnect)
         self.last_polled_at = now

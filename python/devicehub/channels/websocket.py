@@ -1,7 +1,7 @@
 """WebSocket channels (spec §4.7, §5 rule 3, §7): the key in the handshake, and the session that pushes and pings.
 
-Ping interval and pong time-out are real-time constructor parameters of the hub (not spec timers: the spec says
-only "a few seconds"); the 24 h inactivity rule is the sweeper's and reads the injected clock.
+Ping interval, pong time-out and the frame coalescing wait are constructor parameters of the hub (not spec timers:
+the spec says only "a few seconds"); they run on the injected clock, as the sweeper's 24 h inactivity rule does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from aiohttp import WSMsgType, web
 
-from devicehub.channels.channel import Channel
+from devicehub.channels.channel import Outbox
 from devicehub.clock import Clock
 from devicehub.errors import DevicehubError
 
@@ -57,7 +57,7 @@ class WebSocketSession:
     def __init__(
         self,
         ws: web.WebSocketResponse,
-        channel: Channel,
+        channel: Outbox,
         clock: Clock,
         *,
         ping_payload: Callable[[], bytes],
@@ -128,7 +128,7 @@ class WebSocketSession:
                 if self._coalesce > 0:
                     # issue 15: the events of the next loop turns join this frame (a frame written per loop turn
                     # cost more CPU than its events; a queue that is behind is sent at once, without this wait)
-                    await asyncio.sleep(self._coalesce)
+                    await self._clock.sleep(self._coalesce)
                 continue
             try:
                 # spec §6 rule 6: no application acknowledgement; the transport taking the frame is delivery
@@ -141,7 +141,7 @@ class WebSocketSession:
 
     async def _ping_loop(self) -> None:
         while not self.ws.closed:
-            await asyncio.sleep(self._ping_interval)
+            await self._clock.sleep(self._ping_interval)
             payload = self._ping_payload()
             self._expected = payload
             self._pong.clear()
@@ -149,9 +149,18 @@ class WebSocketSession:
                 await self.ws.ping(payload)
             except (ConnectionError, RuntimeError):
                 return
-            try:
-                await asyncio.wait_for(self._pong.wait(), self._pong_timeout)
-            except TimeoutError:
+            if not await self._pong_in_time():
                 log.info("socket of key %s: no pong echoing the ping; closing", self.channel.key_id)
                 await self.close(GOING_AWAY, "ping timeout")  # spec §4.7, §7
                 return
+
+    async def _pong_in_time(self) -> bool:
+        """Whether the echoing pong arrives within the pong time-out (clock seconds)."""
+        pong = asyncio.ensure_future(self._pong.wait())
+        timer = asyncio.ensure_future(self._clock.sleep(self._pong_timeout))
+        try:
+            await asyncio.wait((pong, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pong, timer):
+                task.cancel()
+        return self._pong.is_set()

@@ -45,6 +45,24 @@ async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None
         await asyncio.sleep(0.002)
 
 
+@contextlib.asynccontextmanager
+async def ticking(clock: ManualClock, step: float = 0.01) -> AsyncIterator[None]:
+    """Move the clock `step` seconds every real millisecond meanwhile: for exchanges with a real client whose
+    answers (pongs) arrive in real time while the server's timers run on the clock."""
+
+    async def tick() -> None:
+        while True:
+            await clock.advance(step)
+            await asyncio.sleep(0.001)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        yield
+    finally:
+        ticker.cancel()
+        await asyncio.gather(ticker, return_exceptions=True)
+
+
 def note(n: int, device: str = "d" * 32) -> NotificationEvent:
     return NotificationEvent(
         device_id=device,
@@ -161,7 +179,13 @@ class Harness:
 
 
 async def start_hub(store: SqliteStore, clock: ManualClock, settings: ServeSettings, **hub_kwargs: Any) -> ChannelHub:
-    options: dict[str, Any] = {"sweep_interval": 10_000_000.0, **hub_kwargs}
+    # the hub's timers run on the manual clock: a test that wants pings, frame coalescing or sweeps moves it
+    options: dict[str, Any] = {
+        "sweep_interval": 10_000_000.0,
+        "ping_interval": 10_000_000.0,
+        "websocket_coalesce": 0.0,
+        **hub_kwargs,
+    }
     hub = ChannelHub(store, clock, settings, **options)
     await hub.start()
     return hub

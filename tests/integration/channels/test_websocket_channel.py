@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import msgspec
 from aiohttp import WSMsgType
-from channel_harness import Harness, eventually, note, payloads, run, serving
+from channel_harness import Harness, eventually, note, payloads, run, serving, ticking
 
 from devicehub.config import ServeSettings
 from devicehub.domain.events import DeregistrationEvent
@@ -107,8 +107,8 @@ def test_queued_events_are_delivered_after_connect_then_live(tmp_path: Path) -> 
 
 
 def test_events_of_the_next_loop_turns_join_the_frame_of_the_first(tmp_path: Path) -> None:
-    """issue 15: a sender woken by the first event of an empty queue waits `websocket_coalesce` before it takes
-    the batch, so the events published in the loop turns after it go in the same frame (one NotificationMessage);
+    """issue 15: a sender woken by the first event of an empty queue waits `websocket_coalesce` (clock seconds)
+    before it takes the batch, so the events published meanwhile go in the same frame (one NotificationMessage);
     a queue that is behind is sent at once. Without the wait, event 1 would go alone (see the second socket)."""
 
     async def main() -> None:
@@ -117,11 +117,15 @@ def test_events_of_the_next_loop_turns_join_the_frame_of_the_first(tmp_path: Pat
                 await create(h)
                 ws = await connect(h)
                 await eventually(lambda: h.hub.metrics()["websockets_connected"] == 1)
+                sleepers = h.clock.sleepers
                 await h.hub.publish([h.key_id], note(1))
                 for _ in range(5):  # loop turns: the sender (coalesce 0) writes event 1 meanwhile
                     await asyncio.sleep(0)
+                if coalesce:
+                    assert h.clock.sleepers == sleepers + 1  # the sender waits on the clock, not in real time
                 await h.hub.publish([h.key_id], note(2))
                 await h.hub.publish([h.key_id], note(3))
+                await h.clock.advance(coalesce)
                 got = [payloads(await frame(ws)) for _ in frames]
                 assert got == frames
                 await ws.close()
@@ -253,7 +257,7 @@ def test_replacing_the_channel_by_a_callback_closes_the_socket_1001(tmp_path: Pa
 
 def test_ping_timeout_closes_1001_when_the_client_does_not_answer(tmp_path: Path) -> None:
     async def main() -> None:
-        async with serving(tmp_path, ping_interval=0.05, pong_timeout=0.2) as h:
+        async with serving(tmp_path, ping_interval=0.05, pong_timeout=0.2) as h, ticking(h.clock):
             await create(h)
             ws = await connect(h, autoping=False)
             assert await closed_with(ws) == (1001, "ping timeout")
@@ -264,9 +268,12 @@ def test_ping_timeout_closes_1001_when_the_client_does_not_answer(tmp_path: Path
 def test_a_pong_that_does_not_echo_the_ping_bytes_is_a_ping_timeout(tmp_path: Path) -> None:
     async def main() -> None:
         counter = itertools.count(1)
-        async with serving(
-            tmp_path, ping_interval=0.05, pong_timeout=0.2, ping_payload=lambda: next(counter).to_bytes(4, "big")
-        ) as h:
+        async with (
+            serving(
+                tmp_path, ping_interval=0.05, pong_timeout=0.2, ping_payload=lambda: next(counter).to_bytes(4, "big")
+            ) as h,
+            ticking(h.clock),
+        ):
             await create(h)
             ws = await connect(h, autoping=False)
             pings = 0
@@ -288,9 +295,12 @@ def test_a_pong_that_does_not_echo_the_ping_bytes_is_a_ping_timeout(tmp_path: Pa
 def test_pongs_echoing_the_injected_ping_bytes_keep_the_socket_open(tmp_path: Path) -> None:
     async def main() -> None:
         counter = itertools.count(1)
-        async with serving(
-            tmp_path, ping_interval=0.02, pong_timeout=0.5, ping_payload=lambda: next(counter).to_bytes(4, "big")
-        ) as h:
+        async with (
+            serving(
+                tmp_path, ping_interval=0.02, pong_timeout=0.5, ping_payload=lambda: next(counter).to_bytes(4, "big")
+            ) as h,
+            ticking(h.clock),
+        ):
             await create(h)
             ws = await connect(h, autoping=False)
             seen: list[bytes] = []

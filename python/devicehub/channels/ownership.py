@@ -1,0 +1,270 @@
+"""Redis mode: which node owns each key's channel (leases), events forwarded to owners' inboxes (cluster.py).
+
+The timers here stay on real time, as the journal flusher's do: they pace polling of Redis and wait for Redis
+leases to run out, which are wall-clock facts shared with the other nodes, not rules of this node's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from devicehub.channels.channel import CALLBACK, WEBSOCKET, Channel
+from devicehub.channels.cluster import LEASE_TTL, ClusterLink
+from devicehub.channels.encode import EventEncoder
+from devicehub.channels.journal import Journal
+from devicehub.channels.lifecycle import ChannelLifecycle
+from devicehub.channels.options import ChannelOptions
+from devicehub.channels.registry import ChannelRegistry
+from devicehub.channels.websocket import GOING_AWAY
+from devicehub.clock import Clock
+from devicehub.domain.events import Event
+from devicehub.domain.model import ChannelConfig, StoredEvent
+from devicehub.domain.storage.store import Store
+from devicehub.errors import Unavailable
+from devicehub.store.failures import unreachable
+
+log = logging.getLogger("devicehub.channels")
+
+
+class ClusterOwnership:
+    """The channels this node owns are in the registry; every channel of the cluster is in `_configs`, so events
+    for channels owned elsewhere can be encoded and forwarded."""
+
+    def __init__(
+        self,
+        cluster: ClusterLink,
+        store: Store,
+        clock: Clock,
+        registry: ChannelRegistry,
+        lifecycle: ChannelLifecycle,
+        journal: Journal,
+        encoder: EventEncoder,
+        uid_source: Callable[[], str],
+    ) -> None:
+        self.cluster = cluster
+        self._store = store
+        self._clock = clock
+        self._registry = registry
+        self._lifecycle = lifecycle
+        self._journal = journal
+        self._encoder = encoder
+        self._uid_source = uid_source
+        self._configs: dict[str, tuple[ChannelConfig, ChannelOptions]] = {}
+        self._accounts: dict[str, set[str]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._failing: set[str] = set()  # Redis tasks failing now (logged once per outage)
+        self._adopting: dict[str, asyncio.Lock] = {}
+        self._outbox: dict[str, list[StoredEvent]] = {}
+        self._forwarder: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._refresh_configs()
+        await self.cluster.listen(self._on_control)
+        self._tasks = [
+            asyncio.create_task(self._drain_forever(), name="cluster-drain"),
+            asyncio.create_task(self._hold_forever(), name="cluster-leases"),
+        ]
+
+    async def stop_tasks(self) -> None:
+        """Stop draining and lease upkeep, and wait for the forwarder: nothing published is left behind."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._forwarder is not None:
+            await asyncio.gather(self._forwarder, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Give up this node's leases (its channels' transports are stopped) and the control channel."""
+        for key_id in self._registry.keys():
+            await self._store.release_lease(_lease(key_id), self.cluster.node_id)
+        await self.cluster.close()
+
+    def account_keys(self, account_id: str) -> Iterable[str]:
+        return self._accounts.get(account_id, ())
+
+    # ---- events: forwarded to inboxes --------------------------------------------------------------
+    async def forward(self, key_ids: Iterable[str], event: Event) -> None:
+        """Every event goes to its keys' inboxes; each key's owner moves it into its queue."""
+        now_ms = int(self._clock.now() * 1000)
+        uid: str | None = None
+        encoded: dict[tuple[bool, ...], bytes] = {}
+        for key_id in key_ids:
+            entry = self._configs.get(key_id)
+            if entry is None:
+                continue
+            options = entry[1]
+            data = encoded.get(options.encoding)
+            if data is None:
+                if uid is None and options.include_uid:
+                    uid = self._uid_source()
+                data = encoded[options.encoding] = self._encoder.encode(event, options, now_ms, uid)
+            self._outbox.setdefault(key_id, []).append(StoredEvent(event.kind, data, now_ms))
+        if self._outbox and (self._forwarder is None or self._forwarder.done()):
+            self._forwarder = asyncio.create_task(self._forward_outbox(), name="cluster-forward")
+
+    async def _forward_outbox(self) -> None:
+        """One writer sends what queued up meanwhile in one round trip, so order holds and Redis is not
+        asked once per event (a stop waits for it: nothing published is left behind)."""
+        while self._outbox:
+            batches, self._outbox = self._outbox, {}
+            try:
+                await self.cluster.forward(batches)
+            except Exception as error:
+                self._outage("forwarding events to Redis", error)
+                for key_id, events in batches.items():  # put them back ahead of newer ones
+                    self._outbox[key_id] = events + self._outbox.get(key_id, [])
+                await asyncio.sleep(0.1)
+            else:
+                self._recovered("forwarding events to Redis")
+
+    # ---- ownership (lifecycle.Ownership) ------------------------------------------------------------
+    async def changed(self, key_id: str, verb: str = "changed") -> None:
+        await self._refresh_configs()
+        await self.cluster.send(verb, key_id)
+
+    async def drop_inbox(self, key_id: str) -> None:
+        await self.cluster.drop_inbox(key_id)
+
+    async def own(self, key_id: str, *, take_over: bool) -> Channel | None:
+        """Become the owner of the key's channel (lease, journal, queue); None when it has none or is taken."""
+        lock = self._adopting.setdefault(key_id, asyncio.Lock())
+        async with lock:
+            channel = self._registry.get(key_id)
+            if channel is not None:
+                return channel
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + LEASE_TTL + 2
+            asked = False
+            while not await self._store.acquire_lease(_lease(key_id), self.cluster.node_id, LEASE_TTL, time.time()):
+                if not take_over:
+                    return None
+                if not asked:
+                    await self.cluster.send("release", key_id)
+                    asked = True
+                if loop.time() > deadline:
+                    raise Unavailable("the channel's owner node did not hand it over", token="CHANNEL_BUSY")
+                await asyncio.sleep(0.05)  # the owner answers by releasing, or its lease runs out
+            config = await self._store.get_channel(key_id)
+            if config is None:
+                await self._store.release_lease(_lease(key_id), self.cluster.node_id)
+                return None
+            # not under the lifecycle lock: callers installing a channel hold it; the per-key lock keeps adoption
+            # single
+            channel = self._lifecycle.add(config, self._clock.now())
+            channel.restore(await self._journal.load(key_id), await self._journal.load_drops(key_id))
+            if channel.kind == WEBSOCKET:
+                channel.disconnected_since = self._clock.now()
+            log.info("node %s owns the channel of key %s", self.cluster.node_id, key_id)
+            return channel
+
+    async def _refresh_configs(self) -> None:
+        configs = await self._store.list_channels()
+        self._configs = {c.key_id: (c, ChannelOptions.from_stored(c.serialization)) for c in configs}
+        accounts: dict[str, set[str]] = {}
+        for config in configs:
+            accounts.setdefault(config.account_id, set()).add(config.key_id)
+        self._accounts = accounts
+
+    async def _on_control(self, verb: str, key_id: str, sender: str) -> None:
+        if verb in ("changed", "deleted"):
+            await self._refresh_configs()
+        channel = self._registry.get(key_id)
+        if channel is None:
+            return
+        async with self._lifecycle.lock:
+            if self._registry.get(key_id) is not channel:
+                return
+            if verb == "deleted":
+                await self._lifecycle.remove_locked(channel, f"deleted on node {sender}", GOING_AWAY, "channel deleted")
+            elif verb == "release":
+                await self._release_locked(channel, "another socket opened for this key")
+            elif verb == "changed":
+                entry = self._configs.get(key_id)
+                if entry is not None and entry[0] != channel.config:
+                    await self._release_locked(channel, "channel replaced")
+
+    async def _release_locked(self, channel: Channel, reason: str) -> None:
+        """Hand the channel to another node: close the socket 1001, write the journal, drop the lease."""
+        await self._lifecycle.stop_transport(channel, GOING_AWAY, reason)
+        self._registry.discard(channel)
+        channel.close()
+        await self._journal.release(channel.key_id)
+        await self._store.release_lease(_lease(channel.key_id), self.cluster.node_id)
+        log.info("channel of key %s handed over (%s)", channel.key_id, reason)
+
+    async def _drain_forever(self) -> None:
+        # this bounds how long an event waits in Redis before its owner queues it
+        while True:
+            await asyncio.sleep(0.02)
+            try:
+                await self._drain_once()
+            except Exception as error:
+                self._outage("draining channel inboxes", error)
+            else:
+                self._recovered("draining channel inboxes")
+
+    async def _drain_once(self) -> None:
+        """Inbox → local queue → journal in Redis, and only then trim the inbox: a crash loses nothing."""
+        if not len(self._registry):
+            return
+        found = await self.cluster.peek(self._registry.keys())
+        taken: dict[str, int] = {}
+        for key_id, events in found.items():
+            channel = self._registry.get(key_id)
+            if channel is None:
+                continue  # handed over meanwhile: the events stay for the next owner
+            for event in events:
+                channel.push(event.kind, event.data, event.queued_at_ms)
+            taken[key_id] = len(events)
+        if taken:
+            await self._journal.flush()
+            await self.cluster.trim(taken)
+
+    async def _hold_forever(self) -> None:
+        """Renew this node's leases; adopt channels nobody owns (a dead node's, or ones set up meanwhile)."""
+        while True:
+            await asyncio.sleep(LEASE_TTL / 3)
+            try:
+                for key_id in self._registry.keys():
+                    if not await self._store.acquire_lease(
+                        _lease(key_id), self.cluster.node_id, LEASE_TTL, time.time()
+                    ):
+                        log.warning("lost the lease of key %s to another node", key_id)
+                        channel = self._registry.get(key_id)
+                        if channel is not None:
+                            async with self._lifecycle.lock:
+                                await self._release_locked(channel, "owned by another node")
+                await self._refresh_configs()
+                # every channel has an owner: it queues under the byte cap, and its time rules run once (spec §8)
+                for key_id in list(self._configs):
+                    if key_id not in self._registry:
+                        channel = await self.own(key_id, take_over=False)
+                        if channel is not None and channel.kind == CALLBACK:
+                            self._lifecycle.start_deliverer(channel)
+            except Exception as error:
+                self._outage("lease upkeep", error)
+            else:
+                self._recovered("lease upkeep")
+
+    def _outage(self, task: str, error: Exception) -> None:
+        """A Redis task failed: said once per outage (it retries every few milliseconds), with a traceback only
+        when the failure is not Redis being unreachable."""
+        if task in self._failing:
+            return
+        self._failing.add(task)
+        if unreachable(error):
+            log.warning("%s failed: Redis unreachable (%s); retrying", task, error)
+        else:
+            log.exception("%s failed; retrying", task)
+
+    def _recovered(self, task: str) -> None:
+        if task in self._failing:
+            self._failing.discard(task)
+            log.info("%s works again", task)
+
+
+def _lease(key_id: str) -> str:
+    return f"channel:{key_id}"
