@@ -163,4 +163,5 @@ class WebSocketSession:
         finally:
             for task in (pong, timer):
                 task.cancel()
+            await asyncio.gather(pong, timer, return_exceptions=True)
         return self._pong.is_set()
