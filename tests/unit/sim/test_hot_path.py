@@ -42,7 +42,7 @@ async def _normal_then_hot(sink: CountingSink, device: SimDevice, path: str, val
     normal = sink.kept.pop()
     sent = coap_decode(normal)
     device.endpoint._next_mid = (sent.mid - 1) & 0xFFFF
-    observer = next(o for o in device._observers.values() if o.path == path)
+    observer = next(o for o in device.observers.by_token.values() if o.path == path)
     observer.seq = (sent.observe or 0) - 1
     assert device.hot_notify(device.clock.now(), 0.0)
     await eventually(lambda: len(sink.kept or []) == 1)
@@ -92,12 +92,12 @@ def test_confirmable_notifications_and_attributes_take_the_normal_path() -> None
         device = await _registered(address, PELION)
         try:
             device.confirmable_notifications = True
-            device._hot_changed()
+            device.hot_path.forget()
             assert not device.hot_notify(device.clock.now(), 0.5)  # CON waits for its ACK: normal path
             device.confirmable_notifications = False
-            device._hot_changed()
+            device.hot_path.forget()
             assert device.hot_notify(device.clock.now(), 0.5)
-            device._write_attributes(BATTERY, ["pmin=10"])  # attributes are judged on the normal path
+            device.responder.write_attributes(BATTERY, ["pmin=10"])  # attributes are judged on the normal path
             assert not device.hot_notify(device.clock.now(), 0.5)
             assert sink.kept is not None
             await eventually(lambda: len(sink.kept or []) == 1)

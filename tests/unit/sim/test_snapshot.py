@@ -6,7 +6,7 @@ import asyncio
 
 from devicehub.clock import SystemClock
 from devicehub.config import SimulateSettings
-from devicehub.sim.device import DeviceCounters
+from devicehub.sim.counters import DeviceCounters
 from devicehub.sim.fleet import COUNTERS, Fleet
 
 
