@@ -132,6 +132,7 @@ class SimDevice:
             version="1.1" if flavor == OMA else "1.0",
             full_list_updates=self.oma.full_list_updates,
         )
+        # the load hot path (issue 16 #4, `simulate --hot-path`): see `HotPath.notify`
         self.hot_path = HotPath(
             self.model,
             self.observers,
@@ -143,8 +144,6 @@ class SimDevice:
             server=lambda: self.server,
         )
         self.observers.on_change = self.hot_path.forget
-        # the load hot path (issue 16 #4): see `HotPath.notify`
-        self.hot_notify = self.hot_path.notify
         self._auto_token = random.randrange(1, 1024).to_bytes(2, "big")
         self._tasks: set[asyncio.Task[None]] = set()
         self._lifecycle: asyncio.Task[None] | None = None

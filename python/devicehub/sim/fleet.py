@@ -201,7 +201,7 @@ class Fleet:
             uniform = rng.uniform
             for device in rng.choices(devices, cum_weights=cumulative, k=batch):
                 payload = f"{clock.now():.6f}".encode() if stamp else None
-                if device.hot_notify(now, uniform(-0.5, 0.5), payload):
+                if device.hot_path.notify(now, uniform(-0.5, 0.5), payload):
                     self.hot_sent += 1
                 else:
                     device.vary_once(rng)

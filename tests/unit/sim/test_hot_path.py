@@ -44,7 +44,7 @@ async def _normal_then_hot(sink: CountingSink, device: SimDevice, path: str, val
     device.endpoint._next_mid = (sent.mid - 1) & 0xFFFF
     observer = next(o for o in device.observers.by_token.values() if o.path == path)
     observer.seq = (sent.observe or 0) - 1
-    assert device.hot_notify(device.clock.now(), 0.0)
+    assert device.hot_path.notify(device.clock.now(), 0.0)
     await eventually(lambda: len(sink.kept or []) == 1)
     return normal, sink.kept.pop()
 
@@ -73,7 +73,7 @@ def test_pre_encoded_notification_is_the_datagram_of_the_normal_path(flavor: str
             assert theirs.opt.content_format == before.opt.content_format == 0
             assert theirs.payload == before.payload == str(value).encode()
             # the next notification moves on: a new message ID, the next Observe number
-            assert device.hot_notify(device.clock.now(), 0.3)
+            assert device.hot_path.notify(device.clock.now(), 0.3)
             await eventually(lambda: len(sink.kept or []) == 1)
             following = coap_decode(sink.kept[0])
             assert following.mid == (ours.mid + 1) & 0xFFFF and following.observe == (ours.observe or 0) + 1
@@ -93,12 +93,12 @@ def test_confirmable_notifications_and_attributes_take_the_normal_path() -> None
         try:
             device.confirmable_notifications = True
             device.hot_path.forget()
-            assert not device.hot_notify(device.clock.now(), 0.5)  # CON waits for its ACK: normal path
+            assert not device.hot_path.notify(device.clock.now(), 0.5)  # CON waits for its ACK: normal path
             device.confirmable_notifications = False
             device.hot_path.forget()
-            assert device.hot_notify(device.clock.now(), 0.5)
+            assert device.hot_path.notify(device.clock.now(), 0.5)
             device.responder.write_attributes(BATTERY, ["pmin=10"])  # attributes are judged on the normal path
-            assert not device.hot_notify(device.clock.now(), 0.5)
+            assert not device.hot_path.notify(device.clock.now(), 0.5)
             assert sink.kept is not None
             await eventually(lambda: len(sink.kept or []) == 1)
         finally:
