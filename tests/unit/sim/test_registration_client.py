@@ -201,3 +201,13 @@ def test_register_carries_the_endpoint_lifetime_binding_version_and_extra_parame
         ]
 
     _run(scenario)
+
+
+def test_an_update_answered_not_found_has_registered_afresh_when_it_returns() -> None:
+    async def scenario(device: Device, client: RegistrationClient) -> None:
+        device.fake_server.answers = [codes.NOT_FOUND]
+        assert await client.update() == codes.NOT_FOUND  # as a triggered update (/1/0/8) or Edge Core calls it
+        assert device.fake_server.requests[-2:] == [(0, "POST /rd/1"), (0, "POST /rd")]
+        assert device.registered.is_set() and device.device_id == "2"
+
+    _run(scenario)
