@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,7 @@ from devicehub.sim.registration import (
     resource_links,
     resource_links_payload,
 )
-from devicehub.sim.responder import DeviceLog, Responder
+from devicehub.sim.responder import DeviceLog, Reader, Responder
 
 log = logging.getLogger("devicehub.sim")
 
@@ -116,17 +116,18 @@ class SimDevice:
         self.log = DeviceLog()
         self._endpoint: CoapEndpoint | None = None
         self._dtls: DtlsClient | None = None
+        self.reader = Reader(self.model)
         self.observers = Observers(
             clock,
             self.model,
             self.counters,
-            read=self._read,
+            read=self.reader.read,
             send=self._send_notification,
             registered=self.registered,
             confirmable=self._confirmable,
             restart_seq=self.oma.restart_observe_seq,
         )
-        self.responder = Responder(self.model, self.observers, self.log)
+        self.responder = Responder(self.reader, self.observers, self.log)
         self.registration = RegistrationClient(
             self,
             version="1.1" if flavor == OMA else "1.0",
@@ -134,14 +135,13 @@ class SimDevice:
         )
         # the load hot path (issue 16 #4, `simulate --hot-path`): see `HotPath.notify`
         self.hot_path = HotPath(
+            self,
             self.model,
             self.observers,
             self.counters,
-            read=self._read,
-            registered=self.registered.is_set,
+            read=self.reader.read,
             possible=self._hot_path_possible,
             endpoint=lambda: self.endpoint,
-            server=lambda: self.server,
         )
         self.observers.on_change = self.hot_path.forget
         self._auto_token = random.randrange(1, 1024).to_bytes(2, "big")
@@ -192,6 +192,7 @@ class SimDevice:
                 block_size=self.oma.block_size,
                 max_payload=self.oma.max_payload,
             )
+        self.hot_path.forget()  # its datagrams leave by the endpoint it chose them for
 
     async def rebind(self, security: ClientCredentials | None) -> None:
         """Close the transport and bind it again over plain UDP or DTLS with `security` (after a bootstrap)."""
@@ -307,9 +308,6 @@ class SimDevice:
             return await self.bootstrap.handle(message, payload)
         return await self.responder.answer(message, payload, self._apply_write, self._execute)
 
-    def _read(self, path: str, accept: int | None) -> Reply:
-        return self.responder.read(path, accept)
-
     async def _apply_write(self, values: dict[str, Value]) -> Reply:
         """Store decoded values; a subclass may hand some to another owner first (edge/forwarding.py)."""
         return self.responder.store(values, self.on_write)
@@ -329,17 +327,18 @@ class SimDevice:
     @property
     def multi_value_format(self) -> int | None:
         """The format answering an instance/object read without Accept (None: TLV; Anjay 1.2 picks a CBOR one)."""
-        return self.responder.multi_value_format
+        return self.reader.multi_value_format
 
     @multi_value_format.setter
     def multi_value_format(self, content_format: int | None) -> None:
-        self.responder.multi_value_format = content_format
+        self.reader.multi_value_format = content_format
 
     # ---- observations (sim/observers.py) ---------------------------------------------------------------
-    async def _send_notification(
+    def _send_notification(
         self, code: int, token: bytes, options: list[tuple[int, bytes]], payload: bytes, confirmable: bool
-    ) -> None:
-        await self.endpoint.send_notification(self.server, code, token, options, payload, confirmable=confirmable)
+    ) -> Awaitable[None]:
+        # not a coroutine of its own: the normal path makes one notification task per change
+        return self.endpoint.send_notification(self.server, code, token, options, payload, confirmable=confirmable)
 
     def _confirmable(self) -> bool:
         return self.flavor == PELION if self.confirmable_notifications is None else self.confirmable_notifications

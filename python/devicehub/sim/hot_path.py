@@ -7,8 +7,10 @@ filled in. Devices that cannot take it (see `HotPath.notify`) fall back to the n
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from devicehub._core import CoapNotification
 from devicehub.lwm2m import codes
@@ -20,14 +22,23 @@ from devicehub.sim.observers import Observation, Observers, Read
 HOT_MIN_BLOCK = 64  # the hot path sends one datagram: its payload (a send time: 17 bytes) must fit one block
 
 
+class HotPathHost(Protocol):
+    """The device whose notifications go the hot path: where they go, and whether it is registered."""
+
+    server: Address
+    registered: asyncio.Event
+
+
 @dataclass(frozen=True, slots=True)
 class _Hot:
-    """An observation the hot path notifies: its resource and its notification encoded once."""
+    """An observation the hot path notifies: its resource, its notification encoded once, the endpoint it leaves by
+    (a new endpoint comes with a new registration, which ends every observation and so this choice)."""
 
     observation: Observation
     resource: Resource
     template: CoapNotification
     integer: bool
+    endpoint: CoapEndpoint
 
 
 class HotPath:
@@ -35,24 +46,23 @@ class HotPath:
 
     def __init__(
         self,
+        device: HotPathHost,
         model: Model,
         observers: Observers,
         counters: DeviceCounters,
         *,
         read: Read,
-        registered: Callable[[], bool],
         possible: Callable[[], bool],
         endpoint: Callable[[], CoapEndpoint],
-        server: Callable[[], Address],
     ) -> None:
+        self.device = device
         self.model = model
         self.observers = observers
         self.counters = counters
         self._read = read
-        self._registered = registered
         # NON notifications over plain UDP with datagrams of HOT_MIN_BLOCK bytes at least (the device's settings)
         self._possible = possible
-        self._endpoint, self._server = endpoint, server
+        self._endpoint = endpoint
         self._hot: _Hot | None = None  # the observation the hot path notifies, once looked for
         self._checked = False
 
@@ -70,9 +80,10 @@ class HotPath:
         attributes (pmin, pmax, gt, lt, st are judged on the normal path), DTLS or TCP; the caller then takes the
         normal path (`SimDevice.vary_once`)."""
         hot = self._hot if self._checked else self._find()
-        if hot is None or not self._registered():
+        device = self.device
+        if hot is None or not device.registered.is_set():
             return False
-        resource, observation, endpoint = hot.resource, hot.observation, self._endpoint()
+        resource, observation, endpoint = hot.resource, hot.observation, hot.endpoint
         if step:
             if hot.integer:
                 resource.value = min(max(int(resource.value) + (1 if step > 0 else -1), 0), 100)
@@ -81,7 +92,7 @@ class HotPath:
         observation.seq = (observation.seq + 1) & 0xFFFFFF
         observation.last_sent_at = now
         datagram = hot.template.encode(endpoint.new_mid(), observation.seq, payload or resource.text())
-        endpoint.send_datagram(datagram, self._server())
+        endpoint.send_datagram(datagram, device.server)
         self.counters.notifications += 1
         return True
 
@@ -100,6 +111,6 @@ class HotPath:
                 continue
             reply = self._read(observation.path, observation.accept)  # the options the normal path sends
             template = CoapNotification(codes.NON, reply.code, observation.token, reply.options)
-            self._hot = _Hot(observation, resource, template, resource.kind == INT)
+            self._hot = _Hot(observation, resource, template, resource.kind == INT, self._endpoint())
             return self._hot
         return None

@@ -44,15 +44,46 @@ ApplyWrite = Callable[[dict[str, Value]], Awaitable[Reply]]
 Execute = Callable[[str, bytes], Reply]
 
 
-class Responder:
-    """Answers the server's requests against `model`; observations go to `observers`."""
+class Reader:
+    """Reads of the object model in a content format: what a Read, an Observe and each notification carry."""
 
-    def __init__(self, model: Model, observers: Observers, log: DeviceLog) -> None:
+    def __init__(self, model: Model) -> None:
         self.model = model
-        self.observers = observers
-        self.log = log
         # the format answering an instance/object read without Accept (None: TLV; Anjay 1.2 picks a CBOR one)
         self.multi_value_format: int | None = None
+
+    def read(self, path: str, accept: int | None) -> Reply:
+        """A Read of `path` in `accept` (None: text for a resource, `multi_value_format` or TLV for more)."""
+        if not self.model.exists(path):
+            return Reply(codes.NOT_FOUND)
+        resource = self.model.resource(path)
+        if resource is not None and resource.executable:
+            return Reply(codes.METHOD_NOT_ALLOWED)
+        cf_option = codes.CONTENT_FORMAT
+        if resource is not None and accept in (None, TEXT_CF, OPAQUE_CF):
+            if resource.kind == OPAQUE and accept != TEXT_CF:
+                return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(OPAQUE_CF))], resource.tlv_value())
+            if accept == OPAQUE_CF:
+                return Reply(codes.NOT_ACCEPTABLE)
+            return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TEXT_CF))], resource.text())
+        if accept is None and resource is None:
+            accept = self.multi_value_format
+        if accept in CBOR_CFS:
+            assert accept is not None
+            return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(accept))], self.model.read_cbor(path, accept))
+        if accept not in (None, TLV_CF, LEGACY_TLV_CF):
+            return Reply(codes.NOT_ACCEPTABLE)
+        return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TLV_CF))], self.model.read_tlv(path))
+
+
+class Responder:
+    """Answers the server's requests against `reader`'s model; observations go to `observers`."""
+
+    def __init__(self, reader: Reader, observers: Observers, log: DeviceLog) -> None:
+        self.model = reader.model
+        self.read = reader.read
+        self.observers = observers
+        self.log = log
 
     async def answer(self, message: CoapMessage, payload: bytes, apply_write: ApplyWrite, execute: Execute) -> Reply:
         """The answer to one request from the LwM2M server (not the bootstrap server)."""
@@ -79,29 +110,6 @@ class Responder:
                 return execute(path, payload)
             return await self._write(path, message.content_format, payload, apply_write)
         return Reply(codes.METHOD_NOT_ALLOWED)
-
-    def read(self, path: str, accept: int | None) -> Reply:
-        """A Read of `path` in `accept` (None: text for a resource, `multi_value_format` or TLV for more)."""
-        if not self.model.exists(path):
-            return Reply(codes.NOT_FOUND)
-        resource = self.model.resource(path)
-        if resource is not None and resource.executable:
-            return Reply(codes.METHOD_NOT_ALLOWED)
-        cf_option = codes.CONTENT_FORMAT
-        if resource is not None and accept in (None, TEXT_CF, OPAQUE_CF):
-            if resource.kind == OPAQUE and accept != TEXT_CF:
-                return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(OPAQUE_CF))], resource.tlv_value())
-            if accept == OPAQUE_CF:
-                return Reply(codes.NOT_ACCEPTABLE)
-            return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TEXT_CF))], resource.text())
-        if accept is None and resource is None:
-            accept = self.multi_value_format
-        if accept in CBOR_CFS:
-            assert accept is not None
-            return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(accept))], self.model.read_cbor(path, accept))
-        if accept not in (None, TLV_CF, LEGACY_TLV_CF):
-            return Reply(codes.NOT_ACCEPTABLE)
-        return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TLV_CF))], self.model.read_tlv(path))
 
     async def _write(self, path: str, content_format: int | None, payload: bytes, apply_write: ApplyWrite) -> Reply:
         values = self._decode_write(path, content_format, payload)

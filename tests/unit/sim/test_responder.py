@@ -22,7 +22,7 @@ from devicehub.sim.objects import (
     standard_model,
 )
 from devicehub.sim.observers import Observers
-from devicehub.sim.responder import DeviceLog, Responder
+from devicehub.sim.responder import DeviceLog, Reader, Responder
 
 LINK_FORMAT_CF = 40
 DIMMER = "/3311/0/5851"  # writable, an integer
@@ -38,16 +38,17 @@ class Device:
         self.registered = asyncio.Event()
         self.registered.set()
         self.log = DeviceLog()
+        self.reader = Reader(self.model)
         self.observers = Observers(
             self.clock,
             self.model,
             DeviceCounters(),
-            read=lambda path, accept: self.responder.read(path, accept),
+            read=self.reader.read,
             send=self._send,
             registered=self.registered,
             confirmable=lambda: False,
         )
-        self.responder = Responder(self.model, self.observers, self.log)
+        self.responder = Responder(self.reader, self.observers, self.log)
         self.executed: list[str] = []
 
     async def _send(
