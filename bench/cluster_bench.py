@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from devicehub._core import CoapMessage  # noqa: E402
 from devicehub.clock import SystemClock  # noqa: E402
-from devicehub.lwm2m.transport import Address, Reply  # noqa: E402
+from devicehub.lwm2m.coap.messages import Address, Reply  # noqa: E402
 from devicehub.sim.device import OMA, SimDevice  # noqa: E402
 from support.redis_server import redis_server  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from devicehub._core import coap_encode, coap_encode_uint  # noqa: E402
 from devicehub.clock import SystemClock  # noqa: E402
 from devicehub.lwm2m import codes  # noqa: E402
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint  # noqa: E402
 from devicehub.lwm2m.dtls import server_certificate  # noqa: E402
 from devicehub.lwm2m.dtls_client import DtlsClient  # noqa: E402
 from devicehub.lwm2m.security import (  # noqa: E402
@@ -46,7 +47,6 @@ from devicehub.lwm2m.security import (  # noqa: E402
     Keyring,
 )
 from devicehub.lwm2m.server import LwM2MServer  # noqa: E402
-from devicehub.lwm2m.transport import CoapEndpoint  # noqa: E402
 from devicehub.sim.device import PELION, SimDevice  # noqa: E402
 from ingest_bench import CountingCore, Driver, _windows  # noqa: E402
 

@@ -65,9 +65,9 @@ def _rss_kib() -> int:
 
 async def _serve(devices: int, conn: Connection) -> None:
     from devicehub.clock import SystemClock
+    from devicehub.lwm2m.coap.endpoint import CoapEndpoint
     from devicehub.lwm2m.dtls import DtlsListener, server_certificate
     from devicehub.lwm2m.security import Keyring
-    from devicehub.lwm2m.transport import CoapEndpoint
 
     async def nothing(*_: Any) -> None:
         return None

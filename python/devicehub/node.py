@@ -25,10 +25,10 @@ from devicehub.domain.accounts import AccountService
 from devicehub.domain.credentials import CredentialService, SecretBox, load_secret_key
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
+from devicehub.lwm2m.coap.parameters import Limits
 from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
-from devicehub.lwm2m.transport import Limits
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
 from devicehub.store.redis.holders import HolderLink

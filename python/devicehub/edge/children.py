@@ -24,7 +24,7 @@ from devicehub.edge.forwarding import (
     build_model,
 )
 from devicehub.edge.upstream import EdgeClient
-from devicehub.lwm2m.transport import Address
+from devicehub.lwm2m.coap.messages import Address
 from devicehub.sim.device import PELION
 
 log = logging.getLogger("devicehub.edge")

@@ -14,7 +14,7 @@ from typing import Any
 
 from devicehub._core import CoapMessage
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.transport import Address, Reply
+from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.sim.device import SimDevice
 from devicehub.sim.objects import (
     BOOL,

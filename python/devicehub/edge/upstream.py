@@ -37,10 +37,10 @@ from devicehub.edge.forwarding import (
     RpcError,
 )
 from devicehub.edge.status import ERROR, EdgeStatus
+from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.errors import DeviceError, DeviceTimeout
 from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.security import ClientCredentials
-from devicehub.lwm2m.transport import Address, Reply
 from devicehub.sim.device import PELION
 from devicehub.sim.objects import INT, STRING, CurrentTime, Model, Resource
 

@@ -41,12 +41,13 @@ from devicehub.clock import Clock
 from devicehub.domain.model import BootstrapConfig
 from devicehub.domain.storage.store import Store
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Options, Reply
 from devicehub.lwm2m.dtls import DtlsListener
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.links import LinkFormatError, ascii_digits, link_attributes
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.security import PeerIdentity
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Options, Reply
 from devicehub.lwm2m.udp import open_udp
 
 log = logging.getLogger("devicehub.bootstrap")

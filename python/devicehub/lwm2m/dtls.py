@@ -60,9 +60,10 @@ from cryptography.x509.oid import NameOID
 
 from devicehub._core import DtlsError, DtlsServer, DtlsSession
 from devicehub.clock import Clock
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.dtls_shares import HandshakeShares, Refusal
 from devicehub.lwm2m.security import Keyring, PeerIdentity, authenticate, failure_reason
-from devicehub.lwm2m.transport import Address, CoapEndpoint
 from devicehub.lwm2m.udp import widen_receive_buffer
 
 log = logging.getLogger("devicehub.dtls")

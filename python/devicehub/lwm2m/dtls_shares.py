@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 from enum import Enum
 
-from devicehub.lwm2m.transport import Address
+from devicehub.lwm2m.coap.messages import Address
 
 
 class Refusal(Enum):

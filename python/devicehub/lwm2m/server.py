@@ -34,6 +34,9 @@ from devicehub.errors import Unavailable
 from devicehub.interning import InternTable
 from devicehub.locks import KeyedLocks
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Handler, LaneNotification, NotificationHandler, Reply
+from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS, EXCHANGE_LIFETIME, MAX_DATAGRAM, Limits
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
 from devicehub.lwm2m.dtls import DtlsListener
 from devicehub.lwm2m.errors import DeviceError, NotConnected, NotRegistered
@@ -45,18 +48,6 @@ from devicehub.lwm2m.retry_calendar import RetryCalendar
 from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.tls_stream import TlsAcceptor
-from devicehub.lwm2m.transport import (
-    DEFAULT_LIMITS,
-    EXCHANGE_LIFETIME,
-    MAX_DATAGRAM,
-    Address,
-    CoapEndpoint,
-    Handler,
-    LaneNotification,
-    Limits,
-    NotificationHandler,
-    Reply,
-)
 from devicehub.lwm2m.udp import RECV_BATCHES, open_udp
 
 log = logging.getLogger("devicehub.lwm2m")

@@ -27,9 +27,10 @@ from typing import Any, cast
 
 from devicehub._core import CoapError, coap_decode, coap_encode, coap_encode_uint
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.security import ClientCredentials, PeerIdentity
 from devicehub.lwm2m.tls_stream import TlsAcceptor, connect_tls
-from devicehub.lwm2m.transport import Address, CoapEndpoint
 
 log = logging.getLogger("devicehub.coap.tcp")
 

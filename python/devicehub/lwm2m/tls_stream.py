@@ -23,6 +23,7 @@ from mbedtls import tls
 from mbedtls.exceptions import TLSError
 
 from devicehub.clock import Clock
+from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.security import (
     MAX_RECORD,
     ClientCredentials,
@@ -34,7 +35,6 @@ from devicehub.lwm2m.security import (
     server_options,
     step_handshake,
 )
-from devicehub.lwm2m.transport import Address
 
 log = logging.getLogger("devicehub.coaps_tcp")
 

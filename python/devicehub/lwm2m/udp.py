@@ -24,7 +24,9 @@ import sys
 from typing import Any, Protocol
 
 from devicehub._core import ObserveLane, UdpReceiver
-from devicehub.lwm2m.transport import MAX_DATAGRAM, Address, CoapEndpoint, LaneNotification
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, LaneNotification
+from devicehub.lwm2m.coap.parameters import MAX_DATAGRAM
 
 RECV_BATCHES = sys.platform == "linux"  # recvmmsg(2) is Linux's
 RECV_BATCH = 64  # datagrams one loop turn takes at most (64 KiB of buffer each, touched only as far as used)

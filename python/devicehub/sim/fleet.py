@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import SimulateSettings
+from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.security import ClientCredentials, client_credentials
-from devicehub.lwm2m.transport import Address
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
 from devicehub.sim.latency import LatencyProbe

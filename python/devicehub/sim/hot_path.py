@@ -14,7 +14,8 @@ from typing import Protocol
 
 from devicehub._core import CoapNotification
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.transport import Address, CoapEndpoint
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address
 from devicehub.sim.counters import DeviceCounters
 from devicehub.sim.objects import FLOAT, INT, TEXT_CF, Model, Resource
 from devicehub.sim.observers import Observation, Observers, Read

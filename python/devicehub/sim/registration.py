@@ -16,11 +16,12 @@ from typing import Protocol
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.errors import DeviceError, DeviceTimeout
 from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.security import ClientCredentials
-from devicehub.lwm2m.transport import Address, CoapEndpoint
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError, Provisioned
 from devicehub.sim.counters import DeviceCounters
 from devicehub.sim.objects import BATTERY, OPAQUE, OPAQUE_CF, Model

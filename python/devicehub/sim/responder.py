@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.transport import Reply
+from devicehub.lwm2m.coap.messages import Reply
 from devicehub.sim import attributes
 from devicehub.sim.objects import (
     CBOR_CFS,

@@ -14,7 +14,8 @@ import pytest
 from devicehub._core import CoapMessage, UdpReceiver, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes, udp
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.udp import open_udp
 from support.loops import LoopKind, run_on
 from support.node import eventually

@@ -12,7 +12,8 @@ import pytest
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint, udp_send_batch
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
 from support.loops import LoopKind, run_on
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="sendmmsg is Linux's")

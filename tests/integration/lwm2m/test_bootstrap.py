@@ -17,7 +17,8 @@ from devicehub.config import ServeSettings
 from devicehub.domain.model import BootstrapConfig
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.bootstrap import security_instance, server_instance
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.node import Node
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OMA, SimDevice

@@ -11,10 +11,11 @@ from devicehub.clock import SystemClock
 from devicehub.domain.model import BootstrapConfig
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.bootstrap import BootstrapServer
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.dtls_client import DtlsClient
 from devicehub.lwm2m.security import ClientCredentials, Keyring
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import Model

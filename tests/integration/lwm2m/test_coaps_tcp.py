@@ -19,11 +19,12 @@ import pytest
 
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Reply
 from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.tls_stream import TlsAcceptor
-from devicehub.lwm2m.transport import CoapEndpoint, Reply
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.apps import EventReader

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.parameters import EXCHANGE_LIFETIME
 from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.security import ClientCredentials
-from devicehub.lwm2m.transport import EXCHANGE_LIFETIME
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.device_pki import TestCa

@@ -17,11 +17,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from devicehub.clock import ManualClock, SystemClock
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.dtls import DtlsListener, server_certificate
 from devicehub.lwm2m.dtls_client import DtlsClient
 from devicehub.lwm2m.errors import DeviceTimeout
 from devicehub.lwm2m.security import ClientCredentials, Keyring
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from support.dtls_flood import client_hello, collect_cookies
 from support.node import eventually, run, running_node
 from support.ports import free_udp_port

@@ -11,9 +11,10 @@ from typing import Any
 from mbedtls import tls
 
 from devicehub.clock import ManualClock
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Reply
 from devicehub.lwm2m.dtls import DtlsListener, server_certificate
 from devicehub.lwm2m.security import HANDSHAKE_OVER, ClientCredentials, Keyring
-from devicehub.lwm2m.transport import CoapEndpoint, Reply
 from support.node import eventually, run
 from support.receive_buffer import holds_burst
 

@@ -13,8 +13,10 @@ import pytest
 from devicehub._core import CoapMessage, coap_decode, coap_encode
 from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
+from devicehub.lwm2m.coap.parameters import ACK_RANDOM_FACTOR, ACK_TIMEOUT, MAX_TRANSMIT_WAIT
 from devicehub.lwm2m.errors import DeviceTimeout
-from devicehub.lwm2m.transport import ACK_RANDOM_FACTOR, ACK_TIMEOUT, MAX_TRANSMIT_WAIT, Address, CoapEndpoint, Reply
 from support.node import eventually, run
 
 GET_TEMPERATURE = [(codes.URI_PATH, b"3303"), (codes.URI_PATH, b"0"), (codes.URI_PATH, b"5700")]

@@ -9,7 +9,8 @@ from pathlib import Path
 from devicehub._core import CoapMessage
 from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
 from support.node import eventually, run, running_node
 
 DEVICES = 2000

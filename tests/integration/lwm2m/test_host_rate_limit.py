@@ -17,9 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from devicehub._core import CoapMessage, coap_decode, coap_encode
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
+from devicehub.lwm2m.coap.parameters import Limits
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.lwm2m.tcp import CSM, decode_frame, encode_frame, options_body
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Limits, Reply
 from devicehub.sim.device import OMA, SimDevice
 from support.node import eventually, run, running_node
 from support.ports import free_tcp_port, free_udp_port

@@ -8,8 +8,9 @@ from pathlib import Path
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.content import SENML_JSON
-from devicehub.lwm2m.transport import Address, CoapEndpoint, Reply
 from devicehub.sim.device import OMA, SimDevice
 from support.node import run, running_node
 

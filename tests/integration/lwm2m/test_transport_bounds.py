@@ -14,8 +14,10 @@ from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_u
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.domain.model import ObservationRecord
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.messages import Address, Reply
+from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS, EXCHANGE_LIFETIME, MAX_BODY, Limits
 from devicehub.lwm2m.server import MAX_TOKEN_LOOKUPS, MISSED_TOKEN_TTL
-from devicehub.lwm2m.transport import DEFAULT_LIMITS, EXCHANGE_LIFETIME, MAX_BODY, Address, CoapEndpoint, Limits, Reply
 from devicehub.sim.device import OMA, SimDevice
 from support.node import eventually, run, running_node
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint, tlv_decode
 from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.transport import Reply
+from devicehub.lwm2m.coap.messages import Reply
 from devicehub.sim.counters import DeviceCounters
 from devicehub.sim.objects import (
     BATTERY,
