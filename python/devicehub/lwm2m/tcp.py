@@ -1,20 +1,19 @@
-"""CoAP over TCP (RFC 8323, issue 13 #5): stream framing and connections in front of an ordinary `CoapEndpoint`.
+"""CoAP over TCP (RFC 8323, issue 13 #5): stream framing and connections under the token layer of a `CoapEndpoint`.
 
 RFC 8323 §3.2 keeps the options and payload of a CoAP message byte for byte and swaps its 4-byte UDP header
 (version, type, token length, code, message ID) for Len/TKL, an extended length and the code; there are no message
-IDs and no CON/ACK, reliability is TCP's. So a connection translates frames to datagrams and back and the endpoint
-above (block-wise, de-dup, handlers, the LwM2M server) stays as it is, as with the DTLS listener:
-- a frame in becomes a CON request (fresh message ID) or a NON response; the endpoint's piggy-backed answer goes out
-  as a frame; empty ACKs and RSTs it sends have no TCP form and are dropped;
-- a CON request the endpoint sends is at once ACKed back to it (TCP delivered it), so it never retransmits and
-  waits for the response by token alone.
+IDs and no CON/ACK, reliability is TCP's. So the connections attach below the endpoint's token layer
+(`CoapEndpoint.carry_over`, lwm2m/coap/stream.py) in place of its UDP message layer: a request or response frame
+in is handed up as a message, what the token layer sends goes out as a frame; nothing is retransmitted,
+acknowledged or de-duplicated.
 Signaling (§5): each side sends a CSM (7.01) first and the peer's first frame must be one; Ping (7.02) is answered
 with Pong (7.03); Release (7.04) and Abort (7.05) end the connection. A malformed frame, a frame above our
 Max-Message-Size or a missing CSM is answered with Abort and closes that connection only.
 Over TLS (`coaps+tcp://`) the connection sits on a `TlsStream` (lwm2m/tls_stream.py), whose transport tells the
 identity its handshake proved; the framing is the same.
-The codec is Python: the header is a few bytes and the options are decoded by the Rust UDP codec after the
-translation, so a Rust twin would only move the nibble arithmetic (property-tested in tests/unit/lwm2m/test_tcp.py).
+The codec is Python: the header is a few bytes and the options are decoded by the Rust UDP codec behind a 4-byte
+header that carries only the code and token (its type and message ID are read by no layer), so a Rust twin would
+only move the nibble arithmetic (property-tested in tests/unit/lwm2m/test_tcp_frames.py).
 """
 
 from __future__ import annotations
@@ -23,12 +22,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
-from devicehub._core import CoapError, coap_decode, coap_encode, coap_encode_uint
+from devicehub._core import CoapError, CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
-from devicehub.lwm2m.coap.messages import Address
+from devicehub.lwm2m.coap.messages import Address, Options
+from devicehub.lwm2m.coap.stream import StreamLayer
 from devicehub.lwm2m.security import ClientCredentials, PeerIdentity
 from devicehub.lwm2m.tls_stream import TlsAcceptor, connect_tls
 
@@ -118,11 +118,10 @@ class StreamStats:
 class _Connection(asyncio.Protocol):
     """One TCP (or TLS) connection; its peer address is the endpoint's `remote`."""
 
-    def __init__(self, owner: _Frames) -> None:
+    def __init__(self, owner: _Connections) -> None:
         self._owner = owner
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
-        self._mid = 0
         self.peer: Address = ("", 0)
         self.identity: PeerIdentity | None = None
         self.csm_received = False
@@ -187,8 +186,7 @@ class _Connection(asyncio.Protocol):
 
     def _frame(self, frame: Frame) -> None:
         try:
-            udp = _datagram(codes.NON, frame.code, 0, frame.token, frame.body)
-            message = coap_decode(udp)
+            message = decode_message(frame)
         except (CoapError, ValueError) as error:
             self.abort(f"malformed message: {error}")
             return
@@ -212,26 +210,23 @@ class _Connection(asyncio.Protocol):
         elif frame.code >> 5 == 7 or frame.code == codes.EMPTY:
             pass  # Pong, an unknown signal (§5.1: ignored unless critical options), or an empty message (§3.4)
         else:
-            self._mid = (self._mid + 1) & 0xFFFF
-            mtype = codes.CON if codes.is_request(frame.code) else codes.NON
-            self._owner.endpoint.datagram_received(
-                _datagram(mtype, frame.code, self._mid, frame.token, frame.body), self.peer
-            )
+            self._owner.layer.message_received(message, self.peer)
 
 
-def _datagram(mtype: int, code: int, mid: int, token: bytes, body: bytes) -> bytes:
-    return bytes([0x40 | mtype << 4 | len(token), code, mid >> 8, mid & 0xFF]) + token + body
+def decode_message(frame: Frame) -> CoapMessage:
+    """The frame's message, decoded by the Rust codec, which reads UDP's 4-byte header: the code and token go behind
+    one whose type and message ID (NON, 0) no layer above the stream reads."""
+    return coap_decode(bytes([0x40 | codes.NON << 4 | len(frame.token), frame.code, 0, 0]) + frame.token + frame.body)
 
 
-class _Frames:
-    """What the endpoint sends through (its `transport`): each datagram becomes a frame on the peer's connection."""
+class _Connections:
+    """The open connections by peer address: the `StreamCarrier` under the endpoint's token layer."""
 
     def __init__(self, endpoint: CoapEndpoint, accept: Callable[[_Connection], bool] = lambda _: True) -> None:
-        self.endpoint = endpoint
         self.connections: dict[Address, _Connection] = {}
         self.stats = StreamStats()
         self._accept = accept
-        self._server: asyncio.base_events.Server | None = None
+        self.layer: StreamLayer = endpoint.carry_over(self)
 
     def accept(self, connection: _Connection) -> bool:
         if not self._accept(connection):
@@ -245,25 +240,13 @@ class _Frames:
         if self.connections.get(connection.peer) is connection:
             del self.connections[connection.peer]
 
-    # the DatagramTransport face the endpoint uses
-    def sendto(self, data: bytes, addr: Address) -> None:
-        connection = self.connections.get((addr[0], addr[1]))
-        if connection is None or not connection.open or len(data) < 4:
+    def send_message(self, remote: Address, code: int, token: bytes, options: Options, payload: bytes) -> bool:
+        connection = self.connections.get((remote[0], remote[1]))
+        if connection is None or not connection.open:
             self.stats.dropped += 1
-            if len(data) >= 4 and (data[0] >> 4) & 0x3 == codes.CON:  # the connection is gone: the exchange fails
-                self.endpoint.datagram_received(bytes([0x70, 0, data[2], data[3]]), addr)  # at once, as a Reset
-            return
-        mtype, tkl, code = (data[0] >> 4) & 0x3, data[0] & 0x0F, data[1]
-        if code == codes.EMPTY:
-            return  # an empty ACK or RST: TCP needs neither (§2.2)
-        connection.write(code, data[4 : 4 + tkl], data[4 + tkl :])
-        if mtype == codes.CON:  # delivered by TCP: let the endpoint stop retransmitting and wait for the response
-            self.endpoint.datagram_received(bytes([0x60, 0, data[2], data[3]]), addr)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        if name == "sockname" and self._server is not None and self._server.sockets:
-            return self._server.sockets[0].getsockname()
-        return default
+            return False
+        connection.write(code, token, options_body(options, payload))
+        return True
 
     def close(self) -> None:
         for connection in list(self.connections.values()):
@@ -275,7 +258,7 @@ class StreamListener:
     listener's."""
 
     def __init__(self, endpoint: CoapEndpoint, *, tls: TlsAcceptor | None = None) -> None:
-        self._frames = _Frames(endpoint, self._admit)
+        self._frames = _Connections(endpoint, self._admit)
         self._endpoint = endpoint
         self._tls = tls
         self._server: asyncio.base_events.Server | None = None
@@ -304,8 +287,6 @@ class StreamListener:
         else:
             self._server = await loop.create_server(lambda: acceptor.protocol(_Connection(self._frames)), host, port)
             acceptor.start()
-        self._frames._server = self._server
-        self._endpoint.connection_made(cast(asyncio.DatagramTransport, self._frames))
 
     @property
     def address(self) -> Address:
@@ -345,11 +326,9 @@ async def connect(
 ) -> Address:
     """The client side: one connection to a server under `endpoint`, over TLS with `security` (`coaps+tcp://`);
     returns the server's address as the endpoint knows it (requests go to that address)."""
-    frames = _Frames(endpoint)
-    connection = _Connection(frames)
+    connection = _Connection(_Connections(endpoint))
     if security is None:
         await asyncio.get_running_loop().create_connection(lambda: connection, host, port)
     else:
         await connect_tls(host, port, connection, security)
-    endpoint.connection_made(cast(asyncio.DatagramTransport, frames))
     return connection.peer

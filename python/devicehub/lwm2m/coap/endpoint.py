@@ -53,6 +53,7 @@ from devicehub.lwm2m.coap.parameters import (
 from devicehub.lwm2m.coap.requester import Requester
 from devicehub.lwm2m.coap.responder import Responder
 from devicehub.lwm2m.coap.sockets import bound_udp_socket, receive_drops
+from devicehub.lwm2m.coap.stream import StreamCarrier, StreamLayer
 from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
 
 log = logging.getLogger("devicehub.coap")
@@ -100,6 +101,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         # the owner's armed observations, recognised by a batch reader before this endpoint sees the datagram
         self.observe_lane: ObserveLane | None = None
         self._on_lane: LaneHandler | None = None
+        self._stream: StreamLayer | None = None  # below the token layer instead of this one (`carry_over`)
 
     # ---- lifecycle --------------------------------------------------------------------------------
     @classmethod
@@ -154,6 +156,16 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         socket = self._transport.get_extra_info("socket") if self._transport is not None else None
         self._batch.socket_fd = socket.fileno() if SEND_BATCHES and socket is not None else None
 
+    def carry_over(self, carrier: StreamCarrier) -> StreamLayer:
+        """Put a reliable stream (CoAP over TCP or TLS, RFC 8323) under the token layer instead of this message
+        layer: requests, responses and notifications go as they are, with no message IDs and no CON/ACK. The
+        connections hand what they decode to the returned layer's `message_received`."""
+        stream = StreamLayer(carrier, self._requester, self._responder, self._on_notification, self.stats)
+        self._requester.below = stream
+        self._responder.respond_over_stream(stream.respond)
+        self._stream = stream
+        return stream
+
     def attach_lane(self, lane: ObserveLane, on_values: LaneHandler) -> None:
         """Let a batch reader (lwm2m/udp.py) recognise `lane`'s notifications: their values go to `on_values`
         with the count of stale ones dropped; a request sent with a token disarms it (its answer is the exchange's)."""
@@ -201,10 +213,13 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         return str(host), int(port)
 
     async def close(self) -> None:
-        tasks = [*self._tasks, *self._responder.tasks]
+        stream = self._stream
+        tasks = [*self._tasks, *self._responder.tasks, *(() if stream is None else stream.tasks)]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if stream is not None:
+            stream.carrier.close()
         if self._transport is not None:
             self._batch.flush()  # what this turn sent before closing still goes, as a direct sendto would have
             self._transport.close()
@@ -250,7 +265,10 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         A body larger than a block goes as its first Block2 block; the observer fetches the rest (RFC 7959 §3.4)."""
         options, payload = blockwise.first_block2(options, payload, self._szx)
         if not confirmable:
-            self._send(coap_encode(codes.NON, code, self._mid(), token, options, payload), remote)
+            if self._stream is not None:
+                self._stream.send_non(remote, code, token, options, payload)
+            else:
+                self._send(coap_encode(codes.NON, code, self._mid(), token, options, payload), remote)
             return
         await self._requester.exchange(remote, code, options, payload, True, token, expect_response=False)
 
@@ -417,7 +435,9 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             "block1_transfers": len(uploads),
             "block1_bytes": uploads.bytes,
             "block1_peers": uploads.peers,
-            "tasks": len(self._tasks) + len(self._responder.tasks),
+            "tasks": len(self._tasks)
+            + len(self._responder.tasks)
+            + (0 if self._stream is None else len(self._stream.tasks)),
             "rate_buckets": len(rates.addresses),
             "host_rate_buckets": len(rates.hosts),
             **(

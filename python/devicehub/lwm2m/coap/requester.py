@@ -38,7 +38,7 @@ class Requester:
     def __init__(self, clock: Clock, stats: Stats, below: Transmitter, *, szx: int, response_timeout: float) -> None:
         self._clock = clock
         self._stats = stats
-        self._below = below
+        self.below = below  # swapped for a stream layer over TCP (`CoapEndpoint.carry_over`)
         self._szx = szx  # the block size this endpoint sends
         self._response_timeout = response_timeout
         self._token_prefix = os.urandom(4)
@@ -119,7 +119,7 @@ class Requester:
             if self.observe_lane is not None:
                 self.observe_lane.disarm_token(remote, token)
         try:
-            await self._below.transmit(exchange, code, options, payload, timing)
+            await self.below.transmit(exchange, code, options, payload, timing)
             if not expect_response:
                 return exchange.done.result() if exchange.done.done() else ACKED
             if not exchange.done.done():
@@ -129,7 +129,7 @@ class Requester:
                 raise DeviceTimeout(f"no response from {remote[0]}:{remote[1]}")
             return exchange.done.result()
         finally:
-            self._below.release(exchange)
+            self.below.release(exchange)
             if self.by_token.get(token) is exchange:
                 del self.by_token[token]
 

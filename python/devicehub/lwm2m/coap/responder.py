@@ -41,6 +41,8 @@ class Responder:
         self._clock = clock
         self._on_request = on_request
         self._respond = respond
+        # over a stream every request is answered (RFC 8323 §3.3); over UDP a NON one with a fault is not (§4.3)
+        self._answer_faults_always = False
         self._stats = stats
         # the block size this endpoint prefers to receive (Block1 in 2.31 answers) and serves (Block2)
         self._szx = szx
@@ -67,7 +69,7 @@ class Responder:
             return False
         if fault is not None:
             self._stats.rejected += 1
-            if message.mtype == codes.CON:  # §5.4.1; a NON one is silently ignored (§4.3)
+            if message.mtype == codes.CON or self._answer_faults_always:  # §5.4.1; a NON one is ignored (§4.3)
                 self.reply(message, remote, Reply(codes.BAD_OPTION, payload=fault.encode()[:100]))
             return True
         if message.has_option(codes.PROXY_URI) or message.has_option(codes.PROXY_SCHEME):
@@ -118,6 +120,11 @@ class Responder:
                 error,
                 self._stats.store_unavailable,
             )
+
+    def respond_over_stream(self, respond: Respond) -> None:
+        """The layer below is a reliable stream (RFC 8323): replies go through `respond`, every request answered."""
+        self._respond = respond
+        self._answer_faults_always = True
 
     def reply(self, message: CoapMessage, remote: Address, reply: Reply) -> None:
         """Answer `message`: a success body larger than a block is served block by block (RFC 7959 §2.4)."""
