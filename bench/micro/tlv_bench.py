@@ -27,7 +27,8 @@ from devicehub._core import (
     tlv_float,
     tlv_int,
 )
-from devicehub.lwm2m.content import TLV, decode_values
+from devicehub.domain.content_formats import TLV
+from devicehub.lwm2m.content import decode_values
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "tlv.json"
 

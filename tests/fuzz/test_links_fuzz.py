@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FUZZ
+from devicehub.domain.registration import ResourceLink
 from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links, parse_links_py
-from devicehub.lwm2m.ports import ResourceLink
 
 REAL = [  # lwm2m-device-side.md §2: payloads as Wakaama, Anjay and Mbed clients sent them
     b'</>;rt="oma.lwm2m";ct=110,</1>;ver=1.1,</1/0>,</2/0>,</3/0>,</4/0>,</5/0>,</6/0>,</7/0>,</31024>;ver=1.0,'

@@ -21,10 +21,10 @@ from devicehub.api.models import (
     EndpointResource,
     device_update_decoder,
 )
+from devicehub.domain.content_formats import mime_for
 from devicehub.domain.model import Device
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import FieldError, MethodNotAllowed, ValidationFailed
-from devicehub.lwm2m.content import mime_for
 
 
 def device_model(device: Device) -> DeviceModel:

@@ -10,8 +10,8 @@ from aiohttp import web
 from devicehub.api.body import decode, int_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.api.models import DeviceRequestBody, device_request_decoder
+from devicehub.domain.content_formats import known_cf
 from devicehub.errors import FieldError, MalformedJson, ValidationFailed
-from devicehub.lwm2m.content import known_cf
 
 MAX_REQUEST_BODY = 1_048_576  # wire-format.md: 413 PAYLOAD_TOO_LARGE over 1 MiB
 

@@ -1,12 +1,14 @@
-"""What the domain needs from its neighbours: a way to reach devices and a place to send events."""
+"""What the domain needs from its neighbours and offers them: a way to reach devices, a place to send events, and
+the calls the LwM2M layer reports device events through."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
 
+from devicehub.domain.device_results import DeviceResponse
 from devicehub.domain.events import Event
-from devicehub.lwm2m.ports import DeviceResponse, Registration
+from devicehub.domain.registration import Admission, Registration, ResourceLink
 
 
 class DeviceGateway(Protocol):
@@ -47,6 +49,13 @@ class DeviceGateway(Protocol):
     def observed(self, device_id: str, path: str) -> bool:
         """Whether an observation of `path` that the service asked for is pending or established."""
 
+    def split_values(
+        self, path: str, content_format: int | None, payload: bytes, content_type: str
+    ) -> list[tuple[str, bytes, str]]:
+        """A reported value as `(resource path, value, content type)` per resource (spec §2.4): the LwM2M layer
+        decodes its content formats, the domain keeps what it is handed."""
+        ...
+
     def observing(self, device_id: str, path: str) -> bool:
         """Whether an observation of `path` that the service asked for is established: the device answered its
         Observe with success and nothing ended it since (a new Register, an error notification, a cancel, a
@@ -62,3 +71,38 @@ class EventSink(Protocol):
         """`publish` for each (keys, event), in order."""
 
     async def publish_account(self, account_id: str, event: Event) -> None: ...
+
+
+class DeviceEvents(Protocol):
+    """Implemented by the core (domain/); called by the LwM2M server. Never raises into the layer."""
+
+    async def admit(self, endpoint_name: str, endpoint_type: str, account_id: str | None = None) -> Admission | None:
+        """Account and device-id for this endpoint, or None to refuse with 4.03; `account_id` is the account of
+        the credential the device authenticated with (DTLS), which decides where it belongs."""
+
+    async def registered(self, registration: Registration) -> None:
+        """A full registration (first one, or a restart that replaces an earlier one)."""
+
+    async def registered_many(self, registrations: Sequence[Registration]) -> None:
+        """Full registrations of a batch (issue 16 #1): stored together, then each announced. Raises only when the
+        batch could not be stored (then nothing of it was)."""
+
+    async def resumed(self, registration: Registration) -> None:
+        """A stored registration taken up without a Register: after a restart, or from another node."""
+
+    async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
+        """A registration update; `added` holds the links not known before."""
+
+    async def deregistered(self, registration: Registration) -> None:
+        """The device sent De-register."""
+
+    async def expired(self, registration: Registration) -> None:
+        """The registration lifetime (plus grace) ran out."""
+
+    def notification(
+        self, device_id: str, path: str, content_format: int | None, payload: bytes, observe_seq: int | None
+    ) -> None:
+        """An observation notification (subscribed, auto-observed or LwM2M 1.1 Send)."""
+
+    def notifications(self, values: Sequence[tuple[str, str, int | None, bytes, int | None]]) -> None:
+        """Several notifications at once, in their order, each as `notification` takes it (a receive batch's)."""

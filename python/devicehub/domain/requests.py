@@ -10,14 +10,14 @@ from collections.abc import Sequence
 import msgspec
 
 from devicehub.clock import Clock
+from devicehub.domain.content_formats import TEXT, known_cf, mime_for
+from devicehub.domain.device_results import DeviceError
 from devicehub.domain.events import AsyncResponseEvent
 from devicehub.domain.handover import REQUESTS, DeviceHolders, DeviceWork
 from devicehub.domain.model import DesiredValue, DeviceRequest, LastSuccess
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.storage.store import Store
 from devicehub.domain.subscriptions import SubscriptionRouter, http_status
-from devicehub.lwm2m.content import TEXT, known_cf, mime_for
-from devicehub.lwm2m.errors import DeviceError
 
 log = logging.getLogger("devicehub.requests")
 UNAVAILABLE_LOG_S = 60.0

@@ -11,11 +11,13 @@ import msgspec
 
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
+from devicehub.domain.content_formats import mime_for
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent, ResourceEntry
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
 from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue, ResourceInfo
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
+from devicehub.domain.registration import Admission, Registration, ResourceLink
 from devicehub.domain.requests import RequestQueue
 from devicehub.domain.storage.store import Store
 from devicehub.domain.subscriptions import SubscriptionRouter
@@ -29,8 +31,6 @@ from devicehub.errors import (
 )
 from devicehub.ids import new_device_id, new_id
 from devicehub.interning import InternTable
-from devicehub.lwm2m.content import mime_for
-from devicehub.lwm2m.ports import Admission, Registration, ResourceLink
 
 log = logging.getLogger("devicehub.core")
 
@@ -75,7 +75,7 @@ def _entries(resources: Sequence[ResourceInfo]) -> tuple[ResourceEntry, ...]:
 
 
 class DeviceService:
-    """Implements lwm2m.ports.DeviceEvents; knows neither HTTP nor CoAP."""
+    """Implements domain.ports.DeviceEvents; knows neither HTTP nor CoAP."""
 
     def __init__(
         self,

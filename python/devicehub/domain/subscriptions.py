@@ -6,8 +6,10 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from devicehub._core import TLV_RESOURCE, TLV_RESOURCE_INSTANCE, TlvNode, tlv_encode
 from devicehub.clock import Clock
+from devicehub.domain.content_formats import mime_for
+from devicehub.domain.device_results import DeviceError, DeviceResponse
+from devicehub.domain.device_results import http_status as coap_http_status
 from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, DeviceHolders, DeviceWork
 from devicehub.domain.model import Device, PresubscriptionRule, ReportedValue
@@ -16,22 +18,6 @@ from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.storage.store import Store
 from devicehub.errors import Unavailable
-from devicehub.lwm2m.codes import http_status as coap_http_status
-from devicehub.lwm2m.content import (
-    LWM2M_CBOR,
-    LWM2M_JSON,
-    SENML_CBOR,
-    SENML_JSON,
-    TEXT,
-    TLV,
-    ContentError,
-    canonical_cf,
-    decode_values,
-    encode_text_value,
-    mime_for,
-)
-from devicehub.lwm2m.errors import DeviceError
-from devicehub.lwm2m.ports import DeviceResponse
 
 DeliveredValue = tuple[Device, str, int | None, bytes]  # (device, path, content format, payload)
 
@@ -40,41 +26,8 @@ log = logging.getLogger("devicehub.subscriptions")
 MAX_CACHED_PATHS = 4096  # routing answers kept per device
 
 
-_MULTI_VALUE = frozenset((TLV, SENML_JSON, SENML_CBOR, LWM2M_JSON, LWM2M_CBOR))
-_TLV_MIME = mime_for(TLV)
-_TEXT_MIME = mime_for(TEXT)
-
-
-def _snapshot_values(
-    path: str, content_format: int | None, payload: bytes, content_type: str
-) -> list[tuple[str, bytes, str]]:
-    """spec §2.4 keeps values per resource: an object or instance report (TLV, SenML, LwM2M JSON/CBOR) is split.
-
-    TLV values have no type without the object model, so each is kept as a one-resource TLV; typed formats
-    become text/plain. A payload that does not decode is kept whole under its path.
-    """
-    if content_format is None or canonical_cf(content_format) not in _MULTI_VALUE:
-        return [(path, payload, content_type)]
-    try:
-        values = decode_values(content_format, payload, path)
-    except ContentError:
-        return [(path, payload, content_type)]
-    split: list[tuple[str, bytes, str]] = []
-    for resource_path, value in values.items():
-        if canonical_cf(content_format) == TLV:
-            kind = TLV_RESOURCE_INSTANCE if resource_path.count("/") == 4 else TLV_RESOURCE
-            node = TlvNode(kind, int(resource_path.rsplit("/", 1)[1]), value if isinstance(value, bytes) else b"")
-            split.append((resource_path, tlv_encode([node]), _TLV_MIME))
-        else:
-            try:
-                split.append((resource_path, encode_text_value(value), _TEXT_MIME))
-            except ContentError:
-                continue
-    return split
-
-
 def http_status(response: DeviceResponse) -> int:
-    """wire-format.md: an async-response status is the device's answer as HTTP (the table is lwm2m/codes.py)."""
+    """wire-format.md: an async-response status is the device's answer as HTTP (domain/device_results.py)."""
     return coap_http_status(response.code)
 
 
@@ -327,7 +280,9 @@ class SubscriptionRouter:
         for device, path, content_format, payload in values:
             try:
                 content_type = mime_for(content_format)
-                for resource_path, value, value_type in _snapshot_values(path, content_format, payload, content_type):
+                for resource_path, value, value_type in self._gateway.split_values(
+                    path, content_format, payload, content_type
+                ):
                     reported.append(
                         (device.id, resource_path, ReportedValue(value=value, content_type=value_type, reported_at=now))
                     )

@@ -26,6 +26,8 @@ from collections.abc import Callable
 
 from devicehub import __version__
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceError, DeviceTimeout
+from devicehub.domain.registration import ResourceLink
 from devicehub.edge.forwarding import (
     GRM_OBJECT_RESERVED,
     GRM_RESOURCE_EXISTS,
@@ -38,8 +40,6 @@ from devicehub.edge.forwarding import (
 )
 from devicehub.edge.status import ERROR, EdgeStatus
 from devicehub.lwm2m.coap.messages import Address, Reply
-from devicehub.lwm2m.errors import DeviceError, DeviceTimeout
-from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.device import PELION
 from devicehub.sim.objects import INT, STRING, CurrentTime, Model, Resource

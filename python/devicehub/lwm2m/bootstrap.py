@@ -38,13 +38,13 @@ from typing import Any
 
 from devicehub._core import TLV_RESOURCE, CoapMessage, TlvNode, coap_encode_uint, tlv_bool, tlv_encode, tlv_int
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceError
 from devicehub.domain.model import BootstrapConfig
 from devicehub.domain.storage.store import Store
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Options, Reply
 from devicehub.lwm2m.dtls import DtlsListener
-from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.links import LinkFormatError, ascii_digits, link_attributes
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.security import PeerIdentity

@@ -38,37 +38,6 @@ SIZE1 = 60
 # RFC 7252 §5.4.1: which critical options this endpoint acts on is the codec's RECOGNISED_CRITICAL
 # (rust/core/src/coap/options.rs); `CoapMessage.unrecognised_critical` names the first other one.
 
-# async-response statuses: the device's answer as HTTP (wire-format.md), following the CoAP-to-HTTP mapping
-# of RFC 8075 §7 where the wire format names no status (4.02 and 4.08 → 400, 5.05 → 502).
-_HTTP_STATUS = {
-    CREATED: 201,
-    DELETED: 200,
-    VALID: 200,
-    CHANGED: 200,
-    CONTENT: 200,
-    CONTINUE: 200,
-    BAD_REQUEST: 400,
-    UNAUTHORIZED: 401,
-    BAD_OPTION: 400,
-    FORBIDDEN: 403,
-    NOT_FOUND: 404,
-    METHOD_NOT_ALLOWED: 405,
-    NOT_ACCEPTABLE: 406,
-    REQUEST_INCOMPLETE: 400,
-    CONFLICT: 409,
-    PRECONDITION_FAILED: 412,
-    ENTITY_TOO_LARGE: 413,
-    UNSUPPORTED_FORMAT: 415,
-    UNPROCESSABLE: 422,
-    TOO_MANY_REQUESTS: 429,
-    INTERNAL_ERROR: 500,
-    NOT_IMPLEMENTED: 501,
-    BAD_GATEWAY: 502,
-    SERVICE_UNAVAILABLE: 503,
-    GATEWAY_TIMEOUT: 504,
-    PROXYING_NOT_SUPPORTED: 502,
-}
-
 
 def is_request(code: int) -> bool:
     return 0x01 <= code <= 0x1F
@@ -76,14 +45,6 @@ def is_request(code: int) -> bool:
 
 def is_response(code: int) -> bool:
     return code >= 0x40
-
-
-def http_status(code: int) -> int:
-    """The HTTP status of a CoAP response code; an unknown detail counts as its class's x.00 (RFC 7252 §5.9)."""
-    status = _HTTP_STATUS.get(code)
-    if status is not None:
-        return status
-    return {2: 200, 4: 400}.get(code >> 5, 500)
 
 
 def dotted(code: int) -> str:

@@ -1,5 +1,6 @@
 """LwM2M content formats: CoAP numbers ↔ MIME names, and payloads flattened to resource-path → value.
 
+The numbers and MIME names are the domain's vocabulary (domain/content_formats.py).
 Spec: lwm2m-device-side.md §5 (formats, SenML labels, examples) and §6 (OMA-TLV).
 """
 
@@ -26,93 +27,38 @@ from devicehub._core import (
     lwm2m_cbor_decode,
     senml_cbor_decode,
     tlv_decode,
+    tlv_encode,
+)
+from devicehub.domain.content_formats import (
+    CBOR,
+    LWM2M_CBOR,
+    LWM2M_JSON,
+    OCTET_STREAM,
+    SENML_CBOR,
+    SENML_JSON,
+    TEXT,
+    TLV,
+    canonical_cf,
+    mime_for,
 )
 
 __all__ = [
-    "CBOR",
-    "JSON",
-    "LINK_FORMAT",
-    "LWM2M_CBOR",
-    "LWM2M_JSON",
-    "OCTET_STREAM",
-    "SENML_CBOR",
-    "SENML_JSON",
-    "TEXT",
-    "TLV",
     "ContentError",
     "Value",
-    "canonical_cf",
-    "cf_for",
     "decode_values",
     "encode_text_value",
-    "known_cf",
-    "mime_for",
+    "split_values",
 ]
 
 Value = str | int | float | bool | bytes
 """One resource value: TLV and opaque give bytes (TLV has no types), text gives str, the typed
 formats (JSON, SenML, CBOR) give int/float/bool/str/bytes as the device sent them."""
 
-TEXT = 0
-LINK_FORMAT = 40
-OCTET_STREAM = 42
-JSON = 50
-CBOR = 60
-SENML_JSON = 110
-SENML_CBOR = 112
-TLV = 11542
-LWM2M_JSON = 11543
-LWM2M_CBOR = 11544
-
-# spec §5: Mbed sends TLV as 99; Wakaama accepts the pre-registration numbers 1541-1544.
-_ALIASES: dict[int, int] = {99: TLV, 1541: TEXT, 1542: TLV, 1543: LWM2M_JSON, 1544: OCTET_STREAM}
-
-_MIME: dict[int, str] = {
-    TEXT: "text/plain",
-    LINK_FORMAT: "application/link-format",
-    OCTET_STREAM: "application/octet-stream",
-    JSON: "application/json",
-    CBOR: "application/cbor",
-    SENML_JSON: "application/senml+json",
-    SENML_CBOR: "application/senml+cbor",
-    TLV: "application/vnd.oma.lwm2m+tlv",
-    LWM2M_JSON: "application/vnd.oma.lwm2m+json",
-    LWM2M_CBOR: "application/vnd.oma.lwm2m+cbor",
-}
-_CF: dict[str, int] = {mime: cf for cf, mime in _MIME.items()}
-
 _MAX_ID = 65535
 
 
 class ContentError(ValueError):
     """A payload that is malformed or in a content format devicehub cannot decode."""
-
-
-def canonical_cf(cf: int) -> int:
-    """The registered number for a legacy alias (99 and 1542 → 11542, …); others unchanged."""
-    return _ALIASES.get(cf, cf)
-
-
-def mime_for(cf: int | None) -> str:
-    """The MIME name Pelion's API shows for a content format; none means text (CoAP's default), unknown opaque."""
-    if cf is None:
-        return _MIME[TEXT]
-    return _MIME.get(canonical_cf(cf), _MIME[OCTET_STREAM])
-
-
-def cf_for(mime: str) -> int | None:
-    """The content-format number of a MIME name (parameters and case ignored); None if unknown."""
-    return _CF.get(mime.split(";", 1)[0].strip().lower())
-
-
-def known_cf(mime: str) -> int | None:
-    """The content-format number of a MIME name devicehub can put in a request, or a decimal number
-    ("11544") naming one; None for anything else, so the API refuses it rather than send no option."""
-    text = mime.strip()
-    if text.isascii() and text.isdigit() and len(text) <= 5:
-        cf = canonical_cf(int(text))
-        return cf if cf in _MIME else None
-    return cf_for(text)
 
 
 def decode_values(cf: int | None, payload: bytes, base_path: str) -> dict[str, Value]:
@@ -377,3 +323,36 @@ _DECODERS: Mapping[int, Callable[[bytes, list[int]], dict[str, Value]]] = {
     SENML_CBOR: _senml_cbor,
     LWM2M_CBOR: _lwm2m_cbor,
 }
+
+
+_MULTI_VALUE = frozenset((TLV, SENML_JSON, SENML_CBOR, LWM2M_JSON, LWM2M_CBOR))
+_TLV_MIME = mime_for(TLV)
+_TEXT_MIME = mime_for(TEXT)
+
+
+def split_values(
+    path: str, content_format: int | None, payload: bytes, content_type: str
+) -> list[tuple[str, bytes, str]]:
+    """spec §2.4 keeps values per resource: an object or instance report (TLV, SenML, LwM2M JSON/CBOR) is split.
+
+    TLV values have no type without the object model, so each is kept as a one-resource TLV; typed formats
+    become text/plain. A payload that does not decode is kept whole under its path.
+    """
+    if content_format is None or canonical_cf(content_format) not in _MULTI_VALUE:
+        return [(path, payload, content_type)]
+    try:
+        values = decode_values(content_format, payload, path)
+    except ContentError:
+        return [(path, payload, content_type)]
+    split: list[tuple[str, bytes, str]] = []
+    for resource_path, value in values.items():
+        if canonical_cf(content_format) == TLV:
+            kind = TLV_RESOURCE_INSTANCE if resource_path.count("/") == 4 else TLV_RESOURCE
+            node = TlvNode(kind, int(resource_path.rsplit("/", 1)[1]), value if isinstance(value, bytes) else b"")
+            split.append((resource_path, tlv_encode([node]), _TLV_MIME))
+        else:
+            try:
+                split.append((resource_path, encode_text_value(value), _TEXT_MIME))
+            except ContentError:
+                continue
+    return split

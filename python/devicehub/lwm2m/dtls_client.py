@@ -20,9 +20,9 @@ from mbedtls import tls
 from mbedtls.exceptions import TLSError
 
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceTimeout
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address
-from devicehub.lwm2m.errors import DeviceTimeout
 from devicehub.lwm2m.security import MAX_RECORD, ClientCredentials, step_handshake
 
 HANDSHAKE_STEP_TIMEOUT = 2.0

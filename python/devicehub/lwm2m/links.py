@@ -15,7 +15,7 @@ import base64
 import binascii
 
 from devicehub import _core
-from devicehub.lwm2m.ports import ResourceLink
+from devicehub.domain.registration import ResourceLink
 
 MAX_LINKS = 20_000
 OPAQUE_CF = 42

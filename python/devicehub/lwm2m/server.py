@@ -28,7 +28,10 @@ from typing import Any
 
 from devicehub._core import CoapMessage, ObserveLane, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceError, DeviceResponse, NotConnected, NotRegistered
 from devicehub.domain.model import ObservationRecord, RegistrationLink, RegistrationRecord
+from devicehub.domain.ports import DeviceEvents
+from devicehub.domain.registration import TCP, UDP, Registration, ResourceLink
 from devicehub.domain.storage.store import Store
 from devicehub.errors import Unavailable
 from devicehub.interning import InternTable
@@ -37,12 +40,10 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Handler, LaneNotification, NotificationHandler, Reply
 from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS, EXCHANGE_LIFETIME, MAX_DATAGRAM, Limits
-from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
+from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value, split_values
 from devicehub.lwm2m.dtls import DtlsListener
-from devicehub.lwm2m.errors import DeviceError, NotConnected, NotRegistered
 from devicehub.lwm2m.expiry import ExpiryHeap
 from devicehub.lwm2m.links import LinkFormatError, parse_links, shared_link
-from devicehub.lwm2m.ports import TCP, UDP, DeviceEvents, DeviceResponse, Registration, ResourceLink
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.retry_calendar import RetryCalendar
 from devicehub.lwm2m.security import PeerIdentity
@@ -586,6 +587,11 @@ class LwM2MServer:
                     # meanwhile would not know its token (the device is observed again when it registers)
                     log.info("observation %s%s not stored (store unavailable)", device_id, path)
         return _response(response)
+
+    def split_values(
+        self, path: str, content_format: int | None, payload: bytes, content_type: str
+    ) -> list[tuple[str, bytes, str]]:
+        return split_values(path, content_format, payload, content_type)
 
     def observed(self, device_id: str, path: str) -> bool:
         """Whether `path` has an observation this server requested (pending or established)."""

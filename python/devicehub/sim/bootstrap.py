@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 from devicehub._core import TLV_OBJECT_INSTANCE, TLV_RESOURCE, CoapMessage, TlvError, TlvNode, coap_encode_uint
 from devicehub._core import tlv_decode as _tlv_decode
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceError
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.coap.parameters import MAX_TRANSMIT_WAIT
-from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.objects import (
     BOOL,

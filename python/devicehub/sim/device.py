@@ -20,14 +20,14 @@ from typing import Any
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceError
+from devicehub.domain.registration import ResourceLink
 from devicehub.lwm2m import codes, tcp
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.coap.parameters import ACK_TIMEOUT, BLOCK_SIZE, MAX_RETRANSMIT
 from devicehub.lwm2m.dtls_client import DtlsClient
-from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.links import format_links
-from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.bootstrap import BootstrapClient, Provisioned
 from devicehub.sim.counters import DeviceCounters

@@ -14,9 +14,9 @@ from typing import Any
 
 from devicehub._core import coap_encode_uint
 from devicehub.clock import Clock, Timer
+from devicehub.domain.device_results import DeviceError, DeviceReset
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.messages import Reply
-from devicehub.lwm2m.errors import DeviceError, DeviceReset
 from devicehub.sim import attributes
 from devicehub.sim.counters import DeviceCounters
 from devicehub.sim.objects import FLOAT, INT, Model

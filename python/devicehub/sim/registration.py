@@ -15,12 +15,12 @@ from typing import Protocol
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceError, DeviceTimeout
+from devicehub.domain.registration import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address
-from devicehub.lwm2m.errors import DeviceError, DeviceTimeout
 from devicehub.lwm2m.links import format_links
-from devicehub.lwm2m.ports import ResourceLink
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError, Provisioned
 from devicehub.sim.counters import DeviceCounters

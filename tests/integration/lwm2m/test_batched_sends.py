@@ -12,10 +12,10 @@ import pytest
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode
 from devicehub.clock import SystemClock
+from devicehub.domain.device_results import DeviceError
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
-from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.udp import open_udp
 from support.loops import run_on
 

@@ -17,8 +17,8 @@ import pytest
 
 from devicehub._core import coap_decode
 from devicehub.clock import SystemClock
+from devicehub.domain.device_results import DeviceError
 from devicehub.lwm2m import codes, tcp
-from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.tcp import ABORT, CSM, PONG, decode_frame, encode_frame, options_body
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice

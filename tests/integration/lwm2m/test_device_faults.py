@@ -14,9 +14,9 @@ import pytest
 
 from devicehub._core import coap_encode_uint
 from devicehub.clock import ManualClock, SystemClock
+from devicehub.domain.device_results import DeviceReset
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.parameters import ACK_RANDOM_FACTOR, ACK_TIMEOUT, MAX_RETRANSMIT
-from devicehub.lwm2m.errors import DeviceReset
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
 from support.apps import websocket_app as app

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from devicehub.clock import ManualClock, SystemClock
+from devicehub.domain.device_results import DeviceError
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.parameters import EXCHANGE_LIFETIME
-from devicehub.lwm2m.errors import DeviceError
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice

@@ -17,11 +17,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from devicehub.clock import ManualClock, SystemClock
+from devicehub.domain.device_results import DeviceTimeout
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.dtls import DtlsListener, server_certificate
 from devicehub.lwm2m.dtls_client import DtlsClient
-from devicehub.lwm2m.errors import DeviceTimeout
 from devicehub.lwm2m.security import ClientCredentials, Keyring
 from support.dtls_flood import client_hello, collect_cookies
 from support.node import eventually, run, running_node

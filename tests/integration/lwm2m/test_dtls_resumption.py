@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devicehub._core import coap_encode
 from devicehub.clock import SystemClock
-from devicehub.lwm2m.errors import DeviceTimeout
+from devicehub.domain.device_results import DeviceTimeout
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice

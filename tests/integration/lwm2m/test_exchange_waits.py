@@ -12,11 +12,11 @@ import pytest
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode
 from devicehub.clock import ManualClock
+from devicehub.domain.device_results import DeviceTimeout
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.coap.parameters import ACK_RANDOM_FACTOR, ACK_TIMEOUT, MAX_TRANSMIT_WAIT
-from devicehub.lwm2m.errors import DeviceTimeout
 from support.node import eventually, run
 
 GET_TEMPERATURE = [(codes.URI_PATH, b"3303"), (codes.URI_PATH, b"0"), (codes.URI_PATH, b"5700")]

@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 
 from devicehub.clock import ManualClock, SystemClock
+from devicehub.domain.device_results import DeviceError
+from devicehub.domain.registration import ResourceLink
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.errors import DeviceError
-from devicehub.lwm2m.ports import ResourceLink
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import FLOAT, Resource
 from support.node import device, eventually, run, running_node

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import SystemClock
+from devicehub.domain.content_formats import SENML_JSON
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
-from devicehub.lwm2m.content import SENML_JSON
 from devicehub.sim.device import OMA, SimDevice
 from support.node import run, running_node
 

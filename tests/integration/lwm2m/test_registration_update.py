@@ -7,8 +7,8 @@ from pathlib import Path
 
 import aiohttp
 
+from devicehub.domain.registration import ResourceLink
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.ports import ResourceLink
 from devicehub.node import Node
 from devicehub.sim.device import OMA, OmaBehaviour
 from support.node import device, run, running_node

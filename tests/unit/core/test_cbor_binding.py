@@ -12,7 +12,8 @@ from devicehub._core import (
     senml_cbor_decode,
     senml_cbor_encode,
 )
-from devicehub.lwm2m.content import LWM2M_CBOR, ContentError, decode_values, known_cf
+from devicehub.domain.content_formats import LWM2M_CBOR, known_cf
+from devicehub.lwm2m.content import ContentError, decode_values
 
 
 def test_anjay_vectors_decode() -> None:

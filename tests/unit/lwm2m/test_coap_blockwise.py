@@ -9,11 +9,11 @@ import pytest
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import ManualClock
+from devicehub.domain.device_results import DeviceProtocolError
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap import blockwise
 from devicehub.lwm2m.coap.messages import Address, Options, Reply, Stats
 from devicehub.lwm2m.coap.parameters import MAX_BODY, Limits
-from devicehub.lwm2m.errors import DeviceProtocolError
 
 PEER: Address = ("192.0.2.1", 5683)
 BODY = bytes(range(256)) * 10  # 2 560 bytes

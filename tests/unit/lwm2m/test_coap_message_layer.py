@@ -9,13 +9,13 @@ import pytest
 
 from devicehub._core import CoapMessage, coap_encode
 from devicehub.clock import ManualClock
+from devicehub.domain.device_results import DeviceReset, DeviceTimeout
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.dedup import Deduplicator
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.exchanges import retransmission_timeouts
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.coap.parameters import EXCHANGE_LIFETIME
-from devicehub.lwm2m.errors import DeviceReset, DeviceTimeout
 from support.coap_fakes import FakeDatagramTransport
 
 PEER: Address = ("192.0.2.1", 5683)

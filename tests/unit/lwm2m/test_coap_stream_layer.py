@@ -9,11 +9,11 @@ import pytest
 
 from devicehub._core import CoapMessage
 from devicehub.clock import ManualClock
+from devicehub.domain.device_results import DeviceReset
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Options, Reply
 from devicehub.lwm2m.coap.stream import StreamLayer
-from devicehub.lwm2m.errors import DeviceReset
 from devicehub.lwm2m.tcp import Frame, decode_message, options_body
 
 PEER: Address = ("192.0.2.1", 40000)

@@ -8,11 +8,11 @@ import pytest
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode
 from devicehub.clock import ManualClock
+from devicehub.domain.device_results import DeviceProtocolError, DeviceTimeout, EndpointClosed
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.exchanges import PendingExchange
 from devicehub.lwm2m.coap.messages import Address, Options, Stats
 from devicehub.lwm2m.coap.requester import Requester
-from devicehub.lwm2m.errors import DeviceProtocolError, DeviceTimeout, EndpointClosed
 
 PEER: Address = ("192.0.2.1", 5683)
 OTHER: Address = ("192.0.2.2", 5683)

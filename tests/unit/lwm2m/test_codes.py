@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from devicehub.domain.device_results import http_status
 from devicehub.lwm2m import codes
 
 
@@ -22,4 +23,4 @@ def test_coap_code_maps_to_its_http_status(dotted: str, status: int) -> None:
     klass, detail = dotted.split(".")
     code = int(klass) << 5 | int(detail)
     assert codes.dotted(code) == dotted
-    assert codes.http_status(code) == status
+    assert http_status(code) == status

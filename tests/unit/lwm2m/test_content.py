@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devicehub.lwm2m.content import (
+from devicehub.domain.content_formats import (
     CBOR,
     JSON,
     LINK_FORMAT,
@@ -18,13 +18,11 @@ from devicehub.lwm2m.content import (
     SENML_JSON,
     TEXT,
     TLV,
-    ContentError,
     canonical_cf,
     cf_for,
-    decode_values,
-    encode_text_value,
     mime_for,
 )
+from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
 
 ALL_CFS = [None, TEXT, LINK_FORMAT, OCTET_STREAM, JSON, CBOR, SENML_JSON, SENML_CBOR, TLV, LWM2M_JSON, 99, 1542, 7]
 

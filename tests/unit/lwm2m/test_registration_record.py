@@ -8,7 +8,7 @@ import dataclasses
 import msgspec
 
 from devicehub.domain.model import RegistrationRecord
-from devicehub.lwm2m.ports import TCP, UDP, Registration
+from devicehub.domain.registration import TCP, UDP, Registration
 from devicehub.lwm2m.server import _record, _registration
 
 

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 
 from devicehub._core import coap_encode_uint
 from devicehub.clock import ManualClock
+from devicehub.domain.device_results import DeviceReset
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.messages import Reply
-from devicehub.lwm2m.errors import DeviceReset
 from devicehub.sim.counters import DeviceCounters
 from devicehub.sim.objects import TEMPERATURE, Value, standard_model
 from devicehub.sim.observers import Observers

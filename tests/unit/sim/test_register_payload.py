@@ -11,12 +11,12 @@ import pytest
 
 from devicehub._core import coap_decode
 from devicehub.clock import SystemClock
+from devicehub.domain.registration import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Reply
 from devicehub.lwm2m.coap.sockets import bound_udp_socket
 from devicehub.lwm2m.links import format_links
-from devicehub.lwm2m.ports import ResourceLink
 from devicehub.sim.device import OMA, PELION, SimDevice
 from devicehub.sim.objects import BATTERY, OPAQUE, OPAQUE_CF, STRING, Resource
 from support.node import run

@@ -8,8 +8,8 @@ import sys
 from typing import Any, cast
 
 from devicehub._core import udp_send_batch
+from devicehub.domain.device_results import EndpointClosed
 from devicehub.lwm2m.coap.messages import Address, Stats
-from devicehub.lwm2m.errors import EndpointClosed
 
 # sendmmsg(2) is Linux's: elsewhere the replies of a loop turn still go out together, one sendto each
 SEND_BATCHES = sys.platform == "linux"

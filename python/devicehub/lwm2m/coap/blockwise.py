@@ -9,6 +9,7 @@ from typing import Protocol
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceProtocolError
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.messages import Address, Options, Reply, Stats, option_values
 from devicehub.lwm2m.coap.parameters import (
@@ -19,7 +20,6 @@ from devicehub.lwm2m.coap.parameters import (
     Limits,
     block_szx,
 )
-from devicehub.lwm2m.errors import DeviceProtocolError
 
 
 class Exchange(Protocol):

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from devicehub._core import CoapError, CoapMessage, ObserveLane, coap_decode, coap_encode
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap import blockwise
 from devicehub.lwm2m.coap.batching import SEND_BATCHES, SendBatch
@@ -54,7 +55,6 @@ from devicehub.lwm2m.coap.requester import Requester
 from devicehub.lwm2m.coap.responder import Responder
 from devicehub.lwm2m.coap.sockets import bound_udp_socket, receive_drops
 from devicehub.lwm2m.coap.stream import StreamCarrier, StreamLayer
-from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset, DeviceTimeout, EndpointClosed
 
 log = logging.getLogger("devicehub.coap")
 

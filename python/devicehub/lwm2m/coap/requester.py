@@ -10,12 +10,12 @@ from typing import Protocol
 
 from devicehub._core import CoapMessage, ObserveLane
 from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceTimeout, EndpointClosed
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap import blockwise
 from devicehub.lwm2m.coap.exchanges import ACKED, PendingExchange, until_settled
 from devicehub.lwm2m.coap.messages import Address, Options, Stats
 from devicehub.lwm2m.coap.parameters import MAX_BODY, MIN_BLOCK_SIZE, block_szx
-from devicehub.lwm2m.errors import DeviceTimeout, EndpointClosed
 
 
 class Transmitter(Protocol):

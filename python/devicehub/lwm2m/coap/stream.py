@@ -10,12 +10,12 @@ from collections.abc import Awaitable
 from typing import Protocol
 
 from devicehub._core import CoapMessage
+from devicehub.domain.device_results import DeviceProtocolError, DeviceReset
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.exchanges import PendingExchange
 from devicehub.lwm2m.coap.messages import Address, NotificationHandler, Options, Reply, Stats, option_fault
 from devicehub.lwm2m.coap.requester import Requester
 from devicehub.lwm2m.coap.responder import Responder
-from devicehub.lwm2m.errors import DeviceProtocolError, DeviceReset
 
 log = logging.getLogger("devicehub.coap")
 
