@@ -45,6 +45,7 @@ __all__ = [
     "coap_encode_uint",
     "lwm2m_cbor_decode",
     "lwm2m_cbor_encode",
+    "observe_newer",
     "parse_links",
     "senml_cbor_decode",
     "senml_cbor_encode",
@@ -250,6 +251,10 @@ def coap_encode(
 
 def coap_encode_uint(value: int) -> bytes:
     """Minimal big-endian unsigned option value (0 → empty)."""
+
+def observe_newer(last: int | None, last_at: float, seq: int, now: float, freshness: float) -> bool:
+    """RFC 7641 §3.4/§4.4: is Observe number `seq`, received at `now`, newer than `last` (received at `last_at`)?
+    None for `last`: nothing seen yet, any number is newer. The rule `ObserveLane` applies, for the Python path."""
 
 @final
 class CoapNotification:

@@ -47,7 +47,7 @@ def test_workers_and_bind_spread_devices_over_processes_and_local_addresses(tmp_
                 # reports once a second): stopped before that, its report would be short by one
                 await asyncio.wait_for(progress_says(process, f"registered {COUNT}/{COUNT}"), 30)
                 hosts = {}
-                for device_id in list(node.lwm2m._devices):
+                for device_id in list(node.lwm2m.registry.devices):
                     registration = node.lwm2m.registration(device_id)
                     assert registration is not None
                     hosts[registration.endpoint_name] = registration.address[0]

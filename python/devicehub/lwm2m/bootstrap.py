@@ -34,13 +34,12 @@ import socket
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from devicehub._core import TLV_RESOURCE, CoapMessage, TlvNode, coap_encode_uint, tlv_bool, tlv_encode, tlv_int
 from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceError
 from devicehub.domain.model import BootstrapConfig
-from devicehub.domain.storage.store import Store
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Options, Reply
@@ -124,11 +123,17 @@ def local_address_towards(remote: Address) -> str:
         return str(probe.getsockname()[0])
 
 
+class BootstrapConfigs(Protocol):
+    """Where the bootstrap configurations are kept: the store implements it."""
+
+    async def get_bootstrap_config(self, endpoint_name: str) -> BootstrapConfig | None: ...
+
+
 class ConfigLookup:
     """Configurations from the store. With `dev_port` (`serve --dev`), an endpoint without one is sent to this
     service's own LwM2M server on that port with NoSec, as `--dev` admits any device."""
 
-    def __init__(self, store: Store, clock: Clock, *, host: str, dev_port: int | None = None) -> None:
+    def __init__(self, store: BootstrapConfigs, clock: Clock, *, host: str, dev_port: int | None = None) -> None:
         self._store = store
         self._clock = clock
         self._host = host

@@ -227,7 +227,16 @@ impl PyObserveLane {
     }
 }
 
+/// RFC 7641 §3.4/§4.4: is Observe number `seq`, received at `now`, newer than `last` (received at `last_at`)?
+/// The lane's own rule, for the Python path to ask, so the two paths order a stream the same way (issue 29 #6).
+#[pyfunction]
+#[pyo3(signature = (last, last_at, seq, now, freshness))]
+fn observe_newer(last: Option<u32>, last_at: f64, seq: u32, now: f64, freshness: f64) -> bool {
+    newer(last, last_at, seq, now, freshness)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyObserveLane>()?;
+    m.add_function(wrap_pyfunction!(observe_newer, m)?)?;
     Ok(())
 }

@@ -78,7 +78,7 @@ def test_edge_core_over_coaps_registers_itself_and_its_child_under_its_psk(tmp_p
                     assert added["result"] == "ok", added
                     child = core.children.get("child-1")
                     assert child is not None and child.device.device_id is not None
-                    registration = node.lwm2m._devices[child.device.device_id].registration
+                    registration = node.lwm2m.registry.devices[child.device.device_id].registration
                     assert (registration.secure, registration.gateway, registration.account_id) == (
                         True,
                         GATEWAY,
@@ -183,7 +183,7 @@ def test_edge_core_over_coaps_tcp_registers_itself_and_its_child_under_its_psk(t
                     assert added["result"] == "ok", added
                     child = core.children.get("child-1")
                     assert child is not None and child.device.device_id is not None and child.device.tcp
-                    registration = node.lwm2m._devices[child.device.device_id].registration
+                    registration = node.lwm2m.registry.devices[child.device.device_id].registration
                     assert (registration.secure, registration.gateway, registration.account_id) == (
                         True,
                         GATEWAY,
@@ -214,7 +214,7 @@ def test_a_restarted_node_lets_the_gateway_continue_its_childs_registration_and_
             await node.lwm2m.flush()
         path = [(codes.URI_PATH, part.encode()) for part in location]
         async with running_node(tmp_path, dev=False, allow_nosec=False, coaps_port=port) as node:
-            child = node.lwm2m._devices[location[-1]].registration
+            child = node.lwm2m.registry.devices[location[-1]].registration
             assert (child.gateway, child.secure) == (GATEWAY, True)
             async with peer(node, GATEWAY) as gateway, peer(node, OTHER) as other:
                 for sim in (gateway, other):

@@ -81,11 +81,11 @@ async def hang_up(node: Node, writer: asyncio.StreamWriter) -> None:
     address = writer.get_extra_info("sockname")[:2]
     writer.close()
     await writer.wait_closed()
-    await eventually(lambda: not node.lwm2m._streams[0].connected(address))
+    await eventually(lambda: not node.lwm2m.listeners.streams[0].connected(address))
 
 
 def registered_id(node: Node, name: str) -> str:
-    return next(d for d, held in node.lwm2m._devices.items() if held.registration.endpoint_name == name)
+    return next(d for d, held in node.lwm2m.registry.devices.items() if held.registration.endpoint_name == name)
 
 
 async def register_over_tcp(node: Node, name: str) -> tuple[asyncio.StreamWriter, str, str]:
@@ -93,7 +93,7 @@ async def register_over_tcp(node: Node, name: str) -> tuple[asyncio.StreamWriter
     assert node.coap_tcp_port is not None
     _, writer = await register_raw(node.coap_tcp_port, name)
     device_id = registered_id(node, name)
-    return writer, device_id, f"rd/{node.lwm2m._devices[device_id].registration.account_id}/{device_id}"
+    return writer, device_id, f"rd/{node.lwm2m.registry.devices[device_id].registration.account_id}/{device_id}"
 
 
 async def refused_as_not_connected(node: Node, device_id: str) -> None:
@@ -194,8 +194,8 @@ def test_a_device_registers_over_tcp_is_read_observed_and_deregisters(tmp_path: 
     async def main() -> None:
         async with running_node(tmp_path, coap_tcp_port=free_tcp_port()) as node, tcp_device(node, "tcp-1") as sim:
             device_id = sim.device_id or ""
-            listener = node.lwm2m._streams[0]
-            assert listener.connected(node.lwm2m._devices[device_id].registration.address)
+            listener = node.lwm2m.listeners.streams[0]
+            assert listener.connected(node.lwm2m.registry.devices[device_id].registration.address)
             headers = {"Authorization": f"Bearer {node.dev_api_key}"}
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                 async with http.put("/v2/notification/websocket") as r:
@@ -255,7 +255,7 @@ def test_csm_is_exchanged_first_ping_is_answered_and_a_malformed_frame_aborts_on
             raw_writer.close()
             writer.write(encode_frame(tcp.PING, b"\x08", b""))
             assert (await read_frame(reader))[:2] == (PONG, b"\x08")
-            assert node.lwm2m._streams[0].stats.aborted == 2
+            assert node.lwm2m.listeners.streams[0].stats.aborted == 2
             writer.close()
 
     run(main())
@@ -270,7 +270,7 @@ def test_plain_tcp_is_refused_without_allow_nosec(tmp_path: Path) -> None:
             writer.write(encode_frame(CSM, b"", b"") + register_frame("tcp-nosec-1"))
             code, _, body = await read_frame(reader)
             assert code == codes.FORBIDDEN and body.endswith(b"DTLS required")
-            assert node.lwm2m.stats.refused_identity == 1 and not node.lwm2m._devices
+            assert node.lwm2m.stats.refused_identity == 1 and not node.lwm2m.registry.devices
             writer.close()
 
     run(main())
@@ -288,7 +288,9 @@ def test_libcoap_client_registers_over_coap_tcp(tmp_path: Path) -> None:
             )  # fmt: skip
             output, _ = await asyncio.wait_for(process.communicate(), 15)
             assert process.returncode == 0, output.decode(errors="replace")
-            registered = [d for d in node.lwm2m._devices.values() if d.registration.endpoint_name == "libcoap-tcp-1"]
+            registered = [
+                d for d in node.lwm2m.registry.devices.values() if d.registration.endpoint_name == "libcoap-tcp-1"
+            ]
             assert registered, output.decode(errors="replace")
             assert b"2.01" in output
 

@@ -104,8 +104,8 @@ def test_coap_client_registers_over_tls_and_is_read_through_the_rest_api(tmp_pat
             args = ["-u", NAME, "-k", KEY] if credential == "psk" else certificate_args(ca.issue(NAME))
             client = await start_coap_client("-m", "post", "-G", "4", "-e", "</3/0>", register_uri(node), *args)
             try:
-                await eventually(lambda: bool(node.lwm2m._devices), 10)
-                registration = next(iter(node.lwm2m._devices.values())).registration
+                await eventually(lambda: bool(node.lwm2m.registry.devices), 10)
+                registration = next(iter(node.lwm2m.registry.devices.values())).registration
                 assert (registration.endpoint_name, registration.account_id) == (NAME, tenant)
                 assert registration.secure
                 async with api(node, tenant) as http, app_events(http) as events:
@@ -151,7 +151,7 @@ def test_refusals_over_tls_are_logged_once_with_their_reason(
             with caplog.at_level(logging.WARNING):
                 _, out = await coap_client("-m", "post", "-e", "</3/0>", uri, *args)  # to its end: it tries once
             found = refusals(caplog)
-            assert not node.lwm2m._devices
+            assert not node.lwm2m.registry.devices
             assert len(found) == 1 and reason in found[0], (found, out)
 
     run(main())
@@ -166,7 +166,7 @@ def test_the_simulator_registers_over_coaps_tcp_is_read_and_notifies_a_websocket
             psk = ClientCredentials(psk_identity=NAME, psk_key=key)
             async with tls_device(node, NAME, psk) as sim, api(node, tenant) as http, app_events(http) as events:
                 device_id = sim.device_id or ""
-                assert node.lwm2m._devices[device_id].registration.secure
+                assert node.lwm2m.registry.devices[device_id].registration.secure
                 answer = await read(http, events, device_id, "/3/0/0")
                 assert answer["status"] == 200 and base64.b64decode(str(answer["payload"])) == b"devicehub"
                 async with http.put(f"/v2/subscriptions/{device_id}/3303/0/5700") as r:
@@ -208,7 +208,7 @@ def test_revoking_the_psk_closes_the_devices_tls_connection(tmp_path: Path) -> N
                 assert tls is not None and tls.connection_count() == 1
                 await node.credentials.delete_psk(tenant, NAME)
                 assert tls.connection_count() == 0 and tls.stats.revoked == 1
-                await eventually(lambda: not node.lwm2m._streams[0].connection_count())
+                await eventually(lambda: not node.lwm2m.listeners.streams[0].connection_count())
 
     run(main())
 

@@ -44,7 +44,7 @@ def test_aiocoap_registers_with_a_psk_and_is_read_over_dtls(tmp_path: Path) -> N
                 )
                 response = await asyncio.wait_for(client.request(request).response, 10)
                 assert response.code == aiocoap.CREATED, response
-                registration = next(iter(node.lwm2m._devices.values())).registration
+                registration = next(iter(node.lwm2m.registry.devices.values())).registration
                 assert (registration.endpoint_name, registration.account_id, registration.secure) == (
                     NAME,
                     tenant,

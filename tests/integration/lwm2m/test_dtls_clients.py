@@ -41,7 +41,7 @@ def test_coap_client_registers_with_a_psk(tmp_path: Path) -> None:
             await node.credentials.add_psk(tenant, NAME, KEY.encode().hex())
             code, out = await coap_client("-m", "post", "-e", "</3/0>", register_uri(node), "-u", NAME, "-k", KEY)
             assert code == 0, out
-            registration = next(iter(node.lwm2m._devices.values())).registration
+            registration = next(iter(node.lwm2m.registry.devices.values())).registration
             assert (registration.endpoint_name, registration.account_id, registration.secure) == (NAME, tenant, True)
             await node.lwm2m.flush()  # the device is answered first, its records are stored in the next batch
             device = await node.store.get_device(registration.device_id)
@@ -63,7 +63,7 @@ def test_coap_client_registers_with_a_certificate_from_a_trusted_ca(tmp_path: Pa
                 str(device.key_file), "-n",
             )  # fmt: skip
             assert code == 0, out
-            registration = next(iter(node.lwm2m._devices.values())).registration
+            registration = next(iter(node.lwm2m.registry.devices.values())).registration
             assert (registration.endpoint_name, registration.account_id, registration.secure) == (NAME, tenant, True)
 
     run(main())
@@ -101,7 +101,7 @@ def test_refusals_are_logged_once_with_their_reason(
             caplog.clear()
             with caplog.at_level(logging.WARNING):
                 found = await refused_client(caplog, "-m", "post", "-e", "</3/0>", uri, *args)
-            assert not node.lwm2m._devices
+            assert not node.lwm2m.registry.devices
             assert len(found) == 1 and reason in found[0], found
 
     run(main())
@@ -118,7 +118,7 @@ def test_plain_coap_is_refused_without_allow_nosec_and_said_once(
                         "-m", "post", "-e", "</3/0>", f"coap://127.0.0.1:{node.coap_port}/rd?ep={NAME}&lt=60"
                     )
                     assert "4.03" in out, out
-            assert not node.lwm2m._devices
+            assert not node.lwm2m.registry.devices
             found = refusals(caplog)
             assert len(found) == 1 and "--allow-nosec" in found[0], found
             assert node.security() == {
@@ -148,13 +148,13 @@ def test_a_certificate_device_joins_only_the_account_its_name_is_enrolled_into(t
                 "-m", "post", "-e", "</3/0>", register_uri(node, theirs), *certificate_args(ca.issue(theirs))
             )  # fmt: skip
             assert "4.03" in out, (code, out)
-            assert not node.lwm2m._devices
+            assert not node.lwm2m.registry.devices
             assert await node.store.enrolled_account(theirs) == b
             code, out = await coap_client(
                 "-m", "post", "-e", "</3/0>", register_uri(node, fresh), *certificate_args(ca.issue(fresh))
             )  # fmt: skip
             assert code == 0 and "4.03" not in out, out
-            registration = next(iter(node.lwm2m._devices.values())).registration
+            registration = next(iter(node.lwm2m.registry.devices.values())).registration
             assert (registration.endpoint_name, registration.account_id) == (fresh, a)
             assert await node.store.enrolled_account(fresh) == a
             with pytest.raises(Conflict):

@@ -75,7 +75,7 @@ def test_another_identity_cannot_update_deregister_or_notify_for_a_device(tmp_pa
             ):
                 assert victim.device_id is not None
                 await node.lwm2m.observe(victim.device_id, "/3303/0/5700")
-                token = next(iter(node.lwm2m._devices[victim.device_id].observations))
+                token = next(iter(node.lwm2m.registry.devices[victim.device_id].observations))
                 location = [(codes.URI_PATH, part.encode()) for part in victim.location]
                 server = thief.server
                 # Update and De-register of the victim's location, from the second authenticated peer: 4.03
@@ -109,7 +109,7 @@ def test_another_identity_cannot_update_deregister_or_notify_for_a_device(tmp_pa
                     assert register.code == codes.FORBIDDEN
                 finally:
                     await plain.stop(deregister=False)
-                assert node.lwm2m._devices[victim.device_id].registration.address == victim.address
+                assert node.lwm2m.registry.devices[victim.device_id].registration.address == victim.address
                 assert node.lwm2m.stats.refused_identity >= 4
 
     run(main())

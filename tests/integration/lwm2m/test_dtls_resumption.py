@@ -41,7 +41,7 @@ async def s_client(node: Node, *args: str, register: str = "") -> str:
         query = [(15, part.encode()) for part in (f"ep={register}", "lt=60", "lwm2m=1.1")]
         process.stdin.write(coap_encode(0, 2, 0x1234, b"rg", [(11, b"rd"), *query, (12, b"\x28")], b"</3/0>"))
         await process.stdin.drain()
-        await eventually(lambda: bool(node.lwm2m._devices), within=10)
+        await eventually(lambda: bool(node.lwm2m.registry.devices), within=10)
     process.stdin.close()  # s_client closes the session (close_notify) and exits
     out, _ = await asyncio.wait_for(process.communicate(), 20)
     return out.decode(errors="replace")
@@ -81,7 +81,7 @@ def test_a_psk_client_resumes_under_its_sessions_identity_and_cannot_once_its_ps
             assert scraped[("devicehub_dtls_events_total", (("event", "resumed"),))] == 1
             assert scraped[("devicehub_dtls_events_total", (("event", "handshakes"),))] == 2
             assert scraped[("devicehub_dtls_sessions", ())] >= 0
-            registration = next(iter(node.lwm2m._devices.values())).registration
+            registration = next(iter(node.lwm2m.registry.devices.values())).registration
             assert (registration.endpoint_name, registration.account_id, registration.secure) == (NAME, tenant, True)
             # revoked: the cached session goes with the PSK; offered again, it gets a full handshake, refused
             await node.credentials.delete_psk(tenant, NAME)
@@ -112,7 +112,7 @@ def test_a_certificate_client_resumes_with_its_certificate_until_its_ca_is_remov
             assert "Reused, TLSv1.2" in second, second
             dtls = node.lwm2m.dtls
             assert dtls is not None and (dtls.stats.handshakes, dtls.stats.resumed) == (2, 1)
-            registration = next(iter(node.lwm2m._devices.values())).registration
+            registration = next(iter(node.lwm2m.registry.devices.values())).registration
             assert (registration.endpoint_name, registration.account_id, registration.secure) == (NAME, tenant, True)
             await node.credentials.remove_ca(tenant, authority.id)
             third = await s_client(node, *cert, "-sess_in", str(saved))

@@ -73,7 +73,7 @@ def test_concurrent_registrations_of_new_names_mint_one_device_id_each(tmp_path:
                 await node.lwm2m.flush()
                 ids = {name: {device_id for n, _, device_id in answers if n == name} for name in names}
                 assert all(len(minted) == 1 for minted in ids.values()), ids
-                account = next(iter(node.lwm2m._devices.values())).registration.account_id
+                account = next(iter(node.lwm2m.registry.devices.values())).registration.account_id
                 assert await node.store.count_devices(account) == len(names)
                 assert node.lwm2m.metrics()["lwm2m_registered_devices"] == len(names)
                 assert {d.id for d in await node.store.list_devices(account)} == set().union(*ids.values())

@@ -17,7 +17,8 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS, EXCHANGE_LIFETIME, MAX_BODY, Limits
-from devicehub.lwm2m.server import MAX_TOKEN_LOOKUPS, MISSED_TOKEN_TTL
+from devicehub.lwm2m.observations import MAX_TOKEN_LOOKUPS
+from devicehub.lwm2m.registry import MISSED_TOKEN_TTL
 from devicehub.sim.device import OMA, SimDevice
 from support.node import eventually, run, running_node
 

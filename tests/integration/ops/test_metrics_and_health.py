@@ -236,7 +236,7 @@ def test_datagrams_the_kernel_dropped_at_the_coap_listener_are_counted(tmp_path:
 
     async def scenario() -> None:
         async with running_node(tmp_path) as node:
-            endpoint = node.lwm2m._endpoint
+            endpoint = node.lwm2m.listeners.plain
             assert endpoint is not None and endpoint._transport is not None
             listener = endpoint._transport.get_extra_info("socket")
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

@@ -9,7 +9,7 @@ import msgspec
 
 from devicehub.domain.model import RegistrationRecord
 from devicehub.domain.registration import TCP, UDP, Registration
-from devicehub.lwm2m.server import _record, _registration
+from devicehub.lwm2m.records import record_of, registration_of
 
 
 def registration(transport: str) -> Registration:
@@ -31,21 +31,21 @@ def registration(transport: str) -> Registration:
 
 def test_a_tcp_registration_is_stored_and_restored_as_made_over_tcp() -> None:
     """The record written for restarts and other nodes says TCP, and the registration taken up from it too."""
-    stored = msgspec.msgpack.encode(_record(registration(TCP), expires_at=253.0))
-    restored = _registration(msgspec.msgpack.decode(stored, type=RegistrationRecord))
+    stored = msgspec.msgpack.encode(record_of(registration(TCP), expires_at=253.0))
+    restored = registration_of(msgspec.msgpack.decode(stored, type=RegistrationRecord))
     assert restored.transport == TCP and restored == registration(TCP)
 
 
 def test_a_record_stored_before_the_transport_field_decodes_as_udp() -> None:
     """A blob without `transport` (written by an older node) still decodes: its registration was made over UDP."""
-    older = msgspec.to_builtins(_record(registration(UDP), expires_at=253.0))
+    older = msgspec.to_builtins(record_of(registration(UDP), expires_at=253.0))
     del older["transport"]
     record = msgspec.msgpack.decode(msgspec.msgpack.encode(older), type=RegistrationRecord)
-    assert _registration(record).transport == UDP
+    assert registration_of(record).transport == UDP
 
 
 def test_an_edge_childs_record_keeps_the_gateway_it_registered_through() -> None:
     """`gw=` is stored: the node that takes the child's registration up knows which identity may continue it."""
     child = dataclasses.replace(registration(UDP), gateway="edge-gateway-00001", secure=True)
-    stored = msgspec.msgpack.encode(_record(child, expires_at=253.0))
-    assert _registration(msgspec.msgpack.decode(stored, type=RegistrationRecord)) == child
+    stored = msgspec.msgpack.encode(record_of(child, expires_at=253.0))
+    assert registration_of(msgspec.msgpack.decode(stored, type=RegistrationRecord)) == child

@@ -1,0 +1,26 @@
+"""The LwM2M server's counters, shared by its parts and read by `LwM2MServer.metrics` as `lwm2m_<name>`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class ServerStats:
+    registrations: int = 0
+    updates: int = 0
+    deregistrations: int = 0
+    expirations: int = 0
+    refused: int = 0
+    notifications: int = 0
+    stale_notifications: int = 0
+    refused_identity: int = 0  # issue 13 #2: wrong identity, or plain CoAP where DTLS is required
+    registrations_shed: int = 0  # Registers answered 5.03 + Max-Age because the backlog was full (issue 14 #5)
+    registration_batches: int = 0  # batches of registrations written to the store (issue 16 #1)
+    token_lookups: int = 0  # store lookups of a notification's unknown token
+    token_lookups_shed: int = 0  # unknown tokens not looked up: too many lookups under way
+    tokens_missed_cached: int = 0  # unknown tokens answered from the remembered misses
+
+
+def vars_of(stats: object) -> dict[str, float]:
+    return {name: getattr(stats, name) for name in stats.__slots__}  # type: ignore[attr-defined]
