@@ -18,7 +18,7 @@ What a session writes (`/0` with PSKs or private keys) must not cross the networ
 server also listens over DTLS (`start_secure`: the LwM2M server's DTLS listener, lwm2m/dtls.py, with its keyring —
 PSK identities of /v2/device-shared-keys and certificate CNs issued by a CA an account trusts, lwm2m/security.py).
 Over DTLS a Bootstrap-Request for `ep` is answered only when the DTLS identity's name is `ep` and its account is
-the account of `ep`'s configuration — the LwM2M server's Register rule (lwm2m/server.py) — otherwise 4.03, the
+the account of `ep`'s configuration — the LwM2M server's Register rule (lwm2m/authorizer.py) — otherwise 4.03, the
 same answer whether the configuration is missing or another account's, so it reveals nothing of other accounts
 (LwM2M 1.1 Core §6.1, Bootstrap-Request `POST /bs?ep=`; Transport §5.2, DTLS). Each request of the session goes
 only to the DTLS session that asked: when that session ends (close_notify, revocation, a new handshake from the
