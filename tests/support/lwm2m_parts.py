@@ -12,6 +12,7 @@ from devicehub.domain.model import ObservationRecord, RegistrationRecord
 from devicehub.domain.registration import Admission, Registration, ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
+from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS
 from devicehub.lwm2m.listeners import Listeners
 from devicehub.lwm2m.observations import ObservationService
 from devicehub.lwm2m.registration_handler import RegistrationHandler
@@ -19,7 +20,6 @@ from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Registry
 from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.server_stats import ServerStats
-from devicehub.lwm2m.transport import DEFAULT_LIMITS
 
 ACCOUNT = "acc-1"
 DEVICE = "dev-1"

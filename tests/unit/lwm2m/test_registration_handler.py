@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.security import PeerIdentity
-from devicehub.lwm2m.transport import Address, Reply
 from support.lwm2m_parts import ACCOUNT, Parts, identity, location_of, register_message, update_message
 
 PLAIN = ("192.0.2.1", 5683)
