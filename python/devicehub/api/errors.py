@@ -18,7 +18,7 @@ from devicehub.errors import (
 )
 from devicehub.ids import new_id
 from devicehub.logs import request_id as current_request_id  # the id on this request's log lines
-from devicehub.store.failures import unreachable
+from devicehub.outages import unreachable
 
 log = logging.getLogger("devicehub.api")
 

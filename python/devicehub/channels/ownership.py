@@ -24,7 +24,7 @@ from devicehub.domain.events import Event
 from devicehub.domain.model import ChannelConfig, StoredEvent
 from devicehub.domain.storage.store import Store
 from devicehub.errors import Unavailable
-from devicehub.store.failures import unreachable
+from devicehub.outages import unreachable
 
 log = logging.getLogger("devicehub.channels")
 

@@ -12,9 +12,17 @@ import msgspec
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
 from devicehub.domain.content_formats import mime_for
-from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent, ResourceEntry
+from devicehub.domain.device_records import (
+    DIRECTORY_FIELDS,
+    device_record,
+    entries_of,
+    registration_event,
+    resources_of,
+    unchanged_record,
+)
+from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
-from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue, ResourceInfo
+from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.registration import Admission, Registration, ResourceLink
@@ -30,48 +38,18 @@ from devicehub.errors import (
     ValidationFailed,
 )
 from devicehub.ids import new_device_id, new_id
-from devicehub.interning import InternTable
 
 log = logging.getLogger("devicehub.core")
 
 ASYNC_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 # `PUT /v3/devices/{id}` (Pelion DeviceDataPutRequest): fields the application owns, and fields the device's
 # registration owns, which an update may repeat (the SDK sends back what it read) but not change
-DIRECTORY_FIELDS = ("name", "description", "custom_attributes", "auto_update", "ca_id", "device_key")
 REGISTRATION_FIELDS = ("endpoint_name", "endpoint_type", "host_gateway")
 SNAPSHOT_RETENTION = 183 * 86400  # spec §2.4 rule 4: six months after the last connection
 MAX_RULES = 1024  # wire-format.md
 # an Update that changes nothing refreshes the stored `last_seen_at` (read by the six-month sweep) at most this often
 SEEN_REFRESH_S = 3600.0
 MAX_RULE_PATHS = 4096  # resource paths over all of a key's rules: each is matched at every registration
-
-
-def _resource_info(path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None) -> ResourceInfo:
-    return ResourceInfo(path=path, rt=rt, ct=ct, obs=obs, iface=iface)
-
-
-# the device records of a fleet share their equal resource entries, as the links they come from do
-_RESOURCE_INFOS: InternTable[ResourceInfo] = InternTable(_resource_info)
-
-
-def _resources(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
-    return tuple(
-        _RESOURCE_INFOS.get((link.path, link.rt, link.ct, link.obs or link.aobs is not None, link.iface))
-        for link in links
-        if not link.deleted
-    )
-
-
-def _resource_entry(path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None) -> ResourceEntry:
-    return ResourceEntry(path=path, rt=rt, ct=mime_for(ct) if ct is not None else None, obs=obs, iface=iface)
-
-
-# each registration event lists the device's resources: a fleet's are the same few, built once (issue 16 #1)
-_RESOURCE_ENTRIES: InternTable[ResourceEntry] = InternTable(_resource_entry)
-
-
-def _entries(resources: Sequence[ResourceInfo]) -> tuple[ResourceEntry, ...]:
-    return tuple(_RESOURCE_ENTRIES.get((r.path, r.rt, r.ct, r.obs, r.iface)) for r in resources)
 
 
 class DeviceService:
@@ -166,15 +144,19 @@ class DeviceService:
             named = in_batch.get((r.account_id, r.gateway)) if r.gateway != r.endpoint_name else None
             gateway = named if named is not None else await self._host_gateway(r)
             before = previous.get(r.device_id)
-            resources = _resources(r.links)
-            if before is not None and _unchanged(before, r, resources) and now - before.last_seen_at < SEEN_REFRESH_S:
+            resources = resources_of(r.links)
+            if (
+                before is not None
+                and unchanged_record(before, r, resources)
+                and now - before.last_seen_at < SEEN_REFRESH_S
+            ):
                 # registered again as it was: its record is not written again, as an Update; kept with the fleet's
                 # shared resource entries, not the copies just read from the store (~3 kB a device in a storm)
                 kept = msgspec.structs.replace(before, resources=resources)
                 devices.append(kept)
                 unchanged.append(kept.id)
             else:
-                device = _device_record(r, before, now, gateway, resources)
+                device = device_record(r, before, now, gateway, resources)
                 devices.append(device)
                 written.append(device)
         # spec §2.4: the values announced are reported values, stored with the registrations' entries
@@ -188,7 +170,7 @@ class DeviceService:
                 if device.account_id not in rules:
                     rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
                 await self.router.full_registration(device, rules=rules[device.account_id])
-                await self._sink.publish_account(device.account_id, _registration_event(device))
+                await self._sink.publish_account(device.account_id, registration_event(device))
             except Exception:
                 log.exception("announcing the registration of %s failed", device.id)
         # a device stored only now has no queued request: an API request needs the device, and kicks its queue
@@ -219,7 +201,7 @@ class DeviceService:
                 endpoint_name=device.endpoint_name,
                 endpoint_type=device.endpoint_type,
                 queue_mode=device.queue_mode,
-                resources=_entries(_resources(added)),
+                resources=entries_of(resources_of(added)),
                 update=True,
             ),
         )
@@ -261,15 +243,15 @@ class DeviceService:
     async def _save(self, registration: Registration) -> Device:
         now = self._clock.now()
         cached = self._devices.get(registration.device_id)
-        resources = _resources(registration.links)
+        resources = resources_of(registration.links)
         if (
             cached is not None
-            and _unchanged(cached, registration, resources)
+            and unchanged_record(cached, registration, resources)
             and now - cached.last_seen_at < SEEN_REFRESH_S
         ):
             return cached  # issue 16 #1: an Update that changes nothing writes nothing here
         previous = await self._store.get_device(registration.device_id)
-        device = _device_record(registration, previous, now, await self._host_gateway(registration), resources)
+        device = device_record(registration, previous, now, await self._host_gateway(registration), resources)
         await self._store.put_device(device)
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
         self._devices[device.id] = device
@@ -497,55 +479,6 @@ class DeviceService:
                 await self._store.delete_device(device_id)
                 removed += 1
         return removed
-
-
-def _device_record(
-    registration: Registration,
-    previous: Device | None,
-    now: float,
-    host_gateway: str,
-    resources: tuple[ResourceInfo, ...],
-) -> Device:
-    device = Device(
-        id=registration.device_id,
-        account_id=registration.account_id,
-        endpoint_name=registration.endpoint_name,
-        endpoint_type=registration.endpoint_type,
-        state="registered",
-        queue_mode=registration.queue_mode,
-        lifetime=registration.lifetime,
-        resources=resources,
-        created_at=previous.created_at if previous else now,
-        updated_at=now,
-        last_seen_at=now,
-        host_gateway=host_gateway,
-    )
-    if previous is not None:  # what applications set in the directory outlives registrations
-        device = msgspec.structs.replace(device, **{f: getattr(previous, f) for f in DIRECTORY_FIELDS})
-    return device
-
-
-def _registration_event(device: Device) -> RegistrationEvent:
-    return RegistrationEvent(
-        device_id=device.id,
-        endpoint_name=device.endpoint_name,
-        endpoint_type=device.endpoint_type,
-        queue_mode=device.queue_mode,
-        resources=_entries(device.resources),
-    )
-
-
-def _unchanged(device: Device, registration: Registration, resources: tuple[ResourceInfo, ...]) -> bool:
-    """Would storing the registration (whose links give `resources`) change nothing in the device record but its
-    times?"""
-    return (
-        device.state == "registered"
-        and not registration.gateway  # a child's gateway is looked up again (it may have registered since)
-        and device.endpoint_type == registration.endpoint_type
-        and device.queue_mode == registration.queue_mode
-        and device.lifetime == registration.lifetime
-        and device.resources == resources
-    )
 
 
 def _known_path(device: Device, path: str) -> bool:

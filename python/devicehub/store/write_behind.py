@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from devicehub.domain.model import ReportedValue
-from devicehub.store.failures import unavailable
+from devicehub.outages import unavailable
 
 log = logging.getLogger("devicehub.store")
 

@@ -15,8 +15,8 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap import blockwise
 from devicehub.lwm2m.coap.messages import Address, Handler, Reply, Stats
 from devicehub.lwm2m.coap.parameters import UNAVAILABLE_LOG_S, UNAVAILABLE_RETRY_S, Limits
+from devicehub.outages import unavailable
 from devicehub.ratelimit import SourceLimits
-from devicehub.store.failures import unavailable
 
 log = logging.getLogger("devicehub.coap")
 

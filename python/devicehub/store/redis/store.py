@@ -10,7 +10,7 @@ start with `prefix`. One module per aggregate over one connection (connection.py
 
 from __future__ import annotations
 
-from devicehub.store.failures import unavailable
+from devicehub.outages import unavailable
 from devicehub.store.redis.accounts import RedisAccounts
 from devicehub.store.redis.bootstrap import RedisBootstrapConfigs
 from devicehub.store.redis.channels import RedisChannels

@@ -23,7 +23,7 @@ Structs as every other backend.
 
 from __future__ import annotations
 
-from devicehub.store.failures import unavailable
+from devicehub.outages import unavailable
 from devicehub.store.sqlite.accounts import SqliteAccounts
 from devicehub.store.sqlite.bootstrap import SqliteBootstrapConfigs
 from devicehub.store.sqlite.channels import SqliteChannels

@@ -1,4 +1,5 @@
-"""Which errors mean the store cannot serve now (not the caller's fault): background work retries on them."""
+"""Which errors mean the store cannot serve now (not the caller's fault): background work retries on them. Beside the
+layers, so the CoAP responder, the channels and the stores ask the same question without importing a store."""
 
 from __future__ import annotations
 

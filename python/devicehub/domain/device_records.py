@@ -1,0 +1,94 @@
+"""What a registration makes of a device's record and of its registration event: the resource entries a fleet
+shares, the record written for a full registration, and whether an unchanged one need be written at all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from devicehub.domain.content_formats import mime_for
+from devicehub.domain.events import RegistrationEvent, ResourceEntry
+from devicehub.domain.model import Device, ResourceInfo
+from devicehub.domain.registration import Registration, ResourceLink
+from devicehub.interning import InternTable
+
+# `PUT /v3/devices/{id}` (Pelion DeviceDataPutRequest): fields the application owns; they outlive registrations
+DIRECTORY_FIELDS = ("name", "description", "custom_attributes", "auto_update", "ca_id", "device_key")
+
+
+def _resource_info(path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None) -> ResourceInfo:
+    return ResourceInfo(path=path, rt=rt, ct=ct, obs=obs, iface=iface)
+
+
+# the device records of a fleet share their equal resource entries, as the links they come from do
+_RESOURCE_INFOS: InternTable[ResourceInfo] = InternTable(_resource_info)
+
+
+def resources_of(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
+    return tuple(
+        _RESOURCE_INFOS.get((link.path, link.rt, link.ct, link.obs or link.aobs is not None, link.iface))
+        for link in links
+        if not link.deleted
+    )
+
+
+def _resource_entry(path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None) -> ResourceEntry:
+    return ResourceEntry(path=path, rt=rt, ct=mime_for(ct) if ct is not None else None, obs=obs, iface=iface)
+
+
+# each registration event lists the device's resources: a fleet's are the same few, built once (issue 16 #1)
+_RESOURCE_ENTRIES: InternTable[ResourceEntry] = InternTable(_resource_entry)
+
+
+def entries_of(resources: Sequence[ResourceInfo]) -> tuple[ResourceEntry, ...]:
+    return tuple(_RESOURCE_ENTRIES.get((r.path, r.rt, r.ct, r.obs, r.iface)) for r in resources)
+
+
+def device_record(
+    registration: Registration,
+    previous: Device | None,
+    now: float,
+    host_gateway: str,
+    resources: tuple[ResourceInfo, ...],
+) -> Device:
+    device = Device(
+        id=registration.device_id,
+        account_id=registration.account_id,
+        endpoint_name=registration.endpoint_name,
+        endpoint_type=registration.endpoint_type,
+        state="registered",
+        queue_mode=registration.queue_mode,
+        lifetime=registration.lifetime,
+        resources=resources,
+        created_at=previous.created_at if previous else now,
+        updated_at=now,
+        last_seen_at=now,
+        host_gateway=host_gateway,
+    )
+    if previous is not None:  # what applications set in the directory outlives registrations
+        device = msgspec.structs.replace(device, **{f: getattr(previous, f) for f in DIRECTORY_FIELDS})
+    return device
+
+
+def registration_event(device: Device) -> RegistrationEvent:
+    return RegistrationEvent(
+        device_id=device.id,
+        endpoint_name=device.endpoint_name,
+        endpoint_type=device.endpoint_type,
+        queue_mode=device.queue_mode,
+        resources=entries_of(device.resources),
+    )
+
+
+def unchanged_record(device: Device, registration: Registration, resources: tuple[ResourceInfo, ...]) -> bool:
+    """Would storing the registration (whose links give `resources`) change nothing in the device record but its
+    times?"""
+    return (
+        device.state == "registered"
+        and not registration.gateway  # a child's gateway is looked up again (it may have registered since)
+        and device.endpoint_type == registration.endpoint_type
+        and device.queue_mode == registration.queue_mode
+        and device.lifetime == registration.lifetime
+        and device.resources == resources
+    )
