@@ -5,7 +5,7 @@
 #  bench/dtls_openssl, is a separate cargo build run by hand: bench/README.md "DTLS library choice")
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo bench -p devicehub-core -- --test
+cargo bench -p devicehub-codec -p devicehub-io -- --test
 for bench in bench/micro/*.py bench/*_bench.py bench/rest_load.py; do
   [ -e "$bench" ] || continue
   echo "-- $bench"

@@ -1,7 +1,7 @@
 //! CBOR, LwM2M CBOR and SenML CBOR payloads from devices: no decoder panics on any input.
 #![no_main]
 
-use devicehub_core::cbor;
+use devicehub_codec::cbor;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! the same.
 #![no_main]
 
-use devicehub_core::coap;
+use devicehub_codec::coap;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! OMA-TLV payloads from devices: decoding never panics, and a decoded tree encodes and decodes to itself.
 #![no_main]
 
-use devicehub_core::tlv;
+use devicehub_codec::tlv;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,6 +1,6 @@
-//! The `lwm2m_cbor_*` and `senml_cbor_*` functions: conversions around `devicehub_core::cbor`.
+//! The `lwm2m_cbor_*` and `senml_cbor_*` functions: conversions around `devicehub_codec::cbor`.
 
-use devicehub_core::cbor::{self, lwm2m, senml, Value};
+use devicehub_codec::cbor::{self, lwm2m, senml, Value};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString, PyTuple};
 

@@ -1,6 +1,6 @@
-//! `CoapMessage` and the `coap_*` functions: conversions around `devicehub_core::coap`.
+//! `CoapMessage` and the `coap_*` functions: conversions around `devicehub_codec::coap`.
 
-use devicehub_core::coap::{self, options, Block, MessageType};
+use devicehub_codec::coap::{self, options, Block, MessageType};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 

@@ -1,6 +1,6 @@
-//! `DtlsServer`, `DtlsSession`: conversions around `devicehub_core::dtls`.
+//! `DtlsServer`, `DtlsSession`: conversions around `devicehub_io::dtls`.
 
-use devicehub_core::dtls::{self, Accepted};
+use devicehub_io::dtls::{self, Accepted};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 

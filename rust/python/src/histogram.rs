@@ -1,6 +1,6 @@
-//! `LatencyHistogram`: conversions around `devicehub_core::histogram`.
+//! `LatencyHistogram`: conversions around `devicehub_codec::histogram`.
 
-use devicehub_core::histogram::Histogram;
+use devicehub_codec::histogram::Histogram;
 use pyo3::prelude::*;
 
 /// Values (the simulator records latencies in microseconds) in log buckets: percentiles within

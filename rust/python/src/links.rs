@@ -1,9 +1,9 @@
-//! `parse_links`: conversions around `devicehub_core::links`.
+//! `parse_links`: conversions around `devicehub_codec::links`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use devicehub_core::links::{self, Link, LinkError};
+use devicehub_codec::links::{self, Link, LinkError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 

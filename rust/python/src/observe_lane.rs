@@ -1,4 +1,4 @@
-//! `ObserveLane`: `devicehub_core::observe_lane` holding the server's own objects as handles; the receiver's
+//! `ObserveLane`: `devicehub_codec::observe_lane` holding the server's own objects as handles; the receiver's
 //! `receive_sifting` (udp.rs) runs it over each batch.
 
 use pyo3::exceptions::PyValueError;
@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 
-use devicehub_core::observe_lane::{empty_ack, newer, ObserveLane, Sifted};
+use devicehub_codec::observe_lane::{empty_ack, newer, ObserveLane, Sifted};
 
 /// What an armed observation hands back: the device's id and the observed path (given to the core as they
 /// are), and the server's observation object, whose `last_seq`/`last_at` the lane reads and moves on.

@@ -1,8 +1,8 @@
-//! `ChannelQueue` and `Batch`: conversions around `devicehub_core::queue`.
+//! `ChannelQueue` and `Batch`: conversions around `devicehub_codec::queue`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use devicehub_core::queue::{self, Event};
+use devicehub_codec::queue::{self, Event};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 

@@ -1,9 +1,9 @@
-//! `RequestLog`: conversions around `devicehub_core::request_log` (Unix: its wake-up is a socket pair).
+//! `RequestLog`: conversions around `devicehub_io::request_log` (Unix: its wake-up is a socket pair).
 
 use pyo3::prelude::*;
 
 #[cfg(unix)]
-use devicehub_core::request_log::{Job, RequestLog, Row, StoreError, Value};
+use devicehub_io::request_log::{Job, RequestLog, Row, StoreError, Value};
 #[cfg(unix)]
 use pyo3::types::PyBytes;
 

@@ -1,6 +1,6 @@
-//! `TlvNode` and the `tlv_*` functions: conversions around `devicehub_core::tlv`.
+//! `TlvNode` and the `tlv_*` functions: conversions around `devicehub_codec::tlv`.
 
-use devicehub_core::tlv::{self, value, Tlv, TlvBody, TlvKind};
+use devicehub_codec::tlv::{self, value, Tlv, TlvBody, TlvKind};
 use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;

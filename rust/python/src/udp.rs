@@ -1,4 +1,4 @@
-//! `udp_send_batch` and `UdpReceiver`: conversions around `devicehub_core::udp` (Linux; elsewhere they raise
+//! `udp_send_batch` and `UdpReceiver`: conversions around `devicehub_io::udp` (Linux; elsewhere they raise
 //! OSError).
 
 use pyo3::prelude::*;
@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 #[cfg(target_os = "linux")]
 use crate::observe_lane::{Offered, PyObserveLane, Sifting, Tally};
 #[cfg(target_os = "linux")]
-use devicehub_core::observe_lane::empty_ack;
+use devicehub_codec::observe_lane::empty_ack;
 
 /// Sends every (payload, (host, port)) on the socket `fd` in as few `sendmmsg` calls as it takes, without
 /// blocking; returns how many went out, in order from the first. Raises ValueError (before sending any) for a
@@ -30,7 +30,7 @@ fn udp_send_batch(fd: i32, datagrams: Vec<(Vec<u8>, (String, u16))>) -> PyResult
             .map_err(|_| PyValueError::new_err(format!("not an IP address: {host:?}")))?;
         batch.push((data.as_slice(), SocketAddr::new(ip, *port)));
     }
-    devicehub_core::udp::send_batch(fd, &batch).map_err(os_error)
+    devicehub_io::udp::send_batch(fd, &batch).map_err(os_error)
 }
 
 /// `OSError(errno, strerror)`, which Python turns into its subclass (ConnectionRefusedError, BlockingIOError…)
@@ -62,7 +62,7 @@ const ADDRESS_CACHE: usize = 4096;
 #[cfg(target_os = "linux")]
 #[pyclass(module = "devicehub._core", name = "UdpReceiver")]
 pub struct PyUdpReceiver {
-    receiver: devicehub_core::udp::Receiver,
+    receiver: devicehub_io::udp::Receiver,
     addresses: HashMap<SocketAddr, Py<PyTuple>>,
 }
 
@@ -71,14 +71,14 @@ pub struct PyUdpReceiver {
 impl PyUdpReceiver {
     #[new]
     fn new(max_datagrams: usize, max_size: usize) -> PyResult<Self> {
-        if max_datagrams == 0 || max_datagrams > devicehub_core::udp::MAX_BATCH || max_size == 0 {
+        if max_datagrams == 0 || max_datagrams > devicehub_io::udp::MAX_BATCH || max_size == 0 {
             return Err(PyValueError::new_err(format!(
                 "max_datagrams must be 1-{}, max_size at least 1",
-                devicehub_core::udp::MAX_BATCH
+                devicehub_io::udp::MAX_BATCH
             )));
         }
         Ok(Self {
-            receiver: devicehub_core::udp::Receiver::new(max_datagrams, max_size),
+            receiver: devicehub_io::udp::Receiver::new(max_datagrams, max_size),
             addresses: HashMap::new(),
         })
     }

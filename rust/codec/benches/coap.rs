@@ -1,11 +1,11 @@
 //! CoAP decode and encode speed on the two messages devicehub handles most: Wakaama's Register
 //! (lwm2m-device-side.md §1, ≈190 B, six options) and a NON 2.05 notification with Observe,
-//! Content-Format and a TLV payload (§4). Run with `cargo bench -p devicehub-core --bench coap`.
+//! Content-Format and a TLV payload (§4). Run with `cargo bench -p devicehub-codec --bench coap`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use devicehub_core::coap::{self, options, CoapOption, Message, MessageType};
+use devicehub_codec::coap::{self, options, CoapOption, Message, MessageType};
 
 fn register() -> Message {
     let links = "</>;rt=\"oma.lwm2m\";ct=110,</1>;ver=1.1,</1/0>,</2/0>,</3/0>,</4/0>,</5/0>,</6/0>,</7/0>,</31024>;ver=1.0,</31024/10>,</31024/11>,</31024/12>";

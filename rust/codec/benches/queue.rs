@@ -1,10 +1,10 @@
 //! Channel queue speed: push 200-byte notification events and take them back as 10 000-event
-//! NotificationMessage bodies. Run with `cargo bench -p devicehub-core --bench queue`.
+//! NotificationMessage bodies. Run with `cargo bench -p devicehub-codec --bench queue`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use devicehub_core::queue::{
+use devicehub_codec::queue::{
     ChannelQueue, DEFAULT_LIFETIME_MS, DEFAULT_MAX_BYTES, KIND_NOTIFICATION,
 };
 

@@ -1,12 +1,12 @@
 //! The DTLS server engine's own CPU (client work excluded: only the engine's calls are timed): a full handshake
 //! and an abbreviated one (a cached session resumed) for a PSK and for an ECDHE-ECDSA P-256 client with a
 //! certificate, cookie exchange included; and one 80-byte record in plus one 16-byte record out (a notification
-//! and its ACK). Run with `cargo bench -p devicehub-core --bench dtls`.
+//! and its ACK). Run with `cargo bench -p devicehub-io --bench dtls`.
 
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use devicehub_core::dtls::{Accepted, DtlsServer, DtlsSession, Pipe};
+use devicehub_io::dtls::{Accepted, DtlsServer, DtlsSession, Pipe};
 use openssl::asn1::Asn1Time;
 use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;

@@ -1,11 +1,11 @@
 //! OMA-TLV decode and encode speed on two payloads: a Device object instance `/3/0` as real
 //! clients send it (≈142 B, lwm2m-device-side.md §3) and a 100-resource instance (a wildcard
-//! subscription reporting a whole object). Run with `cargo bench -p devicehub-core --bench tlv`.
+//! subscription reporting a whole object). Run with `cargo bench -p devicehub-codec --bench tlv`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use devicehub_core::tlv::{self, value, Tlv};
+use devicehub_codec::tlv::{self, value, Tlv};
 
 /// `/3/0` with the resources Wakaama's example client reports.
 fn device_instance() -> Vec<Tlv> {

@@ -1,0 +1,12 @@
+//! devicehub's I/O in plain Rust: no Python here; the native libraries (OpenSSL, SQLite) stay in this crate, apart
+//! from the pure codecs of `devicehub-codec`.
+//!
+//! - [`dtls`]: the DTLS 1.2 server record layer (OpenSSL on memory pipes), with session resumption.
+//! - [`request_log`]: the device-request queue's SQLite file and its writer thread (Unix).
+//! - [`udp`]: batched UDP sends and receives (`sendmmsg`/`recvmmsg`, Linux only).
+
+pub mod dtls;
+#[cfg(unix)]
+pub mod request_log;
+#[cfg(target_os = "linux")]
+pub mod udp;
