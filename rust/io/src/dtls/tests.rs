@@ -5,10 +5,17 @@ use super::*;
 use openssl::asn1::Asn1Time;
 use openssl::bn::{BigNum, MsbOption};
 use openssl::ec::{EcGroup, EcKey};
+use openssl::hash::MessageDigest;
 use openssl::nid::Nid;
+use openssl::pkey::PKey;
 use openssl::pkey::Private;
 use openssl::ssl::SslContextBuilder;
+use openssl::ssl::{
+    ErrorCode, ShutdownState, Ssl, SslContext, SslMethod, SslOptions, SslSession,
+    SslSessionCacheMode, SslStream, SslVerifyMode, SslVersion,
+};
 use openssl::x509::X509Name;
+use openssl::x509::X509;
 
 const PEER: &[u8] = b"127.0.0.1:40000";
 const IDENTITY: &[u8] = b"dtls-device-00001";
