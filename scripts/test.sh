@@ -26,7 +26,7 @@ if ! command -v coap-client-openssl >/dev/null 2>&1 || ! command -v autoreconf >
     sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
   fi
 fi
-# libssl-dev + pkg-config: the DTLS server engine (rust/core/src/dtls.rs, the `openssl` crate) links OpenSSL
+# libssl-dev + pkg-config: the DTLS server engine (rust/io/src/dtls.rs, the `openssl` crate) links OpenSSL
 if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl; then
   packages="libssl-dev pkg-config"
   if [ "$(id -u)" = 0 ]; then

@@ -36,7 +36,7 @@ PROXY_SCHEME = 39
 SIZE1 = 60
 
 # RFC 7252 §5.4.1: which critical options this endpoint acts on is the codec's RECOGNISED_CRITICAL
-# (rust/core/src/coap/options.rs); `CoapMessage.unrecognised_critical` names the first other one.
+# (rust/codec/src/coap/options.rs); `CoapMessage.unrecognised_critical` names the first other one.
 
 
 def is_request(code: int) -> bool:

@@ -1,6 +1,6 @@
 """The CoAPs listener (issue 13 #1): DTLS 1.2 on one UDP socket, in front of an ordinary `CoapEndpoint`.
 
-OpenSSL, from Rust (`devicehub._core.DtlsServer`, rust/core/src/dtls.rs), runs each peer's session on memory
+OpenSSL, from Rust (`devicehub._core.DtlsServer`, rust/io/src/dtls.rs), runs each peer's session on memory
 datagram pipes driven from this asyncio protocol; chosen by measurement (bench/README.md "DTLS"). The endpoint
 above sees plain CoAP datagrams and sends through `_SecureTransport`, which encrypts for the peer's session;
 `identity(address)` tells the LwM2M layer who proved what. Suites are the LwM2M 1.1 Transport §5.2 ones:

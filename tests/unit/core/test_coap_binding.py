@@ -1,7 +1,7 @@
 """The CoAP binding in devicehub._core: CoapMessage, coap_decode/coap_encode and coap_encode_uint.
 
 Byte strings are the real-client traces of lwm2m-device-side.md §1/§4; the codec itself is
-tested in rust/core/src/coap/tests.rs, these tests check the conversions and errors the binding adds.
+tested in rust/codec/src/coap/tests.rs, these tests check the conversions and errors the binding adds.
 """
 
 import pytest

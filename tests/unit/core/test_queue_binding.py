@@ -1,6 +1,6 @@
 """The channel queue binding in devicehub._core: ChannelQueue, Batch and the queue constants.
 
-The queue itself is tested in rust/core/src/queue.rs; these tests check what Python sees: byte
+The queue itself is tested in rust/codec/src/queue/tests.rs; these tests check what Python sees: byte
 accounting, the cap, the lifetime on a passed-in clock, NotificationMessage bodies (wire-format.md)
 and the errors the binding adds.
 """

@@ -1,7 +1,7 @@
 """The OMA-TLV binding in devicehub._core: TlvNode, tlv_decode/tlv_encode and the value helpers.
 
 Byte strings are the worked examples of lwm2m-device-side.md §6; the codec itself is tested in
-rust/core/src/tlv/tests.rs, these tests check the conversions and errors the binding adds.
+rust/codec/src/tlv/tests.rs, these tests check the conversions and errors the binding adds.
 """
 
 import math
