@@ -12,6 +12,9 @@ from contextlib import asynccontextmanager
 from devicehub.store.sqlite.store import SqliteStore
 
 WAIT = 10.0  # bound on each wait; they end on a condition, never on the timeout
+# how long the stalled write holds at most: the block ends it; the bound only keeps a failing test from hanging, so it
+# is the suite's per-test time-out (a 10 s bound ran out under load 6+ before the test's own checks came)
+HOLD_LIMIT = 120.0
 
 
 @asynccontextmanager
@@ -22,7 +25,7 @@ async def stalled_writer(store: SqliteStore) -> AsyncIterator[asyncio.Task[None]
     def work(db: sqlite3.Connection) -> None:
         db.execute("INSERT INTO enrollments (endpoint_name, account_id) VALUES ('stalled', 'a1')")
         entered.set()
-        release.wait(WAIT)
+        release.wait(HOLD_LIMIT)
 
     task = asyncio.ensure_future(store._write(work))
     try:
