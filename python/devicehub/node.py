@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import socket
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from devicehub.lwm2m.coap.parameters import Limits
 from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
+from devicehub.private_files import write_private
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
 from devicehub.store.redis.holders import HolderLink
@@ -332,11 +332,7 @@ class Node:
             # written whole under another name and renamed over the file: a node reading it at the same moment (one
             # data directory shared by nodes started together) reads a whole key or none, never a torn one; and the
             # file is 0600 from its first byte
-            partial = key_file.with_name(f".{DEV_KEY_FILE}.{uuid.uuid4().hex}")
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as file:
-                file.write(secret + "\n")
-            os.replace(partial, key_file)
+            write_private(key_file, secret + "\n", replace=True)
         self.dev_api_key = secret
         return account.id
 

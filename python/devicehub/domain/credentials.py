@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import string
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from devicehub.clock import Clock
 from devicehub.domain.model import DeviceSharedKey, TrustedCa
 from devicehub.domain.storage.store import Store
 from devicehub.errors import Conflict, FieldError, NotFound, ValidationFailed
+from devicehub.private_files import write_private
 
 MIN_NAME, MAX_NAME = 16, 64  # Pelion: 16-64 printable ASCII characters
 MIN_SECRET, MAX_SECRET = 16, 64  # 128-512 bits
@@ -43,19 +43,10 @@ def load_secret_key(path: Path) -> bytes:
         if len(key) != 32:
             raise ValueError(f"{path}: expected 64 hex digits (a 256-bit key)")
         return key
-    path.parent.mkdir(parents=True, exist_ok=True)
     key = AESGCM.generate_key(bit_length=256)
-    # written whole under another name, then linked into place: of nodes sharing a data directory that start
-    # together one key wins and the others read it, never a half-written file (issue 31)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".secret-key-")  # mode 0600
-    try:
-        with os.fdopen(fd, "w") as file:
-            file.write(key.hex() + "\n")
-        os.link(temporary, path)
-    except FileExistsError:
+    # of nodes sharing a data directory that start together one key wins and the others read it (issue 31)
+    if not write_private(path, key.hex() + "\n", replace=False):
         return load_secret_key(path)
-    finally:
-        os.unlink(temporary)
     return key
 
 
