@@ -232,6 +232,8 @@ class Node:
                     self._server_certificate(),
                     handshake_timeout=settings.dtls_handshake_timeout,
                     max_handshakes=settings.dtls_max_handshakes,
+                    handshakes_per_address=settings.dtls_handshakes_per_address,
+                    handshakes_per_prefix=settings.dtls_handshakes_per_prefix,
                 )
             self.coaps_tcp_port = listener.address[1]
         if settings.coaps_port:

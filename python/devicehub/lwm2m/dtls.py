@@ -14,7 +14,7 @@ certificates (RFC 7925 §4.4).
 - At most `max_handshakes` handshakes run at once, each for at most `handshake_timeout` seconds; at most
   `handshakes_per_address` of them from one source address and `handshakes_per_prefix` from one /24 (IPv4) or /64
   (IPv6), and when all are taken a newcomer under its fair share takes the oldest of the largest holder's
-  (lwm2m/dtls_shares.py, issue 28 #3): one source cannot starve the others of handshakes.
+  (lwm2m/handshake_shares.py, issue 28 #3): one source cannot starve the others of handshakes.
 - Established sessions are bounded per identity (`sessions_per_identity`: a new one ends that identity's oldest)
   and in all (`max_sessions`: a new one ends the least recently active), so a new device always gets in (issue 28
   #4); a session silent for `idle_timeout` seconds ends. Each eviction is counted by cause (`DtlsStats`).
@@ -62,7 +62,7 @@ from devicehub._core import DtlsError, DtlsServer, DtlsSession
 from devicehub.clock import Clock
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address
-from devicehub.lwm2m.dtls_shares import HandshakeShares, Refusal
+from devicehub.lwm2m.handshake_shares import HANDSHAKES_PER_ADDRESS, HANDSHAKES_PER_PREFIX, HandshakeShares, Refusal
 from devicehub.lwm2m.security import Keyring, PeerIdentity, authenticate, failure_reason
 from devicehub.lwm2m.udp import widen_receive_buffer
 
@@ -70,8 +70,6 @@ log = logging.getLogger("devicehub.dtls")
 
 HANDSHAKE_TIMEOUT = 10.0
 MAX_HANDSHAKES = 256
-HANDSHAKES_PER_ADDRESS = 16  # a NAT's devices reconnecting at once queue behind this (their hellos are retransmitted)
-HANDSHAKES_PER_PREFIX = 64
 # A session outlives the longest registration lifetime, 72 h (server.MAX_LIFETIME, the Pelion cap of
 # lwm2m-device-side.md §2; a Register without `lt` means 86 400 s, LwM2M Core §6.2.1): a device that updates
 # within its lifetime keeps its session and need not handshake again, and a session silent for longer belongs to a

@@ -24,6 +24,7 @@ from mbedtls.exceptions import TLSError
 
 from devicehub.clock import Clock
 from devicehub.lwm2m.coap.messages import Address
+from devicehub.lwm2m.handshake_shares import HANDSHAKES_PER_ADDRESS, HANDSHAKES_PER_PREFIX, HandshakeShares, Refusal
 from devicehub.lwm2m.security import (
     MAX_RECORD,
     ClientCredentials,
@@ -51,6 +52,9 @@ class TlsStats:
     handshakes: int = 0
     refused: int = 0
     busy: int = 0
+    busy_address: int = 0  # a connection from an address holding its share of handshakes, closed (issue 28 #3)
+    busy_prefix: int = 0  # the same for its /24 or /64
+    evicted_handshake: int = 0  # a handshake ended to give its slot to a source under its share
     handshake_timeouts: int = 0
     revoked: int = 0
 
@@ -240,10 +244,13 @@ class TlsAcceptor:
         *,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
         max_handshakes: int = MAX_HANDSHAKES,
+        handshakes_per_address: int = HANDSHAKES_PER_ADDRESS,
+        handshakes_per_prefix: int = HANDSHAKES_PER_PREFIX,
     ) -> None:
         self._clock = clock
         self._handshake_timeout = handshake_timeout
-        self._max_handshakes = max_handshakes
+        # the DTLS listener's bounds and fair share (one mechanism): one address cannot hold every slot
+        self._shares = HandshakeShares(max_handshakes, handshakes_per_address, handshakes_per_prefix)
         self.lookup = PskLookup()
         config = tls.TLSConfiguration(
             lowest_supported_version=tls.TLSVersion.TLSv1_2,
@@ -254,6 +261,7 @@ class TlsAcceptor:
         self._context = tls.ServerContext(config)
         self._scratch = bytearray(MAX_RECORD)
         self._handshaking: dict[TlsStream, None] = {}  # in arrival order
+        self._by_peer: dict[Address, TlsStream] = {}  # the same, by the peer's address (what the shares name)
         self._streams: set[TlsStream] = set()  # authenticated
         self._sweeper: asyncio.Task[None] | None = None
         self.stats = TlsStats()
@@ -296,27 +304,47 @@ class TlsAcceptor:
 
     # ---- what the streams report ---------------------------------------------------------------------
     def admit(self, stream: TlsStream) -> bool:
-        if len(self._handshaking) >= self._max_handshakes:
-            self.stats.busy += 1
+        refusal = self._shares.refusal(stream.peer)
+        if refusal is Refusal.ADDRESS:
+            self.stats.busy_address += 1
             return False
+        if refusal is Refusal.PREFIX:
+            self.stats.busy_prefix += 1
+            return False
+        if len(self._shares) >= self._shares.total:
+            victim = self._shares.victim(stream.peer)
+            if victim is None:
+                self.stats.busy += 1
+                return False
+            self.stats.evicted_handshake += 1
+            evicted = self._by_peer[victim]
+            self._end_handshake(evicted)
+            evicted.abort()
         stream.started_at = self._clock.now()
         self._handshaking[stream] = None
+        self._by_peer[stream.peer] = stream
+        self._shares.add(stream.peer)
         return True
 
+    def _end_handshake(self, stream: TlsStream) -> None:
+        if self._handshaking.pop(stream, False) is None:
+            del self._by_peer[stream.peer]
+            self._shares.remove(stream.peer)
+
     def established(self, stream: TlsStream) -> None:
-        self._handshaking.pop(stream, None)
+        self._end_handshake(stream)
         self._streams.add(stream)
         self.stats.handshakes += 1
         assert stream.identity is not None
         log.debug("TLS connection of %s (%s) from %s:%d", stream.identity.name, stream.identity.method, *stream.peer)
 
     def refuse(self, stream: TlsStream, reason: str) -> None:
-        self._handshaking.pop(stream, None)
+        self._end_handshake(stream)
         self.stats.refused += 1
         log.warning("TLS handshake from %s:%d refused: %s", stream.peer[0], stream.peer[1], reason)
 
     def lost(self, stream: TlsStream) -> None:
-        self._handshaking.pop(stream, None)
+        self._end_handshake(stream)
         self._streams.discard(stream)
 
     async def _sweep_forever(self) -> None:

@@ -242,3 +242,46 @@ def test_tls_handshakes_are_bounded_and_one_that_stalls_ends_after_the_timeout(
             await listener.close()
 
     run(main())
+
+
+def test_one_address_cannot_hold_every_tls_handshake_slot(tmp_path: Path) -> None:
+    """issue 28 #3, the same mistake over TLS: half-open TLS connections are bounded per address as DTLS handshakes
+    are (one mechanism, lwm2m/handshake_shares.py); when every slot is taken a newcomer from an emptier network takes
+    the oldest slot of the fullest one."""
+
+    async def nothing(*_: object) -> Reply | None:
+        return None
+
+    async def main() -> None:
+        clock = ManualClock()
+        certificate = server_certificate(tmp_path / "c.pem", tmp_path / "k.pem", create=True)
+        acceptor = TlsAcceptor(clock, certificate, max_handshakes=4, handshakes_per_address=2, handshakes_per_prefix=8)
+        listener = StreamListener(CoapEndpoint(clock, nothing), tls=acceptor)
+        await listener.start("127.0.0.1", 0)
+        opened: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+        async def connect(source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            pair = await asyncio.open_connection(*listener.address, local_addr=(source, 0))  # says nothing
+            opened.append(pair)
+            return pair
+
+        try:
+            oldest, _ = await connect("127.0.0.1")
+            await connect("127.0.0.1")
+            await eventually(lambda: len(acceptor._handshaking) == 2)
+            third, _ = await connect("127.0.0.1")
+            assert await asyncio.wait_for(third.read(), 5) == b""  # its address holds its share: closed at once
+            assert acceptor.stats.busy_address == 1
+            for _ in range(2):
+                await connect("127.0.0.2")
+            await eventually(lambda: len(acceptor._handshaking) == 4)  # full, all of 127.0.0.0/24
+            newcomer, _ = await connect("127.0.1.5")
+            assert await asyncio.wait_for(oldest.read(), 5) == b""  # the fullest network's oldest slot ended
+            await eventually(lambda: acceptor.stats.evicted_handshake == 1)
+            assert len(acceptor._handshaking) == 4 and not newcomer.at_eof()
+        finally:
+            for _, writer in opened:
+                writer.close()
+            await listener.close()
+
+    run(main())

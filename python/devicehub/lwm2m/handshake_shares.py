@@ -1,8 +1,10 @@
-"""Who may hold a DTLS handshake slot (issue 28 #3): in-progress handshakes bounded per source address, per network
-prefix (/24 for IPv4, /64 for IPv6) and in all, with a fair share when all slots are taken.
+"""Who may hold a (D)TLS handshake slot (issue 28 #3; the DTLS listener and the TLS-over-TCP acceptor): in-progress
+handshakes bounded per source address, per network prefix (/24 for IPv4, /64 for IPv6) and in all, with a fair
+share when all slots are taken.
 
-A handshake counts here only once its ClientHello echoed a valid cookie (RFC 6347 §4.2.1), so the peer has shown it
-receives at the address it sends from: a spoofed source cannot spend another address's share.
+A handshake counts here only once its peer has shown it receives at the address it sends from — over DTLS its
+ClientHello echoed a valid cookie (RFC 6347 §4.2.1), over TCP its connection is established — so a spoofed source
+cannot spend another address's share.
 
 The rule when every slot is taken: a newcomer whose prefix holds fewer slots than the prefix holding the most (after
 admission, strictly fewer) takes the oldest slot of that prefix; otherwise it is refused. This is max-min fairness
@@ -19,6 +21,9 @@ import ipaddress
 from enum import Enum
 
 from devicehub.lwm2m.coap.messages import Address
+
+HANDSHAKES_PER_ADDRESS = 16  # a NAT's devices reconnecting at once queue behind this (they retransmit, or reconnect)
+HANDSHAKES_PER_PREFIX = 64
 
 
 class Refusal(Enum):

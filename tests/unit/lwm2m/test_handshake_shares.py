@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devicehub.lwm2m.dtls_shares import HandshakeShares, Refusal, prefix_of
+from devicehub.lwm2m.handshake_shares import HandshakeShares, Refusal, prefix_of
 
 
 def test_a_prefix_is_the_slash_24_of_ipv4_and_the_slash_64_of_ipv6() -> None:
