@@ -46,10 +46,12 @@ from devicehub.sim.objects import INT, STRING, CurrentTime, Model, Resource
 
 log = logging.getLogger("devicehub.edge")
 
-GATEWAY_OBJECT = 33001  # devicehub's gateway object: 0 child count, 1 child endpoint names (comma-separated)
+# devicehub's gateway object: 0 child count, 1 child endpoint names (comma-separated). mbed-edge has no such object
+# and does not reserve the number: Mbed Edge's simple-grm-example adds 33001, so the list gives way to a manager's
+GATEWAY_OBJECT = 33001
 REBOOT = "/3/0/4"
-# objects a gateway resource manager may not add (mbed-edge grm_api.c: Edge Core's own), and devicehub's gateway object
-RESERVED_OBJECTS = frozenset({1, 3, 14, 10252, 10255, 26241, 35011, GATEWAY_OBJECT})
+# objects a gateway resource manager may not add: exactly mbed-edge's (edge-core/grm_api.c), Edge Core's own
+RESERVED_OBJECTS = frozenset({1, 3, 14, 10252, 10255, 26241, 35011})
 KEEPALIVE_TRIES = 3
 MAX_BACKOFF = 60.0
 
@@ -114,8 +116,11 @@ class EdgeClient(ForwardingDevice):
         self.status = EdgeStatus(endpoint_name=endpoint_name, lwm2m_server_uri=server_uri, edge_version=__version__)
         self.restarts = 0
         self._stopping = False
+        self._child_list_shown = True  # until a gateway resource manager adds resources in GATEWAY_OBJECT
 
     def children_changed(self, names: list[str]) -> None:
+        if not self._child_list_shown:
+            return
         self.set_value(f"/{GATEWAY_OBJECT}/0/0", len(names))
         self.set_value(f"/{GATEWAY_OBJECT}/0/1", ",".join(names))
 
@@ -126,14 +131,31 @@ class EdgeClient(ForwardingDevice):
             oid = int(path.split("/")[1])
             if oid in RESERVED_OBJECTS:
                 raise RpcError(GRM_OBJECT_RESERVED, f"object {oid} is Edge Core's own")
-            if self.model.resource(path) is not None:
+            if self.model.resource(path) is not None and not self._is_child_list(oid):
                 raise RpcError(GRM_RESOURCE_EXISTS, f"{path} already exists")
+        withdrawn: list[ResourceLink] = []
+        if self._child_list_shown and any(path.startswith(f"/{GATEWAY_OBJECT}/") for path in built.kinds):
+            withdrawn = [ResourceLink(path=link.path, deleted=True) for link in self.links() if self._on_list(link)]
+            del self.model.objects[GATEWAY_OBJECT]
+            self._child_list_shown = False
+            log.info(
+                "edge %s: a gateway resource manager took object %d; its child list is withdrawn",
+                self.endpoint_name,
+                GATEWAY_OBJECT,
+            )
         for oid, instances in built.model.objects.items():
             for iid, resources in instances.items():
                 self.model.objects.setdefault(oid, {}).setdefault(iid, {}).update(resources)
         for path, kind in built.kinds.items():
             self.forwarded[path] = Forwarded(kind, built.operations[path], forward, owner)
-        await self._announce([link for link in self.links() if link.path in built.kinds])
+        added = [link for link in self.links() if link.path in built.kinds]
+        await self._announce([link for link in withdrawn if link.path not in built.kinds] + added)
+
+    def _is_child_list(self, oid: int) -> bool:
+        return oid == GATEWAY_OBJECT and self._child_list_shown
+
+    def _on_list(self, link: ResourceLink) -> bool:
+        return link.path.startswith(f"/{GATEWAY_OBJECT}/")
 
     def set_values(self, built: Objects, owner: object) -> None:
         """A manager's `write_resource_value`: values of resources it added (observers upstream are notified)."""

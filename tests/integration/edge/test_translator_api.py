@@ -308,6 +308,15 @@ def test_gateway_resource_manager_publishes_resources_of_edge_core_itself(tmp_pa
                 assert (await grm.call("add_resource", {"objects": objects}))["result"] == "ok"
                 assert (await grm.call("add_resource", {"objects": objects}))["error"]["code"] == -30251
 
+                # Mbed Edge's simple-grm-example adds object 33001, which mbed-edge does not reserve: the gateway's
+                # child list gives way and the manager's resource is served in its place
+                grm_object = [{**objects[0], "objectId": 33001}]
+                answer = await grm.call("add_resource", {"objects": grm_object})
+                assert answer.get("result") == "ok", answer
+                await _request(http, edge_id, "g1", {"method": "GET", "uri": "/33001/0/1"})
+                read = await events.wait_for("async-responses", lambda e: e["id"] == "g1")
+                assert read["status"] == 200 and base64.b64decode(read["payload"]) == b"on"
+
                 await _request(http, edge_id, "r1", {"method": "GET", "uri": "/33455/0/1"})
                 read = await events.wait_for("async-responses", lambda e: e["id"] == "r1")
                 assert read["status"] == 200 and base64.b64decode(read["payload"]) == b"on"
