@@ -192,6 +192,12 @@ def test_edge_binds_its_ports_before_registering_upstream(tmp_path: Path, tcp_in
         result = devicehub("edge", "--server", server, "-o", "0", "-p", str(not_a_socket))
         one_line_failure(result, "edge", "not a socket")
         assert not_a_socket.read_text() == "keep me"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as running_edge:  # a live Edge Core's socket
+            running_edge.bind(str(tmp_path / "live.sock"))
+            running_edge.listen()
+            result = devicehub("edge", "--server", server, "-o", "0", "-p", str(tmp_path / "live.sock"))
+            one_line_failure(result, "edge", "live.sock", "in use")
+            assert (tmp_path / "live.sock").exists()  # neither taken over nor removed on the way out
         result = devicehub("edge", "--server", server, "-o", "0", "-p", str(tmp_path / "missing" / "pt.sock"))
         one_line_failure(result, "edge", "protocol translator API", "no such file")
         upstream.setblocking(False)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +62,7 @@ class EdgeCore:
         self.http_port = settings.http_port
         self.write_timeout = write_timeout
         self._runners: list[web.AppRunner] = []
+        self._socket_file: tuple[int, int] | None = None  # (device, inode) of the socket file this process bound
 
     async def start(self) -> None:
         """Local ports first: a start that fails on them must not leave a gateway registered upstream."""
@@ -81,6 +83,7 @@ class EdgeCore:
         with starting(f"the protocol translator API on {socket_path}"):
             await asyncio.to_thread(_remove_stale, socket_path)
             await web.UnixSite(pt_runner, str(socket_path)).start()
+            self._socket_file = _file_id(socket_path)
         with starting("the upstream LwM2M client"):
             await self.client.start()
         log.info(
@@ -99,16 +102,41 @@ class EdgeCore:
         for runner in reversed(self._runners):
             await runner.cleanup()
         self._runners.clear()
-        await asyncio.to_thread(_remove_stale, Path(self.settings.edge_pt_domain_socket))
+        await asyncio.to_thread(_remove_own, Path(self.settings.edge_pt_domain_socket), self._socket_file)
         await asyncio.gather(self.children.stop(), self.client.stop())
 
 
 def _remove_stale(socket_path: Path) -> None:
-    """A socket file left by an earlier run would make the bind fail; any other file there is not ours to remove."""
+    """A socket file left by an earlier run would make the bind fail; any other file there is not ours to remove,
+    and a socket something still listens on is another Edge Core's (taking it over would cut its translators off)."""
     with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISSOCK(socket_path.lstat().st_mode):
             raise StartupFailed(f"{socket_path} exists and is not a socket")
+        if _listened_on(socket_path):
+            raise StartupFailed(f"{socket_path} is in use by a running process (another devicehub edge?)")
         socket_path.unlink()
+
+
+def _listened_on(socket_path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(socket_path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False  # nobody accepts on it: a file left by a process that died
+        return True
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    status = path.lstat()
+    return status.st_dev, status.st_ino
+
+
+def _remove_own(socket_path: Path, bound: tuple[int, int] | None) -> None:
+    """Only the socket file this process bound: a start refused because another Edge Core holds the path, or a
+    file replaced since, stays."""
+    with contextlib.suppress(FileNotFoundError):
+        if bound is not None and _file_id(socket_path) == bound:
+            socket_path.unlink()
 
 
 async def edge(settings: EdgeSettings) -> int:
