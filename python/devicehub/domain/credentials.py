@@ -79,8 +79,9 @@ class TrustedAuthority:
 
 def parse_endpoint_name(name: object) -> str:
     if not isinstance(name, str) or not MIN_NAME <= len(name) <= MAX_NAME or not set(name) <= _PRINTABLE:
+        got = f"{len(name)} characters" if isinstance(name, str) else type(name).__name__
         raise ValidationFailed(
-            "invalid endpoint_name",
+            f"invalid endpoint_name: a PSK identity is {MIN_NAME}-{MAX_NAME} printable ASCII characters (got {got})",
             fields=(FieldError("endpoint_name", f"{MIN_NAME}-{MAX_NAME} printable ASCII characters"),),
         )
     return name

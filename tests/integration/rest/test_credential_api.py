@@ -209,6 +209,9 @@ def test_cli_manages_keys_and_cas_of_an_account(
         return capsys.readouterr().out
 
     cli("accounts", "create", "acme")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(SECRET + "\n"))
+    assert main(["psk", "add", "acme", "dev-1", "-", *data]) == 2  # issue 32 #5: the rule, not only "invalid"
+    assert "16-64 printable ASCII characters (got 5 characters)" in capsys.readouterr().err
     cli("psk", "add", "acme", NAME, "-", stdin=SECRET + "\n")
     assert cli("psk", "list", "acme").split("\t")[0] == NAME
     ca_id = cli("certs", "add", "acme", str(ca_file)).split("\t")[0]
