@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,8 @@ def starting(what: str) -> Iterator[None]:
         raise
     except (OSError, OverflowError, ValueError) as error:
         raise StartupFailed(f"cannot start {what}: {_reason(error)}") from error
+    except sqlite3.DatabaseError as error:  # "file is not a database", "database disk image is malformed"
+        raise StartupFailed(f"cannot start {what}: {error} (a damaged or foreign SQLite file there?)") from error
     except Exception as error:
         # redis-py's errors (ConnectionError, AuthenticationError, ResponseError) derive from RedisError only
         if type(error).__module__.startswith("redis"):

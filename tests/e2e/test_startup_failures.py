@@ -235,3 +235,15 @@ def test_simulate_that_registered_exits_zero(service: ServiceProcess) -> None:
     assert result.returncode == 0, result.stderr
     assert "registered 2/2" in result.stderr
     assert "registration failures 0" in result.stderr
+
+
+def test_a_damaged_database_file_is_one_line(tmp_path: Path) -> None:
+    """issue 32 #5: a data directory whose SQLite file is not a database stops `serve` in one line, exit 2 (it was a
+    35-line traceback and exit 1), and the file is left as it was for the operator to restore."""
+    data = tmp_path / "data"
+    data.mkdir()
+    junk = bytes(range(256)) * 32
+    (data / "devicehub.sqlite3").write_bytes(junk)
+    result = devicehub("serve", "--data-dir", str(data), "--http-port", "0", "--coap-port", "0", "--coaps-port", "0")
+    one_line_failure(result, "serve", "store", "file is not a database")
+    assert (data / "devicehub.sqlite3").read_bytes() == junk
