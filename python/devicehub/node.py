@@ -28,6 +28,7 @@ from devicehub.lwm2m.coap.parameters import Limits
 from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
+from devicehub.outages import OutageLog
 from devicehub.private_files import write_private
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
@@ -319,12 +320,15 @@ class Node:
             listener.load(keyring)
 
     async def _refresh_credentials(self) -> None:
+        outage = OutageLog(log, "credential refresh", self.clock.now)
         while True:
             await self.clock.sleep(CREDENTIAL_REFRESH)
             try:
                 await self.reload_credentials()
-            except Exception:
-                log.exception("credential refresh failed")
+            except Exception as error:
+                outage.failed(error)
+            else:
+                outage.worked()
 
     async def _dev_account(self) -> str:
         key_file = Path(self.settings.data_dir) / DEV_KEY_FILE

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 from devicehub.domain.model import ChannelDrops, StoredEvent
 from devicehub.domain.storage.store import Store
 from devicehub.errors import StorageUnavailable
+from devicehub.outages import OutageLog
 
 log = logging.getLogger("devicehub.channels.journal")
 
@@ -46,6 +48,7 @@ class Journal:
         self._stored: dict[str, int] = {}  # events of each key in the store
         self._lock = asyncio.Lock()  # one writer: flushes and deletions never interleave
         self._task: asyncio.Task[None] | None = None
+        self._outage = OutageLog(log, "journal flush", time.monotonic)
 
     async def load(self, key_id: str) -> list[StoredEvent]:
         events = await self._store.load_events(key_id)
@@ -113,8 +116,10 @@ class Journal:
                 await self.flush()
             except StorageUnavailable:
                 pass  # the store says so once a minute; what is pending stays for the next flush
-            except Exception:
-                log.exception("journal flush failed; retrying in %.3f s", self._interval)
+            except Exception as error:  # Redis away: what is pending stays for the next flush
+                self._outage.failed(error)
+            else:
+                self._outage.worked()
 
     async def flush(self) -> None:
         async with self._lock:

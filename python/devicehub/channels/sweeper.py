@@ -11,6 +11,7 @@ from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
 from devicehub.channels.registry import ChannelRegistry
 from devicehub.channels.websocket import GOING_AWAY
 from devicehub.clock import Clock
+from devicehub.outages import OutageLog
 
 log = logging.getLogger("devicehub.channels")
 
@@ -61,6 +62,7 @@ class Sweeper:
         self._interval = interval
         self._forget_gone = forget_gone
         self._task: asyncio.Task[None] | None = None
+        self._outage = OutageLog(log, "channel sweep", clock.now)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="channel-sweeper")
@@ -76,8 +78,10 @@ class Sweeper:
             await self._clock.sleep(self._interval)
             try:
                 await self.sweep()
-            except Exception:
-                log.exception("channel sweep failed")
+            except Exception as error:
+                self._outage.failed(error)
+            else:
+                self._outage.worked()
 
     async def sweep(self) -> None:
         """Apply the time rules once: event lifetime, idle and disconnected channels, inactive sockets."""

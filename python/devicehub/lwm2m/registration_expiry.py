@@ -16,6 +16,7 @@ from devicehub.lwm2m.records import registration_of
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Registry
 from devicehub.lwm2m.server_stats import ServerStats
+from devicehub.outages import OutageLog
 
 log = logging.getLogger("devicehub.lwm2m")
 
@@ -43,6 +44,7 @@ class RegistrationExpiry:
         self._on_tick = on_tick
         self._ticks = 0
         self._task: asyncio.Task[None] | None = None
+        self._outage = OutageLog(log, "expiry check", clock.now)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._expire_forever(), name="lwm2m-expiry")
@@ -72,8 +74,10 @@ class RegistrationExpiry:
             self._ticks = 0
             try:
                 await self.expire_due()
-            except Exception:
-                log.exception("expiry check failed")
+            except Exception as error:
+                self._outage.failed(error)
+            else:
+                self._outage.worked()
 
     async def expire_due(self) -> None:
         """End every registration whose lifetime (plus grace) ran out by now."""
