@@ -221,7 +221,10 @@ class SimulateSettings:
         default="pelion", metadata={"choices": ("oma", "pelion"), "help": "oma (plain LwM2M) or pelion (Pelion client)"}
     )
     duration: float = field(default=0.0, metadata={"help": "stop after this many seconds (0: run until Ctrl-C)"})
-    register_rate: float = field(default=500.0, metadata={"help": "new registrations per second (ramp-up)"})
+    register_rate: float = field(
+        default=500.0,
+        metadata={"help": "new registrations per second per worker process (ramp-up; --workers 8 offers 8x this)"},
+    )
     bootstrap: str = field(
         default="",
         metadata={

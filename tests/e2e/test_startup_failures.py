@@ -146,6 +146,15 @@ def test_bad_ports_log_level_flavor_server_and_environment_values(
         (("simulate", "--server", "http://127.0.0.1"), {}, ("simulate", "--server", "coap://")),
         (("edge", "--server", "127.0.0.1:5683"), {}, ("edge", "--server", "coap://")),
         (("serve", "--redis-url", "http://127.0.0.1:6379"), {}, ("serve", "--redis-url", "redis://")),
+        # issue 32 #5: the simulator's credentials, said before any device starts (they were 38-line tracebacks,
+        # and a missing certificate file showed as a server that never answers)
+        (("simulate", "--server", "coaps://127.0.0.1:5684"), {}, ("simulate", "needs --psk-key")),
+        (("simulate", "--server", "coaps://127.0.0.1:5684", "--psk-key", "zz"), {}, ("simulate", "hexadecimal")),
+        (
+            ("simulate", "--server", "coaps://127.0.0.1:5684", "--cert", str(tmp_path / "none.pem")),
+            {},
+            ("simulate", "none.pem", "not found"),
+        ),
     ]
     for args, env, (command, *fragments) in cases:
         one_line_failure(in_process(capsys, monkeypatch, *args, **env), command, *fragments)

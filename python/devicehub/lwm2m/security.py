@@ -9,6 +9,7 @@ account; a credential removed from the keyring ends the sessions that proved it 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,8 +197,15 @@ def client_credentials(
     if not server.startswith(("coaps:", "coaps+tcp:")):
         return None
     if cert:
+        for path in {cert, key or cert}:  # said now, not later as a server that never answers
+            if not os.path.isfile(path):
+                raise ValueError(f"certificate or key file {path} not found")
         return ClientCredentials(cert_file=cert, key_file=key or cert)
     if not psk_key:
         raise ValueError("a coaps:// or coaps+tcp:// server needs --psk-key (with --psk-identity) or --cert/--key")
     hex_key = psk_key[2:] if psk_key[:2].lower() == "0x" else psk_key
-    return ClientCredentials(psk_identity=psk_identity or endpoint_name, psk_key=bytes.fromhex(hex_key))
+    try:
+        secret = bytes.fromhex(hex_key)
+    except ValueError:
+        raise ValueError("--psk-key must be the key in hexadecimal (optionally 0x…)") from None
+    return ClientCredentials(psk_identity=psk_identity or endpoint_name, psk_key=secret)

@@ -28,6 +28,7 @@ from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
 from devicehub.sim.latency import LatencyProbe
 from devicehub.sim.scenario import Churn, DeviceSpec, devices, scenario_of
+from devicehub.startup import starting as starting_step
 
 T = TypeVar("T")
 PROGRESS_INTERVAL = 1.0
@@ -353,6 +354,9 @@ def quiet_gc() -> None:
 
 
 async def simulate(settings: SimulateSettings, clock: Clock | None = None) -> int:
+    with starting_step("the simulated devices"):  # a bad key or a missing file: one line, before any worker starts
+        credentials(settings, "credential-check-0001")
+        bootstrap_credentials(settings, "credential-check-0001")
     if settings.workers > 1:
         return await _simulate_in_workers(settings)
     quiet_gc()
