@@ -223,9 +223,19 @@ def test_simulate_with_nothing_listening_exits_non_zero_and_says_why() -> None:
     assert last.startswith(f"devicehub simulate: no device registered with {server}: no answer"), last
 
 
-def test_simulate_counts_refused_registrations(tmp_path: Path) -> None:
-    """A server without --dev refuses unenrolled endpoints with 4.03: counted per device and explained."""
-    service = ServiceProcess(data_dir=tmp_path / "data", dev=False).start()
+@pytest.mark.parametrize(
+    ("server_args", "said"),
+    [
+        (("--allow-nosec",), "4.03 Forbidden (endpoint not enrolled"),
+        # issue 32 #5: the server's reason, not "not enrolled" for every 4.03
+        ((), "4.03 Forbidden: DTLS required (use coaps://"),
+    ],
+    ids=["not-enrolled", "dtls-required"],
+)
+def test_simulate_counts_refused_registrations(tmp_path: Path, server_args: tuple[str, ...], said: str) -> None:
+    """A server without --dev refuses unenrolled endpoints, and plain CoAP without --allow-nosec, with 4.03: counted
+    per device and explained by the reason the server gave."""
+    service = ServiceProcess(data_dir=tmp_path / "data", dev=False, extra_args=server_args).start()
     try:
         result = devicehub("simulate", "--server", service.coap_uri, "--count", "3", "--duration", "2.5")
     finally:
@@ -235,7 +245,7 @@ def test_simulate_counts_refused_registrations(tmp_path: Path) -> None:
     assert "registered 0/3" in stopped
     failures = int(stopped.split("registration failures ")[1].split()[0])
     assert failures >= 3, stopped  # each device was refused at least once
-    assert "4.03 Forbidden (endpoint not enrolled" in result.stderr.strip().splitlines()[-1]
+    assert said in result.stderr.strip().splitlines()[-1]
     assert "(3 devices)" in stopped
 
 

@@ -46,9 +46,19 @@ def register_failure(error: DeviceError) -> str:
     text = str(error)
     if isinstance(error, DeviceTimeout):
         return "no answer from the server (is devicehub serve running there?)"
-    if text.endswith("4.03"):
+    if text.endswith("4.03"):  # no diagnostic: devicehub's answer to a name no account enrolled
         return "refused with 4.03 Forbidden (endpoint not enrolled: run the server with --dev, or enroll it)"
+    if text.endswith("4.03: DTLS required"):
+        return "refused with 4.03 Forbidden: DTLS required (use coaps:// with --psk-key or --cert, or --allow-nosec)"
+    if "4.03: " in text:  # the server's diagnostic payload says why (RFC 7252 §5.5.2)
+        return "refused with 4.03 Forbidden: " + text.split("4.03: ", 1)[1]
     return text
+
+
+def _diagnostic(payload: bytes) -> str:
+    """An error response's diagnostic payload (RFC 7252 §5.5.2: UTF-8, for people), bounded and printable."""
+    text = payload[:200].decode("utf-8", "replace")
+    return f": {text}" if payload and text.isprintable() else ""
 
 
 class RegistrationHost(Protocol):
@@ -190,7 +200,7 @@ class RegistrationClient:
         if response.code == codes.SERVICE_UNAVAILABLE:
             raise ServerBusy("register answered 5.03", _max_age(response))
         if response.code != codes.CREATED:
-            raise DeviceError(f"register answered {codes.dotted(response.code)}")
+            raise DeviceError(f"register answered {codes.dotted(response.code)}{_diagnostic(response.payload)}")
         host.location = response.location_path
         host.device_id = host.location[-1]  # Pelion client: the last segment is the device id
         host.counters.registrations += 1
