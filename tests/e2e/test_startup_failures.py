@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -266,3 +267,18 @@ def test_a_damaged_database_file_is_one_line(tmp_path: Path) -> None:
     result = devicehub("serve", "--data-dir", str(data), "--http-port", "0", "--coap-port", "0", "--coaps-port", "0")
     one_line_failure(result, "serve", "store", "file is not a database")
     assert (data / "devicehub.sqlite3").read_bytes() == junk
+
+
+def test_simulate_stops_promptly_when_the_server_is_gone(tmp_path: Path) -> None:
+    """issue 32 #5: on SIGTERM the simulator de-registers its devices with one send each, so a server that is gone
+    cannot hold the exit up for CoAP's retransmission window (it took 84 s)."""
+    service = ServiceProcess(data_dir=tmp_path / "data").start()
+    simulator = _popen(("simulate", "--server", service.coap_uri, "--count", "3"), None)
+    try:
+        service.registered_devices(3, within=30)
+    finally:
+        service.stop(signal.SIGKILL)
+    simulator.send_signal(signal.SIGTERM)
+    result = _result(simulator, timeout=20)  # well inside the ~93 s a retransmitted De-register would take
+    assert result.returncode is not None and result.returncode >= 0, result.stderr
+    assert "stopped: " in result.stderr

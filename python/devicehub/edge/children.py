@@ -17,7 +17,6 @@ from devicehub.edge.forwarding import (
     INVALID_JSON_STRUCTURE,
     REQUEST_TIMEOUT,
     RESOURCE_NOT_FOUND,
-    SHUTDOWN_TIMING,
     Forwarded,
     ForwardingDevice,
     RpcError,
@@ -26,6 +25,7 @@ from devicehub.edge.forwarding import (
 from devicehub.edge.upstream import EdgeClient
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.sim.device import PELION
+from devicehub.sim.registration import SHUTDOWN_TIMING
 
 log = logging.getLogger("devicehub.edge")
 

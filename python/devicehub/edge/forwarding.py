@@ -30,7 +30,6 @@ from devicehub.sim.objects import (
 
 READ, WRITE, EXECUTE = 1, 2, 4
 GATEWAY_TIMEOUT = 0xA4  # CoAP 5.04
-SHUTDOWN_TIMING = (1.0, 0)  # de-registering on the way out: one send, so a service that is gone cannot hold it up
 
 # mbed-edge include/common/pt_api_error_codes.h
 INTERNAL_ERROR = -30000
@@ -211,12 +210,6 @@ class ForwardingDevice(SimDevice):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.forwarded: dict[str, Forwarded] = {}
-        self.deregister_timing: tuple[float, int] | None = None  # SHUTDOWN_TIMING once Edge Core is stopping
-
-    async def deregister(self) -> None:
-        options = [(codes.URI_PATH, segment.encode()) for segment in self.location]
-        self.registered.clear()
-        await self.endpoint.request(self.server, codes.DELETE, options, timing=self.deregister_timing)
 
     async def _handle(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
         if message.code == codes.POST and message.uri_path in self.forwarded:

@@ -17,13 +17,13 @@ from aiohttp import web
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import EdgeSettings, add_arguments, build
 from devicehub.edge.children import Children
-from devicehub.edge.forwarding import SHUTDOWN_TIMING
 from devicehub.edge.pt_api import WRITE_TIMEOUT, create_pt_app
 from devicehub.edge.status_api import create_status_app
 from devicehub.edge.upstream import EdgeClient
 from devicehub.errors import StartupFailed
 from devicehub.lwm2m.security import client_credentials
 from devicehub.sim.fleet import server_address
+from devicehub.sim.registration import SHUTDOWN_TIMING
 from devicehub.startup import starting
 
 log = logging.getLogger("devicehub.edge")

@@ -39,7 +39,7 @@ from devicehub.edge.forwarding import (
     RpcError,
 )
 from devicehub.edge.status import ERROR, EdgeStatus
-from devicehub.lwm2m.coap.messages import Address, Reply
+from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.device import PELION
 from devicehub.sim.objects import INT, STRING, CurrentTime, Model, Resource
@@ -49,7 +49,6 @@ log = logging.getLogger("devicehub.edge")
 # devicehub's gateway object: 0 child count, 1 child endpoint names (comma-separated). mbed-edge has no such object
 # and does not reserve the number: Mbed Edge's simple-grm-example adds 33001, so the list gives way to a manager's
 GATEWAY_OBJECT = 33001
-REBOOT = "/3/0/4"
 # objects a gateway resource manager may not add: exactly mbed-edge's (edge-core/grm_api.c), Edge Core's own
 RESERVED_OBJECTS = frozenset({1, 3, 14, 10252, 10255, 26241, 35011})
 KEEPALIVE_TRIES = 3
@@ -188,11 +187,8 @@ class EdgeClient(ForwardingDevice):
             with contextlib.suppress(DeviceError):  # a failed update shows in the status; the next Register has them
                 await self.update(links)
 
-    def _execute(self, path: str, payload: bytes) -> Reply:
-        reply = super()._execute(path, payload)
-        if path == REBOOT and reply.code >> 5 == 2:
-            self._spawn(self._restart())  # after the 2.04 has gone out
-        return reply
+    def _rebooted(self) -> None:
+        self._spawn(self._restart())  # after the 2.04 has gone out; Edge Core de-registers first
 
     async def _restart(self) -> None:
         """/3/0/4: end the registration cleanly and register afresh (a new registration, observations reset)."""

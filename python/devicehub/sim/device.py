@@ -43,6 +43,7 @@ from devicehub.sim.registration import (
 from devicehub.sim.responder import DeviceLog, Reader, Responder
 
 log = logging.getLogger("devicehub.sim")
+REBOOT = "/3/0/4"  # Device object, Reboot (LwM2M 1.1 Appendix E.4)
 
 OMA, PELION = "oma", "pelion"
 
@@ -102,6 +103,7 @@ class SimDevice:
         self.security = security  # CoAPs (issue 13 #7): the server is then a DTLS listener (with `tcp`, a TLS one)
         self.tcp = tcp  # CoAP over TCP (RFC 8323, issue 13 #7): one connection to the server
         self.update_timing: tuple[float, int] | None = None  # (ACK timeout, retransmissions) of Updates only
+        self.deregister_timing: tuple[float, int] | None = None  # SHUTDOWN_TIMING once the device is stopping
         self.registration_query: list[str] = []  # more Register parameters (an Edge child's `gw=`)
         # Edge Core forwards what the cloud writes or executes on a child to its protocol translator
         self.on_write: Callable[[str, Value], None] | None = None
@@ -149,6 +151,8 @@ class SimDevice:
         self._auto_token = random.randrange(1, 1024).to_bytes(2, "big")
         self._tasks: set[asyncio.Task[None]] = set()
         self._lifecycle: asyncio.Task[None] | None = None
+        self._rebooting: asyncio.Task[None] | None = None
+        self.reboots = 0
 
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self, *, lifecycle: bool = True) -> None:
@@ -318,7 +322,27 @@ class SimDevice:
         reply = self.responder.execute(path, payload, self.on_execute)
         if path == "/1/0/8" and reply.code == codes.CHANGED:  # Registration Update Trigger
             self._spawn(self._update_soon())
+        elif path == REBOOT and reply.code == codes.CHANGED:
+            self._rebooted()
         return reply
+
+    def _rebooted(self) -> None:
+        """After the 2.04 has gone out (the task runs on the next turn of the loop), when the device runs its own
+        registration: a device that registers by hand (`start(lifecycle=False)`) is the caller's to restart."""
+        if self._lifecycle is not None and not self._lifecycle.done():
+            self._rebooting = asyncio.create_task(self.reboot(), name=f"sim-{self.endpoint_name}-reboot")
+
+    async def reboot(self) -> None:
+        """Device object Reboot (/3/0/4): the device comes back as from a restart, its observations gone and a fresh
+        Register sent (Pelion's system test `test_registration_notification` waits for it; issue 32 #5). The
+        socket stays, so the server's requests in flight are still answered."""
+        if self._lifecycle is not None:
+            self._lifecycle.cancel()
+            await asyncio.gather(self._lifecycle, return_exceptions=True)
+        self.observers.clear()
+        self.registered.clear()
+        self.reboots += 1
+        self._lifecycle = asyncio.create_task(self._run(), name=f"sim-{self.endpoint_name}")
 
     async def _update_soon(self) -> None:
         try:

@@ -29,6 +29,8 @@ from devicehub.sim.objects import BATTERY, OPAQUE, OPAQUE_CF, Model
 log = logging.getLogger("devicehub.sim")
 
 MAX_REGISTER_BACKOFF = 60.0
+# de-registering on the way out: one send, so a server that is gone cannot hold a stop up for CoAP's ~93 s window
+SHUTDOWN_TIMING = (1.0, 0)
 DEFAULT_MAX_AGE = 60  # RFC 7252 §5.10.5: a response without Max-Age has Max-Age 60
 LINK_FORMAT_CF = 40  # application/link-format (RFC 6690)
 
@@ -73,6 +75,7 @@ class RegistrationHost(Protocol):
     security: ClientCredentials | None
     tcp: bool
     update_timing: tuple[float, int] | None  # (ACK timeout, retransmissions) of Updates only
+    deregister_timing: tuple[float, int] | None  # SHUTDOWN_TIMING when stopping
     registration_query: list[str]  # more Register parameters (an Edge child's `gw=`)
     bootstrap: BootstrapClient | None
     location: list[str]
@@ -233,7 +236,7 @@ class RegistrationClient:
         host = self.host
         options = [(codes.URI_PATH, segment.encode()) for segment in host.location]
         host.registered.clear()
-        await host.endpoint.request(host.server, codes.DELETE, options)
+        await host.endpoint.request(host.server, codes.DELETE, options, timing=host.deregister_timing)
 
 
 def instance_links(model: Model) -> list[ResourceLink]:

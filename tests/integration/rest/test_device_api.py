@@ -70,6 +70,9 @@ def test_read_write_attributes_and_execute_answer_with_async_responses_and_fill_
             await request(http, device_id, "exec-1", {"method": "POST", "uri": "/3/0/4", "payload-b64": b64("now")})
             execute = await events.wait_for("async-responses", lambda e: e["id"] == "exec-1")
             assert execute["status"] == 200 and sim.log.executes == [("/3/0/4", b"now")]
+            # issue 32 #5: Reboot brings the device back with a fresh Register, which the application sees
+            await events.wait_for("registrations", lambda e: e["original-ep"] == "api-1")
+            assert sim.reboots == 1 and sim.counters.registrations == 2
 
     run(scenario())
 
