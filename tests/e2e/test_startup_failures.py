@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -282,3 +283,45 @@ def test_simulate_stops_promptly_when_the_server_is_gone(tmp_path: Path) -> None
     result = _result(simulator, timeout=20)  # well inside the ~93 s a retransmitted De-register would take
     assert result.returncode is not None and result.returncode >= 0, result.stderr
     assert "stopped: " in result.stderr
+
+
+def _with_open_files(limit: int, hard: int | None = None) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard or limit))
+
+    return apply
+
+
+def test_simulate_says_when_a_process_cannot_hold_its_devices() -> None:
+    """issue 32 #5: each device is one open file; a worker over the limit started what fitted and reported no
+    failure. Now the limit is raised as far as allowed, and past that the run is refused in one line, naming
+    the --workers that would fit."""
+    result = subprocess.run(
+        [sys.executable, "-m", "devicehub", "simulate", "--server", "coap://127.0.0.1:5683", "--count", "300"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=_with_open_files(200),
+    )
+    one_line_failure(result, "simulate", "300 devices", "limit is 200", "--workers 3")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:  # a server that never answers
+        silent.bind(("127.0.0.1", 0))
+        server = f"coap://127.0.0.1:{silent.getsockname()[1]}"
+        raised = subprocess.run(
+            [sys.executable, "-m", "devicehub", "simulate", "--server", server, "--count", "300", "--duration", "1"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            preexec_fn=_with_open_files(200, hard=1024),  # the soft limit is raised within the hard one
+        )
+    assert '"not_started": 0' in raised.stdout and '"devices": 300' in raised.stdout, raised.stderr
+
+
+def test_simulate_counts_devices_that_could_not_start(service: ServiceProcess) -> None:
+    """A device whose socket cannot be opened (here an address this machine does not have) is counted and said."""
+    result = devicehub(
+        "simulate", "--server", service.coap_uri, "--count", "2", "--duration", "1.5", "--bind", "203.0.113.1"
+    )
+    assert result.returncode == 1, result.stderr
+    assert '"not_started": 2' in result.stdout
+    assert "could not start: Cannot assign requested address (2 devices)" in result.stderr.splitlines()[-1]

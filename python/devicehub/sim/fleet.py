@@ -27,6 +27,7 @@ from devicehub.lwm2m.security import ClientCredentials, client_credentials
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
 from devicehub.sim.latency import LatencyProbe
+from devicehub.sim.open_files import ensure_room
 from devicehub.sim.registration import SHUTDOWN_TIMING
 from devicehub.sim.scenario import Churn, DeviceSpec, devices, scenario_of
 from devicehub.startup import starting as starting_step
@@ -161,6 +162,8 @@ class Fleet:
                 )
         self.restarts = 0
         self.vanished = 0
+        self.not_started = 0  # devices whose socket could not be opened
+        self.not_started_why = ""
         self.hot_sent = 0  # notifications the hot path sent (the rest of the changes took the normal path)
         self.hot_behind = 0  # changes the hot path could not send in time (the process is at full CPU)
         self._varying: list[asyncio.Task[None]] = []
@@ -173,7 +176,12 @@ class Fleet:
         if self.settings.hot_path:
             self._varying.append(asyncio.create_task(self._pace()))
         async for spec, device in at_rate(self.clock, self.register_rate, zip(self.specs, self.devices, strict=True)):
-            await device.start()
+            try:
+                await device.start()
+            except OSError as error:  # no socket for it (open files, addresses): counted and said, not silent
+                self.not_started += 1
+                self.not_started_why = error.strerror or str(error)
+                continue
             if not self.settings.hot_path:
                 seed = self.rng.random()  # drawn for every device, so a device's seed does not depend on the others'
                 if spec.rate > 0:  # a device that never varies needs no task (issue 16: a storm starts thousands)
@@ -253,6 +261,7 @@ class Fleet:
         totals["notifying"] = sum(n > 0 for n in columns[COUNTERS.index("notifications")])
         totals["restarts"], totals["vanished"] = self.restarts, self.vanished
         totals["hot_sent"], totals["hot_behind"] = self.hot_sent, self.hot_behind
+        totals["not_started"] = self.not_started
         return totals
 
     def progress(self) -> str:
@@ -266,6 +275,8 @@ class Fleet:
     def failure_reasons(self) -> str:
         """The reasons of the devices' last registration failures, most common first: `why (n devices); …`."""
         reasons = Counter(d.last_failure for d in self.devices if d.last_failure and not d.registered.is_set())
+        if self.not_started:
+            reasons[f"could not start: {self.not_started_why}"] = self.not_started
         return "; ".join(f"{why} ({n} device{'s' if n > 1 else ''})" for why, n in reasons.most_common(3))
 
 
@@ -277,6 +288,8 @@ def progress_line(totals: dict[str, int], *, bootstrap: bool = False) -> str:
     if bootstrap:
         line += f"  bootstrapped {totals['bootstraps']}  bootstrap failures {totals['bootstrap_failures']}"
     line += f"  registration failures {totals['register_failures']}"
+    if totals.get("not_started"):
+        line += f"  not started {totals['not_started']}"
     if totals["busy"] or totals["timeouts"] or totals["acked"]:
         line += f"  acked {totals['acked']}  busy(5.03) {totals['busy']}  timeouts {totals['timeouts']}"
     return line
@@ -319,6 +332,7 @@ class _Report:
                 "hot_behind": totals.get("hot_behind", 0),
             },
             "churn": {"restarts": totals["restarts"], "vanished": totals["vanished"]},
+            "not_started": totals.get("not_started", 0),  # devices whose socket could not be opened
             "workers": self.workers,
         }
         if probe is not None:  # device send → application receive, milliseconds
@@ -360,6 +374,7 @@ async def simulate(settings: SimulateSettings, clock: Clock | None = None) -> in
     with starting_step("the simulated devices"):  # a bad key or a missing file: one line, before any worker starts
         credentials(settings, "credential-check-0001")
         bootstrap_credentials(settings, "credential-check-0001")
+    ensure_room(sum(group.count for group in scenario_of(settings).groups), settings.workers)
     if settings.workers > 1:
         return await _simulate_in_workers(settings)
     quiet_gc()
