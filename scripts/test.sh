@@ -35,6 +35,10 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl; the
     sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
   fi
 fi
-python3 -m pip install -q --disable-pip-version-check -U "pip>=25.1"
-python3 -m pip install -q --disable-pip-version-check -e . --group test
-exec python3 -m pytest "$@"
+# issue 32 #5: the tests get an environment of their own (.venv-test), so running them beside a `devicehub serve`
+# installed by command 1 does not reinstall that server's package under it (it answered 500 on / afterwards)
+venv=.venv-test
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -U "pip>=25.1"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -e . --group test
+exec "$venv/bin/python" -m pytest "$@"

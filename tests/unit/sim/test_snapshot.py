@@ -22,6 +22,7 @@ def test_the_snapshot_sums_every_counter_and_counts_registered_and_notifying_dev
             "vanished": 0,
             "hot_sent": 0,
             "hot_behind": 0,
+            "not_started": 0,
         }
         for n, device in enumerate(fleet.devices):
             device.counters = DeviceCounters(**{name: n * (i + 1) for i, name in enumerate(COUNTERS)})
