@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from devicehub import tasks
 from devicehub.api.app import create_app
 from devicehub.api.context import Services
 from devicehub.api.tls import server_context
@@ -354,10 +355,7 @@ class Node:
 
     async def stop(self) -> None:
         """Graceful: stop taking traffic, then flush channels and the store (nothing queued is lost)."""
-        for task in (self._sweeper, self._refresher):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await tasks.stop(self._sweeper, self._refresher)  # the sweeper awaits the store (Redis may swallow a cancel)
         if self._runner is not None:
             await self._runner.cleanup()
         if self.bootstrap is not None:
@@ -412,6 +410,11 @@ async def serve(settings: ServeSettings) -> int:
         log.warning(first_run_hint(settings))
     if not settings.dev and (beside := secret_key_beside_data(settings)):
         log.warning(beside)
+    # before the ready line: whoever reads it may stop the node at once
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     coaps = f"  CoAPs coaps://{settings.host}:{node.coaps_port}" if node.coaps_port else ""
     if node.coap_tcp_port:
         coaps += f"  CoAP/TCP coap+tcp://{settings.host}:{node.coap_tcp_port}"
@@ -424,10 +427,6 @@ async def serve(settings: ServeSettings) -> int:
         + (f"  bootstrap coaps://{settings.host}:{node.bootstrap_coaps_port}" if node.bootstrap_coaps_port else ""),
         flush=True,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping")
     await node.stop()

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from devicehub import tasks
 from devicehub.domain.model import StoredEvent
 
 log = logging.getLogger("devicehub.cluster")
@@ -118,7 +119,6 @@ class ClusterLink:
 
     async def close(self) -> None:
         if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.gather(self._listener, return_exceptions=True)
+            await tasks.stop(self._listener)
         if self._pubsub is not None:
             await self._pubsub.aclose()

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+from devicehub import tasks
 from devicehub.channels.channel import CALLBACK, WEBSOCKET, Channel
 from devicehub.channels.cluster import LEASE_TTL, ClusterLink
 from devicehub.channels.encode import EventEncoder
@@ -70,9 +71,7 @@ class ClusterOwnership:
 
     async def stop_tasks(self) -> None:
         """Stop draining and lease upkeep, and wait for the forwarder: nothing published is left behind."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await tasks.stop(*self._tasks)
         if self._forwarder is not None:
             await asyncio.gather(self._forwarder, return_exceptions=True)
 

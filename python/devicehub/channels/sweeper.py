@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from devicehub import tasks
 from devicehub.channels import callback
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
 from devicehub.channels.registry import ChannelRegistry
@@ -69,8 +70,7 @@ class Sweeper:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await tasks.stop(self._task)
             self._task = None
 
     async def _run(self) -> None:

@@ -9,6 +9,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from devicehub import tasks
 from devicehub.clock import Clock
 from devicehub.domain.ports import DeviceEvents
 from devicehub.domain.registration import Registration
@@ -51,8 +52,7 @@ class RegistrationExpiry:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await tasks.stop(self._task)
 
     async def _expire_forever(self) -> None:
         check: asyncio.Task[None] | None = None

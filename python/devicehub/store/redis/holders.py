@@ -27,6 +27,7 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
+from devicehub import tasks
 from devicehub.domain.handover import DeviceWork
 
 log = logging.getLogger("devicehub.holders")
@@ -92,8 +93,7 @@ class HolderLink:
     async def close(self) -> None:
         self._closing = True  # redis-py may turn the cancel of a blocked read into a ConnectionError: not retried
         if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
+            await tasks.stop(self._reader)
         try:  # gone at once: other nodes stop handing work here (its devices wait for their next contact)
             await self._redis.delete(self._alive(self.node_id))
             await self._drop_empty_stream()

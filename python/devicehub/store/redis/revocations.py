@@ -15,6 +15,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from devicehub import tasks
+
 log = logging.getLogger("devicehub.store")
 
 RESUBSCRIBE_S = 1.0
@@ -72,5 +74,4 @@ class RevocationListener:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await tasks.stop(self._task)
