@@ -216,6 +216,9 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     from devicehub.cli_credentials import add_credential_commands
 
     add_credential_commands(sub, _run, _with_store)
+    from devicehub.cli_objects import add_object_commands
+
+    add_object_commands(sub, _run, _with_store)
 
 
 def parser() -> argparse.ArgumentParser:

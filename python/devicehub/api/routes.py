@@ -17,6 +17,7 @@ from devicehub.api import (
     iam_routes,
     models,
     notification_routes,
+    object_routes,
     openapi,
     request_routes,
     subscription_routes,
@@ -282,10 +283,13 @@ ROUTES: tuple[Route, ...] = (
         (
             Reply(202, "queued"),
             v2(
-                400, "MALFORMED_ASYNC_ID, DUPLICATE_ASYNC_ID, MALFORMED_JSON_CONTENT, MALFORMED_PATH or a bad parameter"
+                400,
+                "MALFORMED_ASYNC_ID, DUPLICATE_ASYNC_ID, MALFORMED_JSON_CONTENT, MALFORMED_PATH, a bad parameter, or a"
+                " written value not of the resource's type in the object model (/v3/lwm2m-objects)",
             ),
             V2_401,
             V2_404_DEVICE,
+            v2(405, "the object model says the resource is not writable or not executable (METHOD_NOT_ALLOWED)"),
             V2_413,
             v2(429, "the device's request queue is full (QUEUE_IS_FULL)"),
         ),
@@ -636,6 +640,7 @@ ROUTES: tuple[Route, ...] = (
         (Reply(204, "removed"), V3_401, V3_403_ADMIN, v3(404, "no such trusted certificate")),
         path_params=(CA_ID,),
     ),
+    *object_routes.ROUTES,  # issue 32 #1: the LwM2M object model
     # ---- the service itself -----------------------------------------------------------------------------------
     Route(
         "GET",

@@ -11,7 +11,7 @@ import msgspec
 
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
-from devicehub.domain.content_formats import mime_for
+from devicehub.domain.content_formats import TEXT, cf_for, mime_for
 from devicehub.domain.device_records import (
     DIRECTORY_FIELDS,
     device_record,
@@ -23,6 +23,8 @@ from devicehub.domain.device_records import (
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
 from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue
+from devicehub.domain.object_catalog import ObjectCatalog
+from devicehub.domain.object_model import value_error
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.registration import Admission, Registration, ResourceLink
@@ -33,6 +35,7 @@ from devicehub.errors import (
     BadRequest,
     DeviceNotFound,
     FieldError,
+    MethodNotAllowed,
     NotFound,
     ResourceNotFound,
     ValidationFailed,
@@ -77,6 +80,7 @@ class DeviceService:
         # notification costs no task of its own and values of one resource can never overtake each other
         self._inbox: list[tuple[Device, str, int | None, bytes]] = []
         self._drainer: asyncio.Task[None] | None = None
+        self.objects = ObjectCatalog(store, clock)  # issue 32 #1: the LwM2M object model of each account
 
     async def start(self, gateway: DeviceGateway) -> None:
         self._gateway = gateway
@@ -449,6 +453,7 @@ class DeviceService:
             raise ValidationFailed("method must be GET, PUT, POST or DELETE")
         path, _, query = uri.partition("?")
         normalised = normalise(path, wildcard=False, field="uri") + (("?" + query) if query else "")
+        await self._check_operation(device.account_id, method, normalised.partition("?")[0], payload, content_type)
         # wire-format.md: defaults 0 / 7200 s, for a queue-mode device 2 / 259 200 s
         retries = retry if retry is not None else (2 if device.queue_mode else 0)
         expiry = expiry_seconds if expiry_seconds is not None else (259_200 if device.queue_mode else 7200)
@@ -469,6 +474,26 @@ class DeviceService:
                 expires_at=now + expiry,
             )
         )
+
+    async def _check_operation(
+        self, account_id: str, method: str, path: str, payload: bytes, content_type: str | None
+    ) -> None:
+        """issue 32 #1: what the object model says a resource cannot do is refused here and never sent. A resource
+        the model does not know is left to the device, as before."""
+        resource = await self.objects.resource(account_id, path)
+        if resource is None:
+            return
+        # Core §6.3.3: POST to a resource is Execute; PUT with a value is Write, PUT with only a query (no value,
+        # no content format) is Write-Attributes, which any resource takes
+        if method == "POST" and not resource.executable:
+            raise MethodNotAllowed(f"{path} ({resource.name}) is not executable", token="METHOD_NOT_ALLOWED")
+        if method == "PUT" and (payload or content_type is not None):
+            if not resource.writable:
+                raise MethodNotAllowed(f"{path} ({resource.name}) is not writable", token="METHOD_NOT_ALLOWED")
+            if content_type is None or cf_for(content_type) == TEXT:
+                problem = value_error(resource, payload.decode("utf-8", "replace"))
+                if problem is not None:
+                    raise ValidationFailed(problem, fields=(FieldError("payload-b64", problem),))
 
     async def sweep_snapshots(self) -> int:
         """spec §2.4 rule 4: remove devices (and snapshots) unseen for six months."""

@@ -13,6 +13,7 @@ import pytest
 
 from devicehub.errors import StorageUnavailable
 from support.apps import EventReader, websocket_app
+from support.ddf import ddf
 from support.node import device, run, running_node
 
 ALWAYS = {"id", "status", "payload", "ct", "max-age"}
@@ -56,6 +57,11 @@ def test_a_device_error_answer_is_status_and_payload_not_error(tmp_path: Path) -
             device_id = sim.device_id or ""
             missing = await ask(http, ev, device_id, "nf-1", {"method": "GET", "uri": "/3/0/99"})
             assert missing == {"id": "nf-1", "status": 404, "payload": "", "ct": "text/plain", "max-age": 0}
+            # the object model would refuse this write itself (issue 32 #1): the account's own definition of
+            # object 3 says /3/0/0 is writable, so the request goes and the device's 4.05 comes back
+            writable = ddf(3, "Device", (0, "Manufacturer", "RW", "String", ""))
+            async with http.post("/v3/lwm2m-objects", data=writable, headers={"Content-Type": "application/xml"}) as r:
+                assert r.status == 201
             read_only = await ask(
                 http, ev, device_id, "ro-1", {"method": "PUT", "uri": "/3/0/0", "payload-b64": "eA=="}
             )

@@ -77,22 +77,25 @@ def test_read_write_attributes_and_execute_answer_with_async_responses_and_fill_
     run(scenario())
 
 
-def test_write_to_a_read_only_resource_ends_failed(tmp_path: Path) -> None:
+def test_write_to_a_read_only_resource_is_refused_and_leaves_no_desired_value(tmp_path: Path) -> None:
+    """issue 32 #1: the object model says /3/0/0 (Manufacturer) is read-only: 405 at once, nothing sent to the
+    device, no failed "desired" value left behind (it used to be sent, answered 4.05 and recorded failed)."""
+
     async def scenario() -> None:
         async with (
             running_node(tmp_path) as node,
             device(node, "ro-1", flavor="oma") as sim,
             app(node) as (
                 http,
-                events,
+                _events,
             ),
         ):
             device_id = sim.device_id or ""
-            await request(http, device_id, "w-ro", {"method": "PUT", "uri": "/3/0/0", "payload-b64": b64("x")})
-            answer = await events.wait_for("async-responses", lambda e: e["id"] == "w-ro")
-            assert answer["status"] == 405
-            desired = (await echo(http, device_id, "/3/0/0"))["desired"]
-            assert desired["status"] == 2 and desired["value"] == b64("x")  # spec §3.1: failure
+            body = {"method": "PUT", "uri": "/3/0/0", "payload-b64": b64("x")}
+            async with http.post(f"/v2/device-requests/{device_id}?async-id=w-ro", json=body) as r:
+                assert r.status == 405 and await r.text() == "METHOD_NOT_ALLOWED"
+            assert sim.log.writes == []
+            assert "desired" not in await echo(http, device_id, "/3/0/0")
 
     run(scenario())
 

@@ -62,7 +62,7 @@ def test_the_document_covers_channels_statuses_parameters_and_patterns(tmp_path:
     websocket_put = set(paths["/v2/notification/websocket"]["put"]["responses"])
     assert websocket_put == {"200", "201", "400", "401", "413", "429", "503"}
     request = paths["/v2/device-requests/{device_id}"]["post"]
-    assert set(request["responses"]) == {"202", "400", "401", "404", "413", "429", "503"}
+    assert set(request["responses"]) == {"202", "400", "401", "404", "405", "413", "429", "503"}
     query = {p["name"]: p for p in request["parameters"] if p["in"] == "query"}
     assert query["async-id"]["required"] is True and query["async-id"]["schema"]["pattern"]
     assert query["retry"]["schema"] == {"type": "integer", "minimum": 0, "maximum": 10}

@@ -11,6 +11,7 @@ from devicehub.domain.storage.credentials import CredentialStore
 from devicehub.domain.storage.devices import DeviceStore
 from devicehub.domain.storage.enrolment import EnrolmentStore
 from devicehub.domain.storage.leases import LeaseStore
+from devicehub.domain.storage.objects import AccountObjectStore
 from devicehub.domain.storage.registrations import RegistrationStore
 from devicehub.domain.storage.requests import RequestQueueStore
 from devicehub.domain.storage.snapshot import SnapshotStore
@@ -28,6 +29,7 @@ class Store(
     ChannelStore,
     CredentialStore,
     BootstrapConfigStore,
+    AccountObjectStore,
     LeaseStore,
     Protocol,
 ):

@@ -18,6 +18,7 @@ from devicehub.store.redis.credentials import RedisCredentials
 from devicehub.store.redis.devices import RedisDevices
 from devicehub.store.redis.enrolment import RedisEnrolment
 from devicehub.store.redis.leases import RedisLeases
+from devicehub.store.redis.objects import RedisAccountObjects
 from devicehub.store.redis.registrations import RedisRegistrations
 from devicehub.store.redis.requests import RedisRequests
 from devicehub.store.redis.snapshot import RedisSnapshot
@@ -34,6 +35,7 @@ class RedisStore(
     RedisChannels,
     RedisCredentials,
     RedisBootstrapConfigs,
+    RedisAccountObjects,
     RedisLeases,
     RedisSnapshot,  # after the aggregates that write the snapshot too (devices, requests)
 ):

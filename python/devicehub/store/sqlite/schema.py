@@ -46,6 +46,8 @@ CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, e
 CREATE TABLE IF NOT EXISTS bootstrap_configs (
     endpoint_name TEXT PRIMARY KEY, account_id TEXT NOT NULL, data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS bootstrap_configs_account ON bootstrap_configs (account_id, endpoint_name);
+CREATE TABLE IF NOT EXISTS lwm2m_objects (
+    account_id TEXT NOT NULL, object_id INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, object_id));
 """
 
 # Directory columns the device list filters on (domain/storage/device_query.py), added to databases made before them

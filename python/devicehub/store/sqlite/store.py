@@ -31,6 +31,7 @@ from devicehub.store.sqlite.credentials import SqliteCredentials
 from devicehub.store.sqlite.devices import SqliteDevices
 from devicehub.store.sqlite.enrolment import SqliteEnrolment
 from devicehub.store.sqlite.leases import SqliteLeases
+from devicehub.store.sqlite.objects import SqliteAccountObjects
 from devicehub.store.sqlite.registrations import SqliteRegistrations
 from devicehub.store.sqlite.requests import SqliteRequests
 from devicehub.store.sqlite.snapshot import SqliteSnapshot
@@ -47,6 +48,7 @@ class SqliteStore(
     SqliteChannels,
     SqliteCredentials,
     SqliteBootstrapConfigs,
+    SqliteAccountObjects,
     SqliteLeases,
     SqliteSnapshot,  # after the aggregates that write the snapshot too (devices, requests)
 ):
