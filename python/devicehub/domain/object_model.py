@@ -61,6 +61,12 @@ class AccountObject(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float
 
 
+def object_id(path: str) -> int:
+    """The object id a path starts with (`/3303/0/5700` → 3303), -1 when it names none."""
+    first = path.lstrip("/").split("/", 1)[0]
+    return int(first) if first.isdigit() else -1
+
+
 def value_error(resource: ResourceDefinition, text: str) -> str | None:
     """Why `text` (a plain-text write, Core §7.3.1: the value's text form) is not a value of this resource's type,
     or None when it is one. Opaque and untyped resources take any bytes."""

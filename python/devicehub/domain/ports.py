@@ -8,6 +8,7 @@ from typing import Protocol
 
 from devicehub.domain.device_results import DeviceResponse
 from devicehub.domain.events import Event
+from devicehub.domain.object_model import ObjectDefinition
 from devicehub.domain.registration import Admission, Registration, ResourceLink
 
 
@@ -50,10 +51,16 @@ class DeviceGateway(Protocol):
         """Whether an observation of `path` that the service asked for is pending or established."""
 
     def split_values(
-        self, path: str, content_format: int | None, payload: bytes, content_type: str
+        self,
+        path: str,
+        content_format: int | None,
+        payload: bytes,
+        content_type: str,
+        definition: ObjectDefinition | None = None,
     ) -> list[tuple[str, bytes, str]]:
         """A reported value as `(resource path, value, content type)` per resource (spec §2.4): the LwM2M layer
-        decodes its content formats, the domain keeps what it is handed."""
+        decodes its content formats, the domain keeps what it is handed. `definition`, the object's model where
+        known, types TLV values (issue 32 #1)."""
         ...
 
     def observing(self, device_id: str, path: str) -> bool:

@@ -84,7 +84,9 @@ class DeviceService:
 
     async def start(self, gateway: DeviceGateway) -> None:
         self._gateway = gateway
-        self._router = SubscriptionRouter(self._store, self._clock, gateway, self._sink, holders=self._holders)
+        self._router = SubscriptionRouter(
+            self._store, self._clock, gateway, self._sink, holders=self._holders, objects=self.objects
+        )
         self._requests = RequestQueue(
             self._store, self._clock, gateway, self._sink, self._router, holders=self._holders
         )
@@ -453,7 +455,7 @@ class DeviceService:
             raise ValidationFailed("method must be GET, PUT, POST or DELETE")
         path, _, query = uri.partition("?")
         normalised = normalise(path, wildcard=False, field="uri") + (("?" + query) if query else "")
-        await self._check_operation(device.account_id, method, normalised.partition("?")[0], payload, content_type)
+        await self._check_operation(device, method, normalised.partition("?")[0], payload, content_type)
         # wire-format.md: defaults 0 / 7200 s, for a queue-mode device 2 / 259 200 s
         retries = retry if retry is not None else (2 if device.queue_mode else 0)
         expiry = expiry_seconds if expiry_seconds is not None else (259_200 if device.queue_mode else 7200)
@@ -476,11 +478,15 @@ class DeviceService:
         )
 
     async def _check_operation(
-        self, account_id: str, method: str, path: str, payload: bytes, content_type: str | None
+        self, device: Device, method: str, path: str, payload: bytes, content_type: str | None
     ) -> None:
         """issue 32 #1: what the object model says a resource cannot do is refused here and never sent. A resource
-        the model does not know is left to the device, as before."""
-        resource = await self.objects.resource(account_id, path)
+        the model does not know is left to the device, as before; so is every resource of an Edge gateway's child,
+        whose protocol translator declares each resource's operations itself (Mbed Edge's
+        `device_register`), often unlike the registry (a writable 3303/x/5700)."""
+        if device.host_gateway:
+            return
+        resource = await self.objects.resource(device.account_id, path)
         if resource is None:
             return
         # Core §6.3.3: POST to a resource is Execute; PUT with a value is Write, PUT with only a query (no value,

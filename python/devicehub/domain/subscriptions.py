@@ -7,12 +7,14 @@ import logging
 from collections.abc import Sequence
 
 from devicehub.clock import Clock
-from devicehub.domain.content_formats import mime_for
+from devicehub.domain.content_formats import TLV, canonical_cf, mime_for
 from devicehub.domain.device_results import DeviceError, DeviceResponse
 from devicehub.domain.device_results import http_status as coap_http_status
 from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, DeviceHolders, DeviceWork
 from devicehub.domain.model import Device, PresubscriptionRule, ReportedValue
+from devicehub.domain.object_catalog import ObjectCatalog
+from devicehub.domain.object_model import object_id
 from devicehub.domain.paths import name_matches, observe_targets
 from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
@@ -54,8 +56,10 @@ class SubscriptionRouter:
         sink: EventSink,
         *,
         holders: DeviceHolders | None = None,
+        objects: ObjectCatalog | None = None,
     ) -> None:
         self._store = store
+        self._objects = objects  # issue 32 #1: types TLV values of the resources it knows
         self._holders = holders
         self._clock = clock
         self._gateway = gateway
@@ -280,8 +284,11 @@ class SubscriptionRouter:
         for device, path, content_format, payload in values:
             try:
                 content_type = mime_for(content_format)
+                definition = None
+                if self._objects is not None and content_format is not None and canonical_cf(content_format) == TLV:
+                    definition = await self._objects.definition(device.account_id, object_id(path))
                 for resource_path, value, value_type in self._gateway.split_values(
-                    path, content_format, payload, content_type
+                    path, content_format, payload, content_type, definition
                 ):
                     reported.append(
                         (device.id, resource_path, ReportedValue(value=value, content_type=value_type, reported_at=now))

@@ -28,6 +28,10 @@ from devicehub._core import (
     senml_cbor_decode,
     tlv_decode,
     tlv_encode,
+    tlv_read_bool,
+    tlv_read_float,
+    tlv_read_int,
+    tlv_read_objlnk,
 )
 from devicehub.domain.content_formats import (
     CBOR,
@@ -41,6 +45,7 @@ from devicehub.domain.content_formats import (
     canonical_cf,
     mime_for,
 )
+from devicehub.domain.object_model import ObjectDefinition
 
 __all__ = [
     "ContentError",
@@ -331,12 +336,17 @@ _TEXT_MIME = mime_for(TEXT)
 
 
 def split_values(
-    path: str, content_format: int | None, payload: bytes, content_type: str
+    path: str,
+    content_format: int | None,
+    payload: bytes,
+    content_type: str,
+    definition: ObjectDefinition | None = None,
 ) -> list[tuple[str, bytes, str]]:
     """spec §2.4 keeps values per resource: an object or instance report (TLV, SenML, LwM2M JSON/CBOR) is split.
 
-    TLV values have no type without the object model, so each is kept as a one-resource TLV; typed formats
-    become text/plain. A payload that does not decode is kept whole under its path.
+    TLV values have no type without the object model: a value of a resource `definition` (the object's model)
+    types becomes text/plain (issue 32 #1: 4 bytes are an Integer or a Float only by the model), any other is kept
+    as a one-resource TLV; typed formats become text/plain. A payload that does not decode is kept whole.
     """
     if content_format is None or canonical_cf(content_format) not in _MULTI_VALUE:
         return [(path, payload, content_type)]
@@ -347,6 +357,10 @@ def split_values(
     split: list[tuple[str, bytes, str]] = []
     for resource_path, value in values.items():
         if canonical_cf(content_format) == TLV:
+            typed = _typed_tlv(definition, resource_path, value) if definition is not None else None
+            if typed is not None:
+                split.append((resource_path, typed, _TEXT_MIME))
+                continue
             kind = TLV_RESOURCE_INSTANCE if resource_path.count("/") == 4 else TLV_RESOURCE
             node = TlvNode(kind, int(resource_path.rsplit("/", 1)[1]), value if isinstance(value, bytes) else b"")
             split.append((resource_path, tlv_encode([node]), _TLV_MIME))
@@ -356,3 +370,30 @@ def split_values(
             except ContentError:
                 continue
     return split
+
+
+def _typed_tlv(definition: ObjectDefinition, resource_path: str, value: Value) -> bytes | None:
+    """A TLV value as text/plain by its resource's type (Core §7.4.3, Appendix C), None when the model does not
+    type it (unknown resource, Opaque, Corelnk) or the bytes do not fit the type (then kept as TLV)."""
+    resource = definition.resource(int(resource_path.split("/")[3]))
+    if resource is None or not isinstance(value, bytes):
+        return None
+    try:
+        kind = resource.type
+        if kind in ("integer", "time"):
+            return encode_text_value(tlv_read_int(value))
+        if kind == "unsigned integer" and len(value) in (1, 2, 4, 8):
+            return encode_text_value(int.from_bytes(value, "big"))
+        if kind == "float":
+            return encode_text_value(tlv_read_float(value))
+        if kind == "boolean":
+            return encode_text_value(tlv_read_bool(value))
+        if kind == "string":
+            value.decode("utf-8")
+            return value
+        if kind == "objlnk":
+            object_id, instance_id = tlv_read_objlnk(value)
+            return f"{object_id}:{instance_id}".encode()
+    except (TlvError, ValueError, ContentError):  # UnicodeDecodeError is a ValueError
+        return None
+    return None

@@ -16,6 +16,7 @@ from typing import Any
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceResponse, NotRegistered
+from devicehub.domain.object_model import ObjectDefinition
 from devicehub.domain.ports import DeviceEvents
 from devicehub.domain.registration import UDP, Registration
 from devicehub.lwm2m import codes
@@ -173,9 +174,14 @@ class LwM2MServer:
         return await self._observations.observe(self._require(device_id), path, accept)
 
     def split_values(
-        self, path: str, content_format: int | None, payload: bytes, content_type: str
+        self,
+        path: str,
+        content_format: int | None,
+        payload: bytes,
+        content_type: str,
+        definition: ObjectDefinition | None = None,
     ) -> list[tuple[str, bytes, str]]:
-        return split_values(path, content_format, payload, content_type)
+        return split_values(path, content_format, payload, content_type, definition)
 
     def observed(self, device_id: str, path: str) -> bool:
         """Whether `path` has an observation this server requested (pending or established)."""

@@ -151,12 +151,19 @@ def test_a_failed_write_keeps_the_last_successful_desired_value(tmp_path: Path) 
             first = (await echo(http, device_id))["/3311/0/5851"]["desired"]
             assert first["status"] == 1 and first["content_type"] == "text/plain" and "last_success" not in first
 
-            body = {"method": "PUT", "uri": "/3311/0/5851", "payload-b64": b64(b"not a number")}
+            # a text value of the wrong type is refused by the object model before it is sent (issue 32 #1):
+            # malformed TLV is what only the device can refuse
+            body = {
+                "method": "PUT",
+                "uri": "/3311/0/5851",
+                "payload-b64": b64(b"\xff"),
+                "content-type": "application/vnd.oma.lwm2m+tlv",
+            }
             assert (await post(http, device_id, "bad", body))[0] == 202
             failed = await events.wait_for("async-responses", lambda e: e["id"] == "bad")
             assert failed["status"] == 400
             desired = (await echo(http, device_id))["/3311/0/5851"]["desired"]
-            assert desired["status"] == 2 and base64.b64decode(desired["value"]) == b"not a number"
+            assert desired["status"] == 2 and base64.b64decode(desired["value"]) == b"\xff"
             assert desired["last_success"] == {
                 "value": b64(b"42"),
                 "content_type": "text/plain",

@@ -133,3 +133,46 @@ def test_cli_adds_lists_and_deletes_an_accounts_definitions(tmp_path: Path, caps
     assert "3303\tTemperature\tregistry" in cli("objects", "list", "--all", "--account", "acme")[1]
     assert cli("objects", "delete", "33000", "--account", "acme")[0] == 0
     assert cli("objects", "list", "--account", "acme")[1] == ""
+
+
+def test_tlv_values_are_typed_by_the_model_in_the_snapshot_and_unknown_ones_stay_tlv(tmp_path: Path) -> None:
+    """TLV carries no types: 1, 2, 4 or 8 value bytes are an Integer or a Float (or a Time, a String…) only by the
+    resource's definition. Known resources reach the echo as text/plain; a resource the model does not know is kept
+    as a one-resource TLV, as before."""
+
+    async def scenario() -> None:
+        async with (
+            running_node(tmp_path) as node,
+            device(node, "tlv-1", flavor="oma") as sim,
+            app(node) as (
+                http,
+                events,
+            ),
+        ):
+            device_id = sim.device_id or ""
+
+            async def read_echo(async_id: str, uri: str) -> dict[str, Any]:
+                body = {"method": "GET", "uri": uri, "accept": "application/vnd.oma.lwm2m+tlv"}
+                assert await post_request(http, device_id, async_id, body) == 202
+                answer = await events.wait_for("async-responses", lambda e: e["id"] == async_id)
+                assert answer["status"] == 200 and answer["ct"] == "application/vnd.oma.lwm2m+tlv"  # the wire: raw
+                async with http.get(f"/v3/devices/{device_id}/echo") as r:
+                    return {x["resource_path"]: x["reported"] for x in (await r.json())["resources"] if "reported" in x}
+
+            echoed = await read_echo("tlv-3", "/3/0")
+            for path, text in (("/3/0/9", b"100"), ("/3/0/0", b"devicehub")):
+                assert echoed[path]["content_type"] == "text/plain", path
+                assert base64.b64decode(echoed[path]["value"]) == text
+            assert int(base64.b64decode(echoed["/3/0/13"]["value"])) > 1_700_000_000  # Current Time, a Time
+            temperature = await read_echo("tlv-3303", "/3303/0")
+            assert base64.b64decode(temperature["/3303/0/5700"]["value"]) == b"21.5"  # a Float, not an Integer
+
+            # the account's own definition of object 3 knows resource 0 only: resource 9 stays TLV
+            only_name = ddf(3, "Device", (0, "Manufacturer", "R", "String", ""))
+            async with http.post("/v3/lwm2m-objects", data=only_name, headers=XML) as r:
+                assert r.status == 201
+            echoed = await read_echo("tlv-3-again", "/3/0")
+            assert echoed["/3/0/0"]["content_type"] == "text/plain"
+            assert echoed["/3/0/9"]["content_type"] == "application/vnd.oma.lwm2m+tlv"
+
+    run(scenario())
