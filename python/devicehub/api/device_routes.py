@@ -23,11 +23,15 @@ from devicehub.api.models import (
 )
 from devicehub.domain.content_formats import mime_for
 from devicehub.domain.model import Device
+from devicehub.domain.storage.device_query import DeviceQuery
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import FieldError, MethodNotAllowed, ValidationFailed
 
+# `sort=last_contact_at` orders the matching devices in memory (the stores index by id only): at most this many
+SORTED_MAX = 20_000
 
-def device_model(device: Device) -> DeviceModel:
+
+def device_model(device: Device, last_contact: float | None = None) -> DeviceModel:
     return DeviceModel(
         id=device.id,
         account_id=device.account_id,
@@ -43,6 +47,7 @@ def device_model(device: Device) -> DeviceModel:
         auto_update=device.auto_update,
         ca_id=device.ca_id,
         device_key=device.device_key,
+        last_contact_at=rfc3339(last_contact) if last_contact else None,
     )
 
 
@@ -56,20 +61,30 @@ async def list_devices(request: web.Request) -> web.Response:
     include = {part.strip() for part in request.query.get("include", "").split(",") if part.strip()}
     if include - {"total_count"}:
         raise ValidationFailed("include takes total_count", fields=(FieldError("include", "not total_count"),))
+    sort = request.query.get("sort", "id")
+    if sort not in ("id", "last_contact_at"):
+        raise ValidationFailed("sort is id or last_contact_at", fields=(FieldError("sort", "not a sort key"),))
     store = services(request).store
+    contacts = services(request).devices.contacts
     await services(request).devices.settled()  # registrations answered before this call are listed
     devices: list[Device] = []
     total = 0 if "total_count" in include else None
-    if query is not None:
+    last: dict[str, float] = {}
+    if query is not None and sort == "last_contact_at":
+        devices, last = await _by_last_contact(request, caller.account_id, query, page.after, order == "DESC")
+        devices = devices[: page.fetch]
+    elif query is not None:
         devices = await store.list_devices(
             caller.account_id, query=query, after=page.after, limit=page.fetch, descending=order == "DESC"
         )
-        if total is not None:
-            total = await store.count_devices(caller.account_id, query=query)
+    if query is not None and total is not None:
+        total = await store.count_devices(caller.account_id, query=query)
     devices, more = page.split(devices)
+    if not last:
+        last = await contacts.last_contacts(caller.account_id, devices)
     return json_reply(
         DeviceList(
-            data=[device_model(d) for d in devices],
+            data=[device_model(d, last.get(d.id)) for d in devices],
             has_more=more,
             limit=page.limit,
             after=page.after,
@@ -79,10 +94,35 @@ async def list_devices(request: web.Request) -> web.Response:
     )
 
 
+async def _by_last_contact(
+    request: web.Request, account_id: str, query: DeviceQuery, after: str | None, descending: bool
+) -> tuple[list[Device], dict[str, float]]:
+    """The matching devices from the cursor on, by last contact (then id): read whole, sorted here, at most
+    SORTED_MAX of them (400 beyond: narrow the filter)."""
+    store = services(request).store
+    matching: list[Device] = []
+    cursor: str | None = None
+    while batch := await store.list_devices(account_id, query=query, after=cursor, limit=1000):
+        matching.extend(batch)
+        if len(matching) > SORTED_MAX:
+            raise ValidationFailed(
+                f"sort=last_contact_at orders at most {SORTED_MAX} devices: narrow the filter",
+                fields=(FieldError("sort", "too many devices"),),
+            )
+        cursor = batch[-1].id
+    last = await services(request).devices.contacts.last_contacts(account_id, matching)
+    matching.sort(key=lambda d: (last[d.id], d.id), reverse=descending)
+    if after is not None:  # the cursor is the id of the previous page's last device
+        position = next((i for i, d in enumerate(matching) if d.id == after), None)
+        matching = matching[position + 1 :] if position is not None else []
+    return matching, last
+
+
 async def get_device(request: web.Request) -> web.Response:
     caller = await principal(request)
     device = await services(request).devices.device_for(caller, request.match_info["device_id"])
-    return json_reply(device_model(device))
+    last = await services(request).devices.contacts.last_contacts(caller.account_id, [device])
+    return json_reply(device_model(device, last.get(device.id)))
 
 
 async def update_device(request: web.Request) -> web.Response:
@@ -92,7 +132,8 @@ async def update_device(request: web.Request) -> web.Response:
         device_update_decoder, await read_body(request, services(request).settings.max_body_bytes)
     )
     device = await services(request).devices.update_device(caller, request.match_info["device_id"], body.changes())
-    return json_reply(device_model(device))
+    last = await services(request).devices.contacts.last_contacts(caller.account_id, [device])
+    return json_reply(device_model(device, last.get(device.id)))
 
 
 async def delete_device(request: web.Request) -> web.Response:

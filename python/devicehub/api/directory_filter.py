@@ -21,7 +21,7 @@ TEXT_OPS = ("eq", "neq", "in", "nin")
 TIME_OPS = ("eq", "neq", "in", "nin", "gte", "lte")
 MAX_VALUE = 1024
 MAX_VALUES = 100
-RESERVED = frozenset({"limit", "after", "order", "include", "filter"})
+RESERVED = frozenset({"limit", "after", "order", "include", "filter", "sort"})
 # Pelion's device states; devicehub only reaches registered/deregistered, the others select nothing
 STATES = ("unenrolled", "cloud_enrolling", "bootstrapped", "registered", "deregistered")
 

@@ -46,6 +46,8 @@ class DeviceModel(msgspec.Struct, frozen=True, kw_only=True):
     auto_update: bool = False
     ca_id: str = ""
     device_key: str = ""
+    # devicehub's extra (issue 32 #2): the device's last Register, Update, notification or response (RFC 3339)
+    last_contact_at: str | None = None
 
 
 # Pelion DeviceDataPutRequest limits: name 128, description 2000, up to five custom attributes whose keys and

@@ -91,6 +91,12 @@ LIST_QUERY = (
         )
         for name, op, field in filter_parameter_names()
     ),
+    Param(
+        "sort",
+        {"type": "string", "enum": ["id", "last_contact_at"]},
+        "devicehub's extra: `last_contact_at` orders by the last contact (then id), `order` its direction; the"
+        " matching devices are ordered in memory, at most 20 000 (400 beyond: narrow the filter)",
+    ),
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -38,9 +38,11 @@ class RequestQueue:
         router: SubscriptionRouter,
         *,
         holders: DeviceHolders | None = None,
+        answered: Callable[[str], None] | None = None,
     ) -> None:
         self._store = store
         self._holders = holders
+        self._answered = answered  # issue 32 #2: told of each response (a contact)
         self._clock = clock
         self._gateway = gateway
         self._sink = sink
@@ -223,6 +225,8 @@ class RequestQueue:
             log.exception("request %s to %s could not be sent", request.async_id, request.device_id)
             await self._fail(request, 500, "INTERNAL_ERROR")
             return True
+        if self._answered is not None:
+            self._answered(request.device_id)
         await self._store.remove_request(request.key_id, request.async_id)
         status = http_status(response)
         if request.method == "GET" and response.success and response.payload:

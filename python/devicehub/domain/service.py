@@ -11,6 +11,7 @@ import msgspec
 
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
+from devicehub.domain.contacts import ContactBook
 from devicehub.domain.content_formats import TEXT, cf_for, mime_for
 from devicehub.domain.device_records import (
     DIRECTORY_FIELDS,
@@ -81,6 +82,7 @@ class DeviceService:
         self._inbox: list[tuple[Device, str, int | None, bytes]] = []
         self._drainer: asyncio.Task[None] | None = None
         self.objects = ObjectCatalog(store, clock)  # issue 32 #1: the LwM2M object model of each account
+        self.contacts = ContactBook(store, clock)  # issue 32 #2: each device's last contact
 
     async def start(self, gateway: DeviceGateway) -> None:
         self._gateway = gateway
@@ -88,9 +90,10 @@ class DeviceService:
             self._store, self._clock, gateway, self._sink, holders=self._holders, objects=self.objects
         )
         self._requests = RequestQueue(
-            self._store, self._clock, gateway, self._sink, self._router, holders=self._holders
+            self._store, self._clock, gateway, self._sink, self._router, holders=self._holders, answered=self._answered
         )
         await self._requests.start()
+        self.contacts.start()
 
     async def stop(self) -> None:
         if self._drainer is not None:
@@ -99,6 +102,13 @@ class DeviceService:
             await self._requests.stop()
         if self._router is not None:
             await self._router.stop()
+        await self.contacts.stop()
+
+    def _answered(self, device_id: str) -> None:
+        """A device answered a request: a contact."""
+        device = self._devices.get(device_id)
+        if device is not None:
+            self.contacts.seen(device)
 
     @property
     def router(self) -> SubscriptionRouter:
@@ -172,6 +182,7 @@ class DeviceService:
         rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
         for device in devices:
             self._devices[device.id] = device
+            self.contacts.seen(device, now)
             try:
                 if device.account_id not in rules:
                     rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
@@ -195,6 +206,7 @@ class DeviceService:
 
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         device = await self._save(registration)
+        self.contacts.seen(device)
         await self._took([device.id])  # from memory when this node holds it already: no store write per Update
         await self._store_link_values(device, added)
         await self.router.load_device(device.id)
@@ -231,10 +243,13 @@ class DeviceService:
     def notifications(self, values: Sequence[tuple[str, str, int | None, bytes, int | None]]) -> None:
         devices = self._devices
         inbox = self._inbox
+        seen = self.contacts.seen
+        now = self._clock.now()
         for device_id, path, content_format, payload, _ in values:
             device = devices.get(device_id)
             if device is not None:
                 inbox.append((device, path, content_format, payload))
+                seen(device, now)
         if inbox and (self._drainer is None or self._drainer.done()):
             self._drainer = asyncio.ensure_future(self._drain_inbox())
 
@@ -373,7 +388,9 @@ class DeviceService:
         self._devices.pop(device_id, None)
         waiting = await self.requests.forget(device_id)
         self.router.forget(device_id)
+        self.contacts.forget(device_id)
         await self._store.delete_device(device_id)
+        await self._store.delete_contacts(device.account_id, [device_id])
         for request in waiting:  # wire-format.md: not delivered, the registration was removed
             await self._sink.publish(
                 [request.key_id],

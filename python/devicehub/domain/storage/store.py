@@ -7,6 +7,7 @@ from typing import Protocol
 from devicehub.domain.storage.accounts import AccountStore
 from devicehub.domain.storage.bootstrap import BootstrapConfigStore
 from devicehub.domain.storage.channels import ChannelStore
+from devicehub.domain.storage.contacts import ContactStore
 from devicehub.domain.storage.credentials import CredentialStore
 from devicehub.domain.storage.devices import DeviceStore
 from devicehub.domain.storage.enrolment import EnrolmentStore
@@ -30,6 +31,7 @@ class Store(
     CredentialStore,
     BootstrapConfigStore,
     AccountObjectStore,
+    ContactStore,
     LeaseStore,
     Protocol,
 ):

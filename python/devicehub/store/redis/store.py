@@ -14,6 +14,7 @@ from devicehub.outages import unavailable
 from devicehub.store.redis.accounts import RedisAccounts
 from devicehub.store.redis.bootstrap import RedisBootstrapConfigs
 from devicehub.store.redis.channels import RedisChannels
+from devicehub.store.redis.contacts import RedisContacts
 from devicehub.store.redis.credentials import RedisCredentials
 from devicehub.store.redis.devices import RedisDevices
 from devicehub.store.redis.enrolment import RedisEnrolment
@@ -36,6 +37,7 @@ class RedisStore(
     RedisCredentials,
     RedisBootstrapConfigs,
     RedisAccountObjects,
+    RedisContacts,
     RedisLeases,
     RedisSnapshot,  # after the aggregates that write the snapshot too (devices, requests)
 ):

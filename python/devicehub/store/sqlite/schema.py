@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS bootstrap_configs (
 CREATE INDEX IF NOT EXISTS bootstrap_configs_account ON bootstrap_configs (account_id, endpoint_name);
 CREATE TABLE IF NOT EXISTS lwm2m_objects (
     account_id TEXT NOT NULL, object_id INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, object_id));
+CREATE TABLE IF NOT EXISTS device_contacts (
+    device_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, contact_at REAL NOT NULL);
 """
 
 # Directory columns the device list filters on (domain/storage/device_query.py), added to databases made before them

@@ -27,6 +27,7 @@ from devicehub.outages import unavailable
 from devicehub.store.sqlite.accounts import SqliteAccounts
 from devicehub.store.sqlite.bootstrap import SqliteBootstrapConfigs
 from devicehub.store.sqlite.channels import SqliteChannels
+from devicehub.store.sqlite.contacts import SqliteContacts
 from devicehub.store.sqlite.credentials import SqliteCredentials
 from devicehub.store.sqlite.devices import SqliteDevices
 from devicehub.store.sqlite.enrolment import SqliteEnrolment
@@ -49,6 +50,7 @@ class SqliteStore(
     SqliteCredentials,
     SqliteBootstrapConfigs,
     SqliteAccountObjects,
+    SqliteContacts,
     SqliteLeases,
     SqliteSnapshot,  # after the aggregates that write the snapshot too (devices, requests)
 ):

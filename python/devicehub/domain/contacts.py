@@ -1,0 +1,80 @@
+"""Each device's last contact (issue 32 #2): Register, Update, a notification or a response to a request.
+
+The rule: a contact costs a dict write in memory; every WRITE_S seconds the devices contacted since the last write
+go to the store in one batch (one statement or pipeline), so a device costs at most one store write per WRITE_S
+however often it talks, and a silent device none. Readers take the later of the stored time, this node's memory
+and the device record's `last_seen_at` (the Register/Update refresh): exact on the node that holds the device, at
+most WRITE_S old elsewhere (Redis: other nodes) and after a crash; a graceful stop writes what is pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from devicehub.clock import Clock
+from devicehub.domain.model import Device
+from devicehub.domain.storage.store import Store
+
+log = logging.getLogger("devicehub.core")
+
+WRITE_S = 30.0
+
+
+class ContactBook:
+    def __init__(self, store: Store, clock: Clock, *, write_s: float = WRITE_S) -> None:
+        self._store = store
+        self._clock = clock
+        self._write_s = write_s
+        self._latest: dict[str, float] = {}  # device id → last contact seen by this node
+        self._pending: dict[str, tuple[str, float]] = {}  # device id → (account id, time) not yet written
+        self._task: asyncio.Task[None] | None = None
+
+    def seen(self, device: Device, at: float | None = None) -> None:
+        when = self._clock.now() if at is None else at
+        self._latest[device.id] = when
+        self._pending[device.id] = (device.account_id, when)
+
+    def forget(self, device_id: str) -> None:
+        self._latest.pop(device_id, None)
+        self._pending.pop(device_id, None)
+
+    async def last_contacts(self, account_id: str, devices: Sequence[Device]) -> dict[str, float]:
+        """Device id → last contact, for each of these devices of one account."""
+        stored = await self._store.get_contacts(account_id, [d.id for d in devices])
+        latest = self._latest
+        return {d.id: max(d.last_seen_at, stored.get(d.id, 0.0), latest.get(d.id, 0.0)) for d in devices}
+
+    async def write(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, {}
+        try:
+            await self._store.put_contacts([(account, device_id, at) for device_id, (account, at) in batch.items()])
+        except Exception as error:
+            for device_id, entry in batch.items():  # kept for the next write: a newer contact wins over it
+                self._pending.setdefault(device_id, entry)
+            if not self._store.unavailable(error):
+                raise
+
+    async def _loop(self) -> None:
+        while True:
+            await self._clock.sleep(self._write_s)
+            try:
+                await self.write()
+            except Exception:
+                log.exception("writing the last contact of devices failed")
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        with contextlib.suppress(Exception):
+            await self.write()

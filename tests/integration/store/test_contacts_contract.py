@@ -1,0 +1,37 @@
+"""The Store contract for last contact times (issue 32 #2), on SQLite and on a real Redis."""
+
+from __future__ import annotations
+
+from devicehub.domain.storage.store import Store
+from support.stores import StoreFactory, run
+
+A = "a" * 32
+B = "b" * 32
+
+
+def test_the_later_contact_time_wins_per_device_and_accounts_are_apart(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        await store.put_contacts([(A, "d1", 100.5), (A, "d2", 200.0), (B, "d3", 300.0)])
+        await store.put_contacts([(A, "d1", 50.0), (A, "d2", 250.25)])  # d1's earlier time does not move it back
+        assert await store.get_contacts(A, ["d1", "d2", "d3", "none"]) == {"d1": 100.5, "d2": 250.25}
+        assert await store.get_contacts(B, ["d3"]) == {"d3": 300.0}
+        assert await store.get_contacts(A, []) == {}
+
+    async def check(store: Store) -> None:
+        assert await store.get_contacts(A, ["d1", "d2"]) == {"d1": 100.5, "d2": 250.25}
+        await store.delete_contacts(A, ["d1"])
+        assert await store.get_contacts(A, ["d1", "d2"]) == {"d2": 250.25}
+
+    run(make_store, scenario)
+    run(make_store, check)
+
+
+def test_a_batch_larger_than_one_statements_parameters_is_read_whole(make_store: StoreFactory) -> None:
+    ids = [f"dev-{n:04d}" for n in range(1300)]
+
+    async def scenario(store: Store) -> None:
+        await store.put_contacts([(A, d, float(n)) for n, d in enumerate(ids)])
+        found = await store.get_contacts(A, ids)
+        assert len(found) == 1300 and found["dev-1299"] == 1299.0
+
+    run(make_store, scenario)
