@@ -15,6 +15,7 @@ from aiohttp import web
 
 from devicehub import tasks
 from devicehub.api.app import create_app
+from devicehub.api.console_feed import ConsoleFeed
 from devicehub.api.context import Services
 from devicehub.api.tls import server_context
 from devicehub.channels.cluster import ClusterLink
@@ -131,9 +132,12 @@ class Node:
             self.holders = HolderLink(self.store.redis, self.store.prefix, self.node_id)
         self.hub = ChannelHub(self.store, self.clock, settings, pull_timeout=settings.pull_timeout, cluster=cluster)
         await self.hub.start()
+        # issue 32 #2: the console's feed taps what the core publishes; every event still goes to the hub as before
+        self.feed = ConsoleFeed(self.hub)
         self.devices = DeviceService(
-            self.store, self.clock, self.hub, default_account_id=default_account, holders=self.holders
+            self.store, self.clock, self.feed, default_account_id=default_account, holders=self.holders
         )
+        self.feed.account_of = self._account_of
         self.credentials = CredentialService(
             self.store,
             self.clock,
@@ -177,6 +181,7 @@ class Node:
             extra_metrics=self._metrics,
             credentials=self.credentials,
             security=self.security,
+            feed=self.feed,
         )
         # issue 14 #14 (slowloris): aiohttp's keep-alive timer runs from a connection's opening and from each answer,
         # and closes the connection if no whole request head came meanwhile: it is the header read time-out
@@ -331,6 +336,11 @@ class Node:
             else:
                 outage.worked()
 
+    def _account_of(self, device_id: str) -> str | None:
+        """The account of a device registered on this node (what the console's feed routes notifications by)."""
+        device = self.devices.registered_record(device_id)
+        return device.account_id if device is not None else None
+
     async def _dev_account(self) -> str:
         key_file = Path(self.settings.data_dir) / DEV_KEY_FILE
         previous = key_file.read_text().strip() if key_file.exists() else None
@@ -356,6 +366,8 @@ class Node:
     async def stop(self) -> None:
         """Graceful: stop taking traffic, then flush channels and the store (nothing queued is lost)."""
         await tasks.stop(self._sweeper, self._refresher)  # the sweeper awaits the store (Redis may swallow a cancel)
+        if hasattr(self, "feed"):
+            self.feed.close()  # open console feeds end now: the HTTP server's cleanup does not wait for them
         if self._runner is not None:
             await self._runner.cleanup()
         if self.bootstrap is not None:

@@ -15,6 +15,7 @@ from devicehub.domain.accounts import AccountService, Principal
 from devicehub.domain.storage.store import Store
 
 if TYPE_CHECKING:
+    from devicehub.api.console_feed import ConsoleFeed
     from devicehub.channels.hub import ChannelHub
     from devicehub.domain.credentials import CredentialService
     from devicehub.domain.service import DeviceService
@@ -31,6 +32,7 @@ class Services:
     extra_metrics: Callable[[], dict[str, float]] | None = None
     credentials: CredentialService | None = None  # issue 13 #3
     security: Callable[[], dict[str, object]] | None = None  # issue 13 #4: the device security policy, for /readyz
+    feed: ConsoleFeed | None = None  # issue 32 #2: the console's live feed (taps the domain's events)
 
 
 SERVICES = web.AppKey("services", Services)

@@ -11,6 +11,7 @@ from typing import Any
 from devicehub.api import (
     bootstrap_routes,
     console,
+    console_feed,
     credential_routes,
     device_routes,
     health_routes,
@@ -647,6 +648,7 @@ ROUTES: tuple[Route, ...] = (
         path_params=(CA_ID,),
     ),
     *object_routes.ROUTES,  # issue 32 #1: the LwM2M object model
+    *console_feed.ROUTES,  # issue 32 #2: the console's live feed
     # ---- the service itself -----------------------------------------------------------------------------------
     Route(
         "GET",

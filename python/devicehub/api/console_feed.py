@@ -1,0 +1,234 @@
+"""The console's own read-only live feed (issue 32 #2): `GET /v3/console/feed` streams the caller's account's events
+as JSON lines, tapped from what the domain publishes, without a notification channel: logging in to the console
+with an application's key never changes that key's channel (the console used to `PUT /v2/notification/websocket`).
+
+What a feed carries: every notification of the account's devices (whichever key subscribed), the registrations,
+updates and de-registrations of its devices, and the async-responses of requests made with the feed's own key.
+Notification values are decoded with the object model (TLV typed by the resource's type) into `values`. A slow
+reader loses the oldest events beyond QUEUE_EVENTS (counted in `dropped` of the next line), never blocks the
+devices. In a Redis cluster a feed sees the devices held by the node serving it (each node taps its own events).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import msgspec
+from aiohttp import web
+
+from devicehub.api.context import principal, services
+from devicehub.api.errors import V3Error
+from devicehub.api.route_spec import Reply, Route
+from devicehub.domain.content_formats import cf_for
+from devicehub.domain.events import (
+    AsyncResponseEvent,
+    DeregistrationEvent,
+    Event,
+    NotificationEvent,
+    RegistrationEvent,
+)
+from devicehub.domain.object_model import object_id
+from devicehub.domain.ports import EventSink
+from devicehub.errors import RateLimited
+from devicehub.lwm2m.content import split_values
+
+QUEUE_EVENTS = 1000
+MAX_FEEDS_PER_ACCOUNT = 16
+HEARTBEAT_S = 15.0
+HEARTBEAT_S_INT = 15
+
+
+class Tap:
+    """One open feed: a bounded queue the publisher fills and the HTTP handler drains."""
+
+    def __init__(self, account_id: str, key_id: str) -> None:
+        self.account_id = account_id
+        self.key_id = key_id
+        self.events: deque[Event] = deque(maxlen=QUEUE_EVENTS)
+        self.dropped = 0
+        self.ready = asyncio.Event()
+        self.closed = False
+
+    def put(self, event: Event) -> None:
+        if len(self.events) == QUEUE_EVENTS:
+            self.dropped += 1
+        self.events.append(event)
+        self.ready.set()
+
+
+class ConsoleFeed:
+    """An EventSink around the channel hub: everything goes to the hub as before, and a copy to open taps."""
+
+    def __init__(self, inner: EventSink) -> None:
+        self._inner = inner
+        self._taps: dict[str, set[Tap]] = {}  # account id → open feeds
+        self.account_of: Callable[[str], str | None] = lambda device_id: None
+
+    def close(self) -> None:
+        """The node stops: every open feed ends."""
+        for taps in self._taps.values():
+            for tap in taps:
+                tap.closed = True
+                tap.ready.set()
+
+    def attach(self, account_id: str, key_id: str) -> Tap:
+        taps = self._taps.setdefault(account_id, set())
+        if len(taps) >= MAX_FEEDS_PER_ACCOUNT:
+            raise RateLimited(HEARTBEAT_S_INT)  # at most MAX_FEEDS_PER_ACCOUNT: one closes, another may open
+        tap = Tap(account_id, key_id)
+        taps.add(tap)
+        return tap
+
+    def detach(self, tap: Tap) -> None:
+        taps = self._taps.get(tap.account_id)
+        if taps is not None:
+            taps.discard(tap)
+            if not taps:
+                del self._taps[tap.account_id]
+
+    def _tap(self, key_ids: Sequence[str], event: Event) -> None:
+        if isinstance(event, NotificationEvent):
+            account = self.account_of(event.device_id)
+            for tap in self._taps.get(account or "", ()):
+                tap.put(event)
+            return
+        for taps in self._taps.values():
+            for tap in taps:
+                if tap.key_id in key_ids:
+                    tap.put(event)
+
+    async def publish(self, key_ids: Sequence[str], event: Event) -> None:
+        await self._inner.publish(key_ids, event)
+        if self._taps:
+            self._tap(key_ids, event)
+
+    async def publish_many(self, events: Sequence[tuple[Sequence[str], Event]]) -> None:
+        await self._inner.publish_many(events)
+        if self._taps:  # the hot path pays one dict test when no console is open
+            for key_ids, event in events:
+                self._tap(key_ids, event)
+
+    async def publish_account(self, account_id: str, event: Event) -> None:
+        await self._inner.publish_account(account_id, event)
+        for tap in self._taps.get(account_id, ()):
+            tap.put(event)
+
+
+class FeedValue(msgspec.Struct, frozen=True):
+    path: str
+    value: str | None  # text when the value has one (text/plain, or typed by the object model), else None
+    ct: str
+
+
+class FeedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One line of the feed. `kind`: notification, async-response, registration, reg-update, de-registration,
+    registration-expired, or heartbeat (every HEARTBEAT_S without events)."""
+
+    kind: str
+    device_id: str | None = None
+    ep: str | None = None
+    path: str | None = None
+    ct: str | None = None
+    payload: str | None = None  # base64 of the bytes as the device sent them
+    values: list[FeedValue] | None = None
+    id: str | None = None  # async-response id
+    status: int | None = None
+    error: str | None = None
+    dropped: int = 0  # events this feed lost to a full queue since the last line
+
+
+_encoder = msgspec.json.Encoder()
+
+
+async def _line(request: web.Request, account_id: str, event: Event) -> FeedEvent:
+    if isinstance(event, NotificationEvent):
+        return FeedEvent(
+            kind="notification",
+            device_id=event.device_id,
+            ep=event.endpoint_name,
+            path=event.path,
+            ct=event.content_type,
+            payload=base64.b64encode(event.payload).decode(),
+            values=await _values(request, account_id, event),
+        )
+    if isinstance(event, AsyncResponseEvent):
+        return FeedEvent(
+            kind="async-response",
+            id=event.async_id,
+            status=event.status,
+            ct=event.content_type,
+            payload=base64.b64encode(event.payload).decode(),
+            error=event.error,
+        )
+    if isinstance(event, RegistrationEvent):
+        kind = "reg-update" if event.update else "registration"
+        return FeedEvent(kind=kind, device_id=event.device_id, ep=event.endpoint_name)
+    assert isinstance(event, DeregistrationEvent)
+    kind = "registration-expired" if event.expired else "de-registration"
+    return FeedEvent(kind=kind, device_id=event.device_id, ep=event.endpoint_name)
+
+
+async def _values(request: web.Request, account_id: str, event: NotificationEvent) -> list[FeedValue]:
+    definition = await services(request).devices.objects.definition(account_id, object_id(event.path))
+    values = []
+    for path, value, ct in split_values(
+        event.path, cf_for(event.content_type), event.payload, event.content_type, definition
+    ):
+        text = None
+        if ct == "text/plain":
+            with contextlib.suppress(UnicodeDecodeError):
+                text = value.decode("utf-8")
+        values.append(FeedValue(path, text, ct))
+    return values
+
+
+async def feed(request: web.Request) -> web.StreamResponse:
+    caller = await principal(request)
+    hub = services(request).feed
+    if hub is None:
+        raise web.HTTPNotFound()
+    tap = hub.attach(caller.account_id, caller.key_id)
+    try:
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(HEARTBEAT_S):
+                    await tap.ready.wait()
+            tap.ready.clear()
+            if tap.closed:
+                break
+            if not tap.events:
+                await response.write(_encoder.encode(FeedEvent(kind="heartbeat")) + b"\n")
+                continue
+            lines = []
+            while tap.events:
+                line = await _line(request, caller.account_id, tap.events.popleft())
+                if tap.dropped:
+                    line = msgspec.structs.replace(line, dropped=tap.dropped)
+                    tap.dropped = 0
+                lines.append(_encoder.encode(line))
+            await response.write(b"\n".join(lines) + b"\n")
+    finally:
+        hub.detach(tap)
+    return response
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        "/v3/console/feed",
+        feed,
+        "The console's read-only live feed of the account's events, as JSON lines (devicehub's own; no channel)",
+        "console",
+        (
+            Reply(200, "a stream of FeedEvent JSON lines, a heartbeat every 15 s", FeedEvent),
+            Reply(401, "missing, unknown or revoked API key", V3Error),
+            Reply(429, "too many feeds open for the account", V3Error),
+        ),
+    ),
+)
