@@ -1,16 +1,25 @@
-"""The operator console in a real browser (Debian's chromium, headless, driven by Selenium): log in with a key,
-find a simulated device, read a value, watch a notification arrive, screenshot (issue 17 §5, §7)."""
+"""The operator console in a real browser (Debian's chromium, headless, driven by Selenium) against a real
+`devicehub serve` and simulated devices (issue 17 §5, §7; issue 32 #1, #2): the object tree with names, units,
+live values and only each resource's operations; a typed write; observe and cancel; the plot; the server-paged
+device list of 1 300 devices; the node view; a login that never touches the key's channel; the polish list.
+
+Screenshots go to `artifacts/console/` at the repository root (ignored by git), or `$DEVICEHUB_ARTIFACTS/console/`:
+CI keeps that directory as the run's artefacts.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium import webdriver
@@ -21,11 +30,16 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from support.service import ServiceProcess
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
+ARTIFACTS = Path(os.environ.get("DEVICEHUB_ARTIFACTS", Path(__file__).resolve().parents[2] / "artifacts")) / "console"
+TEMPERATURE = "#resources tr[data-path='/3303/0/5700']"
+DIMMER = "#resources tr[data-path='/3311/0/5851']"
+REBOOT = "#resources tr[data-path='/3/0/4']"
 
 
 @pytest.fixture
@@ -37,6 +51,7 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     try:
         yield driver
@@ -44,81 +59,218 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
         driver.quit()
 
 
-@pytest.fixture
-def fleet(service: ServiceProcess) -> Iterator[subprocess.Popen[bytes]]:
-    args = ["simulate", "--server", service.coap_uri, "--count", "2", "--prefix", "web-", "--rate", "5"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "devicehub", *args],
+def simulate(service: ServiceProcess, count: int, *options: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "devicehub", "simulate", "--server", service.coap_uri, "--count", str(count), *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture
+def fleet(service: ServiceProcess) -> Iterator[subprocess.Popen[bytes]]:
+    process = simulate(service, 2, "--prefix", "web-", "--rate", "5", "--flavor", "oma")
     try:
         yield process
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop(process)
 
 
-def test_console_logs_in_finds_a_device_reads_and_watches_a_notification(
-    service: ServiceProcess, fleet: subprocess.Popen[bytes], browser: WebDriver, tmp_path: Path
-) -> None:
-    # the console re-renders its tables as events arrive: an element found a moment ago may be replaced, so
-    # every look goes through a wait that tries again on a stale element
-    wait = WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,))
-    browser.get(f"{service.base_url}/#key={service.api_key}")
+def get(service: ServiceProcess, path: str) -> tuple[int, Any]:
+    request = urllib.request.Request(service.base_url + path, headers={"Authorization": f"Bearer {service.api_key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+            return response.status, json.loads(body) if body else None
+    except urllib.error.HTTPError as error:
+        return error.code, None
 
-    # the key left the URL at once and lives in this tab's session storage
-    wait.until(lambda b: "key=" not in b.current_url)
-    assert browser.execute_script("return sessionStorage.getItem('devicehub-key')") == service.api_key
-    wait.until(lambda b: b.find_element(By.ID, "live-state").text == "live")
 
-    def device_rows(b: WebDriver) -> list[str]:
-        b.find_element(By.ID, "refresh-devices").click()
-        return [e.text for e in b.find_elements(By.CSS_SELECTOR, "#device-table td.endpoint-name")]
-
-    wait.until(lambda b: {"web-0", "web-1"} <= set(device_rows(b)))
-    browser.find_element(By.ID, "device-search").send_keys("web-1")
-    wait.until(
-        lambda b: [e.text for e in b.find_elements(By.CSS_SELECTOR, "#device-table td.endpoint-name")] == ["web-1"]
-    )
-    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#device-table tr.clickable").click() or True)
-
-    temperature = "#resource-table tr[data-path='/3303/0/5700']"
-    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, temperature))
-    wait.until(lambda b: b.find_element(By.ID, "device-title").text == "web-1")
-
-    # read: a device request through the API; its async-response arrives on the WebSocket channel
-    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} button[data-action='read']").click() or True)
-    answered = wait.until(lambda b: [e.text for e in b.find_elements(By.CSS_SELECTOR, "#request-log li.answered")])
-    assert "read /3303/0/5700: sent" in answered[0] and "→ 200" in answered[0]
-    read_value = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} td.reported").text)
-    assert float(read_value) > -50
-    read_at = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} td.reported-at").text)
-
-    # observe: a subscription; the next notification updates the row
-    wait.until(
-        lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} button[data-action='observe']").click() or True
-    )
-    wait.until(
-        lambda b: any("observe /3303/0/5700: 20" in e.text for e in b.find_elements(By.CSS_SELECTOR, "#request-log li"))
-    )
-    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{temperature} td.reported-at").text != read_at)
-
-    shot = tmp_path / "console.png"
+def screenshot(browser: WebDriver, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / f"{name}.png"
     assert browser.save_screenshot(str(shot))
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == tuple(browser.execute_script("return [window.innerWidth, window.innerHeight]"))
-    for element in ("device-title", "resource-table", "request-log", "live-state", "nav-devices", "nav-channel"):
-        assert wait.until(lambda b, element=element: b.find_element(By.ID, element).is_displayed())
+    return shot
 
-    # the channel page shows the key's WebSocket channel with its queue
-    browser.find_element(By.ID, "nav-channel").click()
-    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#channel-table tr[data-field='queue_size']"))
-    wait.until(
-        lambda b: b.find_element(By.CSS_SELECTOR, "#channel-table tr[data-field='status']").text.endswith("connected")
+
+def centre(browser: WebDriver, selector: str) -> None:
+    """Scroll a row to the middle of the window before a screenshot."""
+    row = browser.find_element(By.CSS_SELECTOR, selector)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", row)
+
+
+def page_errors(browser: WebDriver) -> list[str]:
+    """Errors the page raised (uncaught exceptions, rejected promises); a refused request's own log line is the
+    network's, not the page's."""
+    return [
+        entry["message"]
+        for entry in browser.get_log("browser")
+        if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]
+    ]
+
+
+def actions(browser: WebDriver, row: str) -> set[str]:
+    return {
+        b.get_attribute("data-action") or "" for b in browser.find_elements(By.CSS_SELECTOR, f"{row} td.actions button")
+    }
+
+
+def test_the_device_page_is_an_object_tree_with_typed_operations_live_values_and_a_plot(
+    service: ServiceProcess, fleet: subprocess.Popen[bytes], browser: WebDriver
+) -> None:
+    # the console re-renders as events arrive: an element found a moment ago may be replaced, so every look goes
+    # through a wait that tries again on a stale element
+    wait = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
+    browser.get(f"{service.base_url}/#key={service.api_key}")
+
+    # the key left the URL at once and lives in this tab's session storage; the live feed is open
+    wait.until(lambda b: "key=" not in b.current_url)
+    assert browser.execute_script("return sessionStorage.getItem('devicehub-key')") == service.api_key
+    wait.until(lambda b: b.find_element(By.ID, "live-state").text == "live")
+
+    def names(b: WebDriver) -> list[str]:
+        return [e.text for e in b.find_elements(By.CSS_SELECTOR, "#device-table td.endpoint-name")]
+
+    def refreshed(b: WebDriver) -> list[str]:
+        b.find_element(By.ID, "refresh-devices").click()
+        return names(b)
+
+    wait.until(lambda b: {"web-0", "web-1"} <= set(refreshed(b)))
+    browser.find_element(By.ID, "device-search").send_keys("web-1")
+    browser.find_element(By.ID, "refresh-devices").click()
+    wait.until(lambda b: names(b) == ["web-1"])
+    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#device-table td.last-contact").text.endswith("Z"))
+    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#device-table tr.clickable").click() or True)
+
+    # the tree: objects by name, resources by name with units, and only the operations each one has
+    wait.until(lambda b: b.find_element(By.ID, "device-title").text == "web-1")
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, TEMPERATURE))
+    summary = browser.find_element(By.CSS_SELECTOR, "details.object[data-object='3303'] summary").text
+    assert summary.startswith("Temperature")
+    assert "Sensor Value" in browser.find_element(By.CSS_SELECTOR, f"{TEMPERATURE} td.name").text
+    assert actions(browser, TEMPERATURE) == {"read", "observe"}  # R: neither write nor execute
+    assert actions(browser, REBOOT) == {"execute"}
+    assert actions(browser, DIMMER) == {"read", "write", "observe"}
+    assert browser.find_element(By.CSS_SELECTOR, f"{DIMMER} .units").text == "/100"
+
+    # read: the answer arrives on the console's feed and shows at the top of the page, in view
+    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{TEMPERATURE} button[data-action='read']").click() or True)
+    wait.until(lambda b: "read /3303/0/5700: 200" in b.find_element(By.ID, "result").text)
+    assert browser.execute_script(
+        "const r = document.getElementById('result').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= innerHeight"
     )
+    read_value = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{TEMPERATURE} .reported").text)
+    assert float(read_value) > -50
+
+    # observe: notifications update the row and draw its plot; the button becomes "cancel observe"
+    browser.find_element(By.CSS_SELECTOR, f"{TEMPERATURE} button[data-action='observe']").click()
+    wait.until(lambda b: actions(b, TEMPERATURE) == {"read", "cancel-observe"})
+    points = wait.until(
+        lambda b: (
+            int(b.find_element(By.CSS_SELECTOR, f"{TEMPERATURE} svg.spark").get_attribute("data-points") or 0) >= 3
+        )
+    )
+    assert points
+    centre(browser, TEMPERATURE)
+    screenshot(browser, "device-tree-observed")
+    browser.find_element(By.CSS_SELECTOR, f"{TEMPERATURE} button[data-action='cancel-observe']").click()
+    wait.until(lambda b: actions(b, TEMPERATURE) == {"read", "observe"})
+    assert any(
+        "cancel observe /3303/0/5700: 204" in e.text for e in browser.find_elements(By.CSS_SELECTOR, "#request-log li")
+    )
+
+    # a typed write: the Dimmer is an Integer, so the form is a whole-number field; its status is a word
+    browser.find_element(By.CSS_SELECTOR, f"{DIMMER} button[data-action='write']").click()
+    field = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "tr.write-form input.write-value"))
+    assert (field.get_attribute("type"), field.get_attribute("step")) == ("number", "1")
+    field.send_keys("42")
+    browser.find_element(By.CSS_SELECTOR, "tr.write-form button[type='submit']").click()
+    wait.until(lambda b: "write /3311/0/5851: 200" in b.find_element(By.ID, "result").text)
+    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, f"{DIMMER} td.desired-status").text == "42 — written")
+    centre(browser, DIMMER)
+    screenshot(browser, "device-typed-write")
+
+    # the node view: /metrics for a person
+    browser.find_element(By.ID, "nav-node").click()
+    registered = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "[data-figure='registered'] .value").text)
+    assert int(float(registered)) == 2
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#rate-plot svg polyline"))
+    screenshot(browser, "node")
+
+    # the key's channel was never created: the console has its own feed
+    assert get(service, "/v2/notification/channel")[0] == 404
+    browser.find_element(By.ID, "nav-channel").click()
+    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#channel-table td.none").text == "no channel")
+    assert page_errors(browser) == []
+
+
+def test_the_device_list_pages_filters_and_sorts_1300_devices_on_the_server(
+    service: ServiceProcess, browser: WebDriver
+) -> None:
+    fleet = simulate(service, 1300, "--prefix", "fleet-", "--rate", "0.01", "--register-rate", "1000")
+    try:
+        wait_until(
+            lambda: (get(service, "/v3/devices?limit=2&include=total_count")[1] or {}).get("total_count") == 1300,
+            within=90,
+            what="1300 devices in the directory",
+        )
+    finally:
+        stop(fleet)
+    wait = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
+    browser.get(f"{service.base_url}/#key={service.api_key}")
+    wait.until(lambda b: b.find_element(By.ID, "device-count").text == "1–50 of 1300")
+    browser.find_element(By.ID, "page-next").click()
+    wait.until(lambda b: b.find_element(By.ID, "device-count").text == "51–100 of 1300")
+    screenshot(browser, "devices-page-2")
+
+    # a device beyond the first thousand is found by the server's filter
+    browser.find_element(By.ID, "device-search").send_keys("fleet-1299")
+    browser.find_element(By.ID, "refresh-devices").click()
+    wait.until(
+        lambda b: [e.text for e in b.find_elements(By.CSS_SELECTOR, "#device-table td.endpoint-name")] == ["fleet-1299"]
+    )
+    browser.find_element(By.ID, "device-search").clear()
+
+    # newest contact first, by the server
+    browser.execute_script("document.getElementById('device-sort').value = 'last_contact_at:DESC'")
+    browser.find_element(By.ID, "refresh-devices").click()
+    wait.until(lambda b: b.find_element(By.ID, "device-count").text == "1–50 of 1300")
+
+    def contacts(b: WebDriver) -> list[str]:
+        return [e.text for e in b.find_elements(By.CSS_SELECTOR, "#device-table td.last-contact")]
+
+    shown = wait.until(lambda b: len(contacts(b)) == 50 and contacts(b))
+    assert shown == sorted(shown, reverse=True)
+    screenshot(browser, "devices-by-last-contact")
+    assert page_errors(browser) == []
+
+
+def test_the_login_page_and_a_refused_key_are_clean(service: ServiceProcess, browser: WebDriver) -> None:
+    wait = WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,))
+    browser.get(service.base_url + "/")
+    wait.until(lambda b: b.find_element(By.ID, "login-view").is_displayed())
+    assert not browser.find_element(By.ID, "nav").is_displayed()
+    assert not browser.find_element(By.ID, "logout").is_displayed()
+    screenshot(browser, "login")
+
+    # a key the service refuses: back to the login page with the reason, and no uncaught error
+    browser.get(f"{service.base_url}/#key=ak_not_a_key")
+    wait.until(lambda b: "401" in b.find_element(By.ID, "login-error").text)
+    assert not browser.find_element(By.ID, "nav").is_displayed()
+    assert page_errors(browser) == []
+
+    with urllib.request.urlopen(service.base_url + "/favicon.ico", timeout=10) as response:
+        assert response.status == 200 and response.headers["Content-Type"].startswith("image/svg+xml")
 
 
 def test_docs_renders_every_operation_of_the_openapi_document(service: ServiceProcess, browser: WebDriver) -> None:
@@ -144,3 +296,8 @@ def test_docs_renders_every_operation_of_the_openapi_document(service: ServicePr
                 assert status in text
     assert len(browser.find_elements(By.CSS_SELECTOR, "details.component")) == len(spec["components"]["schemas"])
     assert not browser.find_elements(By.CSS_SELECTOR, "script[src^='http']")  # nothing from elsewhere
+    # the index is readable (not white on the light page) and the page has no horizontal scrollbar
+    colour = browser.find_element(By.CSS_SELECTOR, "#toc a").value_of_css_property("color")
+    assert colour not in ("rgba(255, 255, 255, 1)", "rgb(255, 255, 255)")
+    assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(browser, "docs")

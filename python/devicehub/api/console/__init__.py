@@ -10,7 +10,7 @@ from pathlib import Path
 from aiohttp import web
 
 HERE = Path(__file__).parent
-_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript"}
+_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
 # the page loads only its own files; the key never leaves the tab except in the Authorization header
 _HEADERS = {
     "Content-Security-Policy": "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:",
@@ -31,7 +31,7 @@ async def index(request: web.Request) -> web.Response:
 
 async def asset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    if name not in ("console.css", "console.js", "docs.js"):
+    if name not in ("console.css", "console.js", "docs.js", "favicon.svg"):
         raise web.HTTPNotFound()
     return _file(name)
 
@@ -41,6 +41,12 @@ async def docs(request: web.Request) -> web.Response:
     return _file("docs.html")
 
 
+async def favicon(request: web.Request) -> web.Response:
+    """Browsers ask for `/favicon.ico` whatever the page links: the console's icon, not a 404."""
+    return _file("favicon.svg")
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/", index)
+    app.router.add_get("/favicon.ico", favicon)
     app.router.add_get("/console/{name}", asset)

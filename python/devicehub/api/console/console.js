@@ -1,8 +1,22 @@
-// devicehub operator console: a client of the documented API only (REST + the key's WebSocket channel).
+// devicehub operator console: a client of the documented API only (REST, the console's own live feed, /metrics).
+// It never creates or changes a notification channel: the key may be an application's (issue 32 #2).
 "use strict";
 
-const state = { key: null, ws: null, devices: [], device: null, eventTimes: [], reconnect: null, asyncIds: {} };
+const state = {
+  key: null, feed: null, feedRetry: null, device: null, model: null, asyncIds: {}, history: {},
+  pages: [null], page: 0, subscribed: new Set(), eventTimes: [], lastMetrics: null, nodeTimer: null, feedGeneration: 0,
+};
 const $ = (id) => document.getElementById(id);
+const HISTORY = 60; // values kept per resource for its plot
+const STATUS = { 0: "pending", 1: "written", 2: "failed" }; // spec §3.1 desired status
+const NUMERIC = new Set(["integer", "unsigned integer", "float", "time"]);
+
+function el(tag, props, ...children) {
+  const node = Object.assign(document.createElement(tag), props || {});
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+function td(text, cls) { return el("td", { className: cls || "", textContent: text == null ? "" : String(text) }); }
 
 function takeKeyFromFragment() {
   // `/#key=…`: the fragment never reaches the server; keep the key in this tab only and drop it from the URL
@@ -14,16 +28,20 @@ function takeKeyFromFragment() {
   state.key = sessionStorage.getItem("devicehub-key");
 }
 
-async function api(method, path, body) {
-  const init = { method, headers: { Authorization: "Bearer " + state.key } };
+// Every call answers {status, data}; a 401 logs out and answers status 401 (no exception reaches the page).
+async function api(method, path, body, headers) {
+  if (!state.key) return { status: 401, data: null };
+  const init = { method, headers: Object.assign({ Authorization: "Bearer " + state.key }, headers || {}) };
   if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
+    if (typeof body === "string") init.body = body;
+    else { init.headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
   }
-  const response = await fetch(path, init);
+  let response;
+  try { response = await fetch(path, init); }
+  catch (e) { return { status: 0, data: String(e) }; }
   if (response.status === 401) {
     logout("the key was refused (401)");
-    throw new Error("unauthorized");
+    return { status: 401, data: null };
   }
   const text = await response.text();
   let data = null;
@@ -32,233 +50,476 @@ async function api(method, path, body) {
 }
 
 function b64decode(value) {
-  try { return new TextDecoder().decode(Uint8Array.from(atob(value), (c) => c.charCodeAt(0))); }
-  catch (e) { return value; }
+  try { return new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(atob(value), (c) => c.charCodeAt(0))); }
+  catch (e) { return null; }
 }
-function b64encode(text) {
-  return btoa(String.fromCharCode(...new TextEncoder().encode(text)));
-}
-function td(text, cls) {
-  const cell = document.createElement("td");
-  cell.textContent = text == null ? "" : String(text);
-  if (cls) cell.className = cls;
-  return cell;
-}
+function b64encode(text) { return btoa(String.fromCharCode(...new TextEncoder().encode(text))); }
 
 function show(view) {
-  for (const id of ["login-view", "devices-view", "device-view", "channel-view"]) $(id).hidden = id !== view;
+  for (const id of ["login-view", "devices-view", "device-view", "node-view", "channel-view"]) $(id).hidden = id !== view;
   $("nav").hidden = view === "login-view";
+  if (view !== "node-view" && state.nodeTimer) { clearInterval(state.nodeTimer); state.nodeTimer = null; }
 }
 
 function logout(reason) {
   sessionStorage.removeItem("devicehub-key");
   state.key = null;
-  if (state.ws) { state.ws.onclose = null; state.ws.close(); state.ws = null; }
+  stopFeed();
   $("login-error").textContent = reason || "";
   show("login-view");
 }
 
-// ---- devices ------------------------------------------------------------------------------------
-async function loadDevices() {
-  const stateFilter = $("device-state").value;
-  let path = "/v3/devices?limit=1000";
-  if (stateFilter) path += "&filter=" + encodeURIComponent("state=" + stateFilter);
-  const { status, data } = await api("GET", path);
-  if (status !== 200) return;
-  state.devices = data.data;
-  renderDevices();
+// ---- the object model (GET /v3/lwm2m-objects, once per login) ------------------------------------------
+async function model() {
+  if (state.model) return state.model;
+  const { status, data } = await api("GET", "/v3/lwm2m-objects");
+  const objects = {};
+  if (status === 200) for (const o of data.data) objects[o.id] = { ...o, byId: Object.fromEntries(o.resources.map((r) => [r.id, r])) };
+  state.model = objects;
+  return objects;
+}
+function resourceOf(path) {
+  const [o, , r] = path.split("/").filter(Boolean).map(Number);
+  const object = state.model && state.model[o];
+  return object && r !== undefined ? object.byId[r] || null : null;
 }
 
-function renderDevices() {
-  const needle = $("device-search").value.trim().toLowerCase();
-  const body = $("device-table").tBodies[0];
+// ---- devices: paged, filtered and sorted by the server ----------------------------------------------------
+function deviceQuery(after) {
+  const [sort, order] = $("device-sort").value.split(":");
+  const params = new URLSearchParams({ limit: $("device-page-size").value, include: "total_count", order });
+  if (sort !== "id") params.set("sort", sort);
+  const name = $("device-search").value.trim();
+  const type = $("device-type").value.trim();
+  if (name) params.set("endpoint_name__eq", name);
+  if (type) params.set("endpoint_type__eq", type);
+  if ($("device-state").value) params.set("state__eq", $("device-state").value);
+  if (after) params.set("after", after);
+  return "/v3/devices?" + params.toString();
+}
+
+async function loadDevices() {
+  const { status, data } = await api("GET", deviceQuery(state.pages[state.page]));
+  const table = $("device-table");
+  if (status !== 200) {
+    $("device-count").textContent = status === 401 ? "" : `error ${status}: ${data && data.message ? data.message : ""}`;
+    return;
+  }
+  const body = table.tBodies[0];
   body.replaceChildren();
-  const shown = state.devices.filter((d) =>
-    !needle || d.endpoint_name.toLowerCase().includes(needle) || (d.endpoint_type || "").toLowerCase().includes(needle));
-  for (const d of shown) {
-    const row = document.createElement("tr");
-    row.className = "clickable";
+  for (const d of data.data) {
+    const row = el("tr", { className: "clickable" });
     row.dataset.deviceId = d.id;
     row.append(td(d.endpoint_name, "endpoint-name"), td(d.endpoint_type), td(d.state, "state"),
-      td(d.updated_at), td(d.id, "muted"));
+      td(d.last_contact_at || "", "last-contact"), td(d.id, "muted"));
     row.addEventListener("click", () => { location.hash = "#device/" + d.id; });
     body.append(row);
   }
-  $("device-count").textContent = `${shown.length} of ${state.devices.length}`;
+  const size = Number($("device-page-size").value);
+  const first = state.page * size;
+  $("device-count").textContent = data.total_count === 0 ? "none" :
+    `${first + 1}–${first + data.data.length} of ${data.total_count}`;
+  $("page-info").textContent = `page ${state.page + 1} of ${Math.max(1, Math.ceil(data.total_count / size))}`;
+  $("page-prev").disabled = state.page === 0;
+  $("page-first").disabled = state.page === 0;
+  $("page-next").disabled = !data.has_more;
+  state.nextAfter = data.data.length ? data.data[data.data.length - 1].id : null;
+  table.dataset.page = String(state.page + 1);
+}
+function newSearch(event) {
+  if (event) event.preventDefault();
+  state.pages = [null];
+  state.page = 0;
+  return loadDevices();
 }
 
-// ---- one device ---------------------------------------------------------------------------------
+// ---- one device: objects and instances as a tree -----------------------------------------------------------
+function valueText(reported) {
+  if (!reported) return "";
+  if (reported.content_type === "text/plain") { const t = b64decode(reported.value); return t == null ? "" : t; }
+  return `(${reported.content_type}, ${atob(reported.value).length} bytes)`;
+}
+
 async function loadDevice(id) {
-  const [device, resources, echo] = await Promise.all([
+  const [device, resources, echo, subscribed] = await Promise.all([
     api("GET", "/v3/devices/" + encodeURIComponent(id)),
     api("GET", "/v2/endpoints/" + encodeURIComponent(id)),
     api("GET", "/v3/devices/" + encodeURIComponent(id) + "/echo"),
+    api("GET", "/v2/subscriptions/" + encodeURIComponent(id)), // this key's subscriptions, one path a line
+    model(),
   ]);
+  state.subscribed = new Set(subscribed.status === 200 && typeof subscribed.data === "string" ?
+    subscribed.data.split(/\r?\n/).filter(Boolean) : []);
   if (device.status !== 200) { $("device-title").textContent = id + " (not found)"; return; }
+  if (!state.device || state.device.id !== id) { state.history = {}; $("request-log").replaceChildren(); $("result").textContent = ""; }
   state.device = device.data;
   $("device-title").textContent = device.data.endpoint_name;
-  $("device-meta").textContent =
-    `${device.data.id} · ${device.data.endpoint_type} · ${device.data.state} · last seen ${device.data.updated_at}`;
+  $("device-meta").textContent = `${device.data.id} · ${device.data.endpoint_type || "no type"} · ${device.data.state}` +
+    ` · registered ${device.data.updated_at} · last contact ${device.data.last_contact_at || "never"}`;
   const echoed = {};
   for (const r of (echo.status === 200 ? echo.data.resources : [])) echoed[r.resource_path] = r;
-  const body = $("resource-table").tBodies[0];
-  body.replaceChildren();
-  for (const resource of (resources.status === 200 ? resources.data : [])) {
-    const e = echoed[resource.uri] || {};
-    const row = document.createElement("tr");
-    row.dataset.path = resource.uri;
-    const reported = e.reported ? b64decode(e.reported.value) : "";
-    row.append(td(resource.uri), td(reported, "reported"), td(e.reported ? e.reported.reported_at : "", "reported-at"),
-      td(e.desired ? b64decode(e.desired.value) : "", "desired"), td(e.desired ? e.desired.status : "", "desired-status"));
-    const actions = td("", "actions");
-    for (const [label, run] of [["read", readPath], ["write", writePath], ["execute", executePath],
-                                ["observe", observePath]]) {
-      const button = document.createElement("button");
-      button.type = "button";
-      button.textContent = label;
-      button.dataset.action = label;
-      button.addEventListener("click", () => run(resource.uri));
-      actions.append(button);
-    }
-    row.append(actions);
-    body.append(row);
+  // objects → instances → resources: the registration's links (often instances only), the snapshot's paths, and
+  // every resource the object model defines for an instance (what the device may have, as Leshan shows it)
+  const tree = {};
+  const add = (path) => {
+    const [o, i, r] = path.split("/").filter(Boolean);
+    if (o === undefined || !/^[0-9]+$/.test(o)) return;
+    const instances = (tree[o] ||= {});
+    if (i === undefined) return;
+    const resources = (instances[i] ||= new Set());
+    if (r !== undefined) resources.add(Number(r));
+  };
+  for (const resource of (resources.status === 200 ? resources.data : [])) add(resource.uri);
+  for (const path of Object.keys(echoed)) add(path);
+  for (const [o, instances] of Object.entries(tree)) {
+    const object = state.model[o];
+    if (object) for (const ids of Object.values(instances)) for (const r of object.resources) ids.add(r.id);
   }
+  const box = $("resources");
+  box.replaceChildren();
+  for (const o of Object.keys(tree).sort((a, b) => a - b)) {
+    const object = state.model[o];
+    // the security and server objects (0, 1) are the bootstrap's business: shown folded
+    const details = el("details", { className: "object", open: Number(o) > 1 },
+      el("summary", null, `${object ? object.name : "Object"} `, el("span", { className: "muted" }, `/${o}` + (object ? "" : " (not in the object model)"))));
+    details.dataset.object = o;
+    for (const i of Object.keys(tree[o]).sort((a, b) => a - b)) {
+      const table = el("table", { className: "resource-table" },
+        el("thead", null, el("tr", null, ...["Resource", "Value", "Reported at", "Desired", "Plot", "Operations"].map((h) => el("th", null, h)))));
+      const body = el("tbody");
+      for (const r of [...tree[o][i]].sort((a, b) => a - b)) body.append(resourceRow(`/${o}/${i}/${r}`, echoed[`/${o}/${i}/${r}`] || {}));
+      table.append(body);
+      const readAll = el("button", { type: "button", textContent: "read instance" });
+      readAll.dataset.action = "read-instance";
+      readAll.addEventListener("click", () => deviceRequest(`read /${o}/${i}`, { method: "GET", uri: `/${o}/${i}`, accept: "application/vnd.oma.lwm2m+tlv" }));
+      const instance = el("div", { className: "instance" }, el("h4", null, `Instance ${i} `, readAll), table);
+      instance.dataset.instance = `/${o}/${i}`;
+      details.append(instance);
+    }
+    box.append(details);
+  }
+  box.dataset.loaded = id;
+}
+
+function resourceRow(path, echoed) {
+  const def = resourceOf(path);
+  const row = el("tr");
+  row.dataset.path = path;
+  const name = el("td", { className: "name" }, def ? def.name : path.split("/").pop(), " ",
+    el("span", { className: "muted" }, path));
+  if (def && def.description) name.title = def.description;
+  const value = el("td", { className: "value" }, el("span", { className: "reported", textContent: valueText(echoed.reported) }),
+    el("span", { className: "units", textContent: def && def.units ? def.units : "" }));
+  const desired = echoed.desired;
+  const desiredText = desired ? `${b64decode(desired.value) ?? "(bytes)"} — ${STATUS[desired.status] || desired.status}` : "";
+  row.append(name, value, td(echoed.reported ? echoed.reported.reported_at : "", "reported-at"),
+    td(desiredText, "desired-status"), el("td", { className: "plot" }));
+  const actions = td("", "actions");
+  const ops = def ? def.operations : "RWE"; // a resource the model does not know: every operation is offered
+  const buttons = [];
+  if (ops.includes("R")) buttons.push(["read", () => readPath(path)]);
+  if (ops.includes("W")) buttons.push(["write", () => openWriteForm(row, path, def)]);
+  if (ops === "E" || !def) buttons.push(["execute", () => executePath(path)]);
+  if (ops.includes("R")) buttons.push(state.subscribed.has(path) ? ["cancel observe", () => cancelObserve(path)] : ["observe", () => observePath(path)]);
+  for (const [label, run] of buttons) {
+    const button = el("button", { type: "button", textContent: label });
+    button.dataset.action = label.replace(" ", "-");
+    button.addEventListener("click", run);
+    actions.append(button);
+  }
+  row.append(actions);
+  if (state.history[path]) drawSpark(row, path);
+  else if (def && NUMERIC.has(def.type) && echoed.reported) remember(path, valueText(echoed.reported));
+  return row;
+}
+
+function openWriteForm(row, path, def) {
+  const open = row.nextElementSibling;
+  if (open && open.classList.contains("write-form")) { open.remove(); return; }
+  const type = def ? def.type : "string";
+  let input;
+  if (type === "boolean") {
+    input = el("select", null, el("option", { value: "1", textContent: "true (1)" }), el("option", { value: "0", textContent: "false (0)" }));
+  } else {
+    input = el("input", { required: true });
+    if (NUMERIC.has(type)) { input.type = "number"; input.step = type === "float" ? "any" : "1"; if (type === "unsigned integer") input.min = "0"; }
+  }
+  input.className = "write-value";
+  const form = el("form", null, el("label", null, `${def ? def.name : path} (${type || "untyped"}${def && def.units ? ", " + def.units : ""}) `), input,
+    el("button", { type: "submit", textContent: "Write" }), el("span", { className: "write-error error" }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const refused = await writePath(path, input.value);
+    form.querySelector(".write-error").textContent = refused || "";
+    if (!refused) form.closest("tr").remove();
+  });
+  const cell = el("td", { colSpan: 6 }, form);
+  row.after(el("tr", { className: "write-form" }, cell));
+  input.focus();
 }
 
 function logRequest(text) {
-  const item = document.createElement("li");
-  item.textContent = `${new Date().toLocaleTimeString()} ${text}`;
+  const item = el("li", { textContent: `${new Date().toLocaleTimeString()} ${text}` });
   $("request-log").prepend(item);
   return item;
+}
+function showResult(text, ok) {
+  const box = $("result");
+  box.textContent = text;
+  box.className = "result " + (ok ? "ok" : "error");
 }
 
 async function deviceRequest(label, body) {
   const asyncId = "console-" + Math.random().toString(16).slice(2, 10);
-  state.asyncIds[asyncId] = { label, item: logRequest(`${label}: sent (${asyncId})`) };
-  const { status, data } = await api("POST",
-    `/v2/device-requests/${encodeURIComponent(state.device.id)}?async-id=${asyncId}`, body);
-  if (status !== 202) state.asyncIds[asyncId].item.textContent += ` refused ${status} ${JSON.stringify(data)}`;
+  const item = logRequest(`${label}: sent (${asyncId})`);
+  state.asyncIds[asyncId] = { label, item, path: body.uri };
+  showResult(`${label}: sent`, true);
+  const { status, data } = await api("POST", `/v2/device-requests/${encodeURIComponent(state.device.id)}?async-id=${asyncId}`, body);
+  if (status !== 202) {
+    delete state.asyncIds[asyncId];
+    const why = typeof data === "string" ? data : JSON.stringify(data);
+    item.textContent += ` refused ${status} ${why}`;
+    showResult(`${label}: refused (${status} ${why})`, false);
+    return `${status} ${why}`;
+  }
+  return null;
 }
 function readPath(path) { return deviceRequest("read " + path, { method: "GET", uri: path }); }
 function executePath(path) { return deviceRequest("execute " + path, { method: "POST", uri: path }); }
-function writePath(path) {
-  const value = prompt("Value to write to " + path);
-  if (value !== null) return deviceRequest("write " + path, { method: "PUT", uri: path, "payload-b64": b64encode(value) });
+function writePath(path, value) {
+  return deviceRequest("write " + path, { method: "PUT", uri: path, "content-type": "text/plain", "payload-b64": b64encode(value) });
 }
 async function observePath(path) {
   const { status } = await api("PUT", `/v2/subscriptions/${encodeURIComponent(state.device.id)}${path}`);
   logRequest(`observe ${path}: ${status}`);
+  showResult(`observe ${path}: ${status === 200 || status === 202 ? "subscribed" : "refused " + status}`, status < 300);
+  await loadDevice(state.device.id);
+}
+async function cancelObserve(path) {
+  const { status } = await api("DELETE", `/v2/subscriptions/${encodeURIComponent(state.device.id)}${path}`);
+  logRequest(`cancel observe ${path}: ${status}`);
+  showResult(`cancel observe ${path}: ${status === 204 ? "cancelled" : "refused " + status}`, status === 204);
+  await loadDevice(state.device.id);
 }
 
-function setCell(path, deviceId, value, when) {
+// ---- values, and the plot of a numeric resource's recent ones (inline SVG) --------------------------------
+function remember(path, text) {
+  const def = resourceOf(path);
+  const number = Number(text);
+  if (!def || !NUMERIC.has(def.type) || text === "" || !Number.isFinite(number)) return;
+  const values = (state.history[path] ||= []);
+  values.push(number);
+  if (values.length > HISTORY) values.shift();
+}
+
+function sparkline(values, width, height) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const low = Math.min(...values), high = Math.max(...values);
+  const span = high - low || 1;
+  const step = values.length > 1 ? width / (values.length - 1) : 0;
+  const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+  line.setAttribute("points", values.map((v, i) => `${(i * step).toFixed(1)},${(height - 2 - ((v - low) / span) * (height - 4)).toFixed(1)}`).join(" "));
+  svg.append(line);
+  const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+  title.textContent = `${values.length} values, ${low} … ${high}`;
+  svg.append(title);
+  return svg;
+}
+
+function drawSpark(row, path) {
+  const values = state.history[path] || [];
+  const cell = row.querySelector("td.plot");
+  if (!cell || values.length < 2) return;
+  const svg = sparkline(values, 120, 24);
+  svg.classList.add("spark");
+  svg.dataset.points = String(values.length);
+  cell.replaceChildren(svg);
+}
+
+function setValue(deviceId, path, text, when) {
+  remember(path, text);
   if (!state.device || state.device.id !== deviceId) return;
-  const row = document.querySelector(`#resource-table tr[data-path="${CSS.escape(path)}"]`);
+  const row = document.querySelector(`#resources tr[data-path="${CSS.escape(path)}"]`);
   if (!row) return;
-  row.querySelector(".reported").textContent = value;
+  row.querySelector(".reported").textContent = text;
   row.querySelector(".reported-at").textContent = when;
+  drawSpark(row, path);
   row.classList.remove("flash");
   void row.offsetWidth;
   row.classList.add("flash");
 }
 
-// ---- the WebSocket channel ----------------------------------------------------------------------
-async function connect() {
-  const opened = await api("PUT", "/v2/notification/websocket", {});
-  if (opened.status !== 200 && opened.status !== 201) return;
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${scheme}//${location.host}/v2/notification/websocket-connect`, ["wss", "pelion_" + state.key]);
-  state.ws = ws;
-  ws.onopen = () => { $("live-state").textContent = "live"; $("live-state").classList.add("live"); };
-  ws.onclose = () => {
-    $("live-state").textContent = "offline";
-    $("live-state").classList.remove("live");
-    state.ws = null;
-    if (state.key) state.reconnect = setTimeout(connect, 3000);
-  };
-  ws.onmessage = (message) => onEvents(JSON.parse(message.data));
+// ---- the console's live feed: GET /v3/console/feed, JSON lines ------------------------------------------
+function setLive(live) {
+  $("live-state").textContent = live ? "live" : "offline";
+  $("live-state").classList.toggle("live", live);
 }
-
-function onEvents(events) {
-  const now = Date.now();
-  const when = new Date().toISOString();
-  for (const n of events.notifications || []) {
-    state.eventTimes.push(now);
-    setCell(n.path, n.ep, b64decode(n.payload || ""), when);
-  }
-  for (const r of events["async-responses"] || []) {
-    state.eventTimes.push(now);
-    const pending = state.asyncIds[r.id];
-    if (pending) {
-      const value = r.payload ? b64decode(r.payload) : "";
-      pending.item.textContent += ` → ${r.status}${value ? " " + value : ""}${r.error ? " " + r.error : ""}`;
-      pending.item.classList.add("answered");
-      if (pending.label.startsWith("read ") && r.status === 200 && state.device)
-        setCell(pending.label.slice(5), state.device.id, value, when);
-      delete state.asyncIds[r.id];
+function stopFeed() {
+  state.feedGeneration += 1;
+  if (state.feed) { state.feed.abort(); state.feed = null; }
+  if (state.feedRetry) { clearTimeout(state.feedRetry); state.feedRetry = null; }
+  setLive(false);
+}
+async function startFeed() {
+  if (state.feed || !state.key) return;
+  const generation = ++state.feedGeneration;
+  const controller = new AbortController();
+  state.feed = controller;
+  try {
+    const response = await fetch("/v3/console/feed", { headers: { Authorization: "Bearer " + state.key }, signal: controller.signal });
+    if (response.status === 401) { logout("the key was refused (401)"); return; }
+    if (response.status !== 200) throw new Error("feed " + response.status);
+    setLive(true);
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffered += decoder.decode(value, { stream: true });
+      let newline;
+      while ((newline = buffered.indexOf("\n")) >= 0) {
+        const line = buffered.slice(0, newline);
+        buffered = buffered.slice(newline + 1);
+        if (line) onFeedEvent(JSON.parse(line));
+      }
     }
+  } catch (e) {
+    // aborted by a logout, or the connection ended: retried below while logged in
   }
-  for (const kind of ["registrations", "reg-updates", "de-registrations", "registrations-expired"]) {
-    for (const _ of events[kind] || []) state.eventTimes.push(now);
-    if ((events[kind] || []).length && !$("devices-view").hidden) loadDevices();
+  if (generation !== state.feedGeneration) return;
+  state.feed = null;
+  setLive(false);
+  if (state.key) state.feedRetry = setTimeout(() => { state.feedRetry = null; startFeed(); }, 3000);
+}
+
+function onFeedEvent(event) {
+  const when = new Date().toISOString();
+  if (event.kind !== "heartbeat") state.eventTimes.push(Date.now());
+  if (event.kind === "notification") {
+    for (const v of event.values || []) setValue(event.device_id, v.path, v.value == null ? `(${v.ct})` : v.value, when);
+  } else if (event.kind === "async-response") {
+    const pending = state.asyncIds[event.id];
+    if (!pending) return;
+    delete state.asyncIds[event.id];
+    const text = event.payload ? b64decode(event.payload) : "";
+    const outcome = `${event.status}${text ? " " + text : ""}${event.error ? " " + event.error : ""}`;
+    pending.item.textContent += ` → ${outcome}`;
+    pending.item.classList.add("answered");
+    showResult(`${pending.label}: ${outcome}`, event.status < 300);
+    if (pending.label.startsWith("read ") && event.status === 200 && state.device && text != null && event.ct === "text/plain")
+      setValue(state.device.id, pending.path, text, when);
+    else if (pending.label.startsWith("read ") || pending.label.startsWith("write "))
+      if (state.device) loadDevice(state.device.id); // typed values of TLV answers, desired status: from the echo
+  } else if (["registration", "reg-update", "de-registration", "registration-expired"].includes(event.kind)) {
+    if (!$("devices-view").hidden) loadDevices();
   }
 }
 
-function drawRate() {
-  const canvas = $("rate-graph");
-  const ctx = canvas.getContext("2d");
+// ---- the node: /metrics for a person ---------------------------------------------------------------------
+function parseMetrics(text) {
+  const samples = [];
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const match = line.match(/^([a-zA-Z_:][\w:]*)(\{([^}]*)\})?\s+(\S+)/);
+    if (!match) continue;
+    const labels = {};
+    for (const pair of (match[3] || "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[pair[1]] = pair[2];
+    samples.push({ name: match[1], labels, value: Number(match[4]) });
+  }
+  return samples;
+}
+const sum = (samples, name, filter) => samples.filter((s) => s.name === name && (!filter || filter(s.labels))).reduce((a, s) => a + s.value, 0);
+
+async function loadNode() {
+  let text;
+  try { text = await (await fetch("/metrics")).text(); } catch (e) { return; }
+  const samples = parseMetrics(text);
   const now = Date.now();
-  state.eventTimes = state.eventTimes.filter((t) => now - t < 60000);
-  const buckets = new Array(60).fill(0);
-  for (const t of state.eventTimes) buckets[59 - Math.floor((now - t) / 1000)] += 1;
-  const top = Math.max(1, ...buckets);
-  ctx.clearRect(0, 0, canvas.width, canvas.height);
-  ctx.fillStyle = "#457b9d";
-  const w = canvas.width / 60;
-  buckets.forEach((n, i) => { const h = (n / top) * (canvas.height - 16); ctx.fillRect(i * w, canvas.height - h, w - 1, h); });
-  ctx.fillStyle = "#1d232a";
-  ctx.fillText(`${buckets[59]} /s now, peak ${top} /s (last 60 s)`, 4, 12);
-  canvas.dataset.lastSecond = String(buckets[58]);
+  const enqueued = sum(samples, "devicehub_events_enqueued_total");
+  const notified = sum(samples, "devicehub_notifications_total");
+  const previous = state.lastMetrics;
+  const per = (now2, then) => (previous ? Math.max(0, (now2 - then) / ((now - previous.at) / 1000)) : 0);
+  const rate = per(notified, previous && previous.notified);
+  const enqueueRate = per(enqueued, previous && previous.enqueued);
+  state.lastMetrics = { at: now, enqueued, notified };
+  (state.rates ||= []).push(rate);
+  if (state.rates.length > 30) state.rates.shift();
+  const figures = [
+    ["registered", "Registered devices", sum(samples, "devicehub_registered_devices")],
+    ["events-rate", "Notifications/s from devices", rate.toFixed(1)],
+    ["enqueue-rate", "Events/s into channels", enqueueRate.toFixed(1)],
+    ["channels", "Channels", sum(samples, "devicehub_channels")],
+    ["queued", "Events queued", sum(samples, "devicehub_queue_events")],
+    ["queued-bytes", "Bytes queued", sum(samples, "devicehub_queue_bytes")],
+    ["dropped", "Events shed", sum(samples, "devicehub_events_dropped_total")],
+    ["refused", "CoAP refused (rate limit)", sum(samples, "devicehub_coap_rate_limited_total")],
+    ["udp-drops", "UDP receive drops", sum(samples, "devicehub_udp_receive_drops_total")],
+    ["http-429", "HTTP answered 429", sum(samples, "devicehub_http_requests_total", (l) => l.status === "429")],
+    ["pending", "Device requests pending", sum(samples, "devicehub_device_requests_pending")],
+    ["websockets", "WebSocket connections", sum(samples, "devicehub_websocket_connections")],
+  ];
+  $("node-figures").replaceChildren(...figures.map(([id, label, value]) => {
+    const box = el("div", { className: "figure" }, el("div", { className: "value", textContent: String(value) }), el("div", { className: "label", textContent: label }));
+    box.dataset.figure = id;
+    return box;
+  }));
+  const plot = state.rates.length > 1 ? sparkline(state.rates, 600, 110) : el("span", { className: "muted", textContent: "collecting…" });
+  $("rate-plot").replaceChildren(plot);
+  const queues = samples.filter((s) => s.name === "devicehub_channel_queue_events");
+  const bytes = Object.fromEntries(samples.filter((s) => s.name === "devicehub_channel_queue_bytes").map((s) => [s.labels.key_id, s.value]));
+  $("queue-table").tBodies[0].replaceChildren(...queues.map((s) => {
+    const id = s.labels.key_id;
+    return el("tr", null, td(id), td(s.value), td(bytes[id] ?? ""));
+  }));
+  $("node-updated").textContent = "updated " + new Date().toLocaleTimeString();
 }
 
-// ---- channel ------------------------------------------------------------------------------------
+// ---- channel (read only) --------------------------------------------------------------------------------
 async function loadChannel() {
   const body = $("channel-table").tBodies[0];
   body.replaceChildren();
   const kind = await api("GET", "/v2/notification/channel");
-  if (kind.status !== 200) { body.append(Object.assign(document.createElement("tr"), { textContent: "no channel" })); return; }
+  if (kind.status !== 200) { body.append(el("tr", null, td("no channel", "none"))); return; }
   const mechanism = kind.data.delivery_mechanism;
   const type = { WEB_SOCKET: "websocket", CALLBACK: "callback" }[mechanism];
-  const details = type ? (await api("GET", "/v2/notification/" + type)).data : {};
+  const details = type ? (await api("GET", "/v2/notification/" + type)).data || {} : {};
   for (const [name, value] of Object.entries({ delivery_mechanism: mechanism, ...details })) {
-    const row = document.createElement("tr");
+    const row = el("tr", null, td(name), td(typeof value === "object" ? JSON.stringify(value) : value));
     row.dataset.field = name;
-    row.append(td(name), td(typeof value === "object" ? JSON.stringify(value) : value));
     body.append(row);
   }
 }
 
-// ---- routing ------------------------------------------------------------------------------------
+// ---- routing --------------------------------------------------------------------------------------------
 async function route() {
   takeKeyFromFragment();
   if (!state.key) { show("login-view"); return; }
-  if (!state.ws && !state.reconnect) connect();
+  startFeed();
   const hash = location.hash || "#devices";
   if (hash.startsWith("#device/")) { show("device-view"); await loadDevice(decodeURIComponent(hash.slice(8))); }
   else if (hash === "#channel") { show("channel-view"); await loadChannel(); }
-  else { show("devices-view"); await loadDevices(); }
+  else if (hash === "#node") {
+    show("node-view");
+    await loadNode();
+    if (!state.nodeTimer) state.nodeTimer = setInterval(loadNode, 2000);
+  } else { show("devices-view"); await loadDevices(); }
 }
 
 $("login-form").addEventListener("submit", (event) => {
   event.preventDefault();
   sessionStorage.setItem("devicehub-key", $("key-input").value.trim());
   $("key-input").value = "";
+  state.model = null;
   location.hash = "#devices";
   route();
 });
 $("logout").addEventListener("click", () => logout(""));
-$("device-search").addEventListener("input", renderDevices);
-$("device-state").addEventListener("change", loadDevices);
-$("refresh-devices").addEventListener("click", loadDevices);
+$("device-filter").addEventListener("submit", newSearch);
+for (const id of ["device-state", "device-sort", "device-page-size"]) $(id).addEventListener("change", () => newSearch());
+$("page-next").addEventListener("click", () => { if (state.nextAfter) { state.pages[state.page + 1] = state.nextAfter; state.page += 1; loadDevices(); } });
+$("page-prev").addEventListener("click", () => { if (state.page > 0) { state.page -= 1; loadDevices(); } });
+$("page-first").addEventListener("click", () => { state.page = 0; loadDevices(); });
 window.addEventListener("hashchange", route);
-setInterval(drawRate, 1000);
 route();
