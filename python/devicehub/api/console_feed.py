@@ -1,6 +1,8 @@
-"""The console's own read-only live feed (issue 32 #2): `GET /v3/console/feed` streams the caller's account's events
-as JSON lines, tapped from what the domain publishes, without a notification channel: logging in to the console
-with an application's key never changes that key's channel (the console used to `PUT /v2/notification/websocket`).
+"""The console's own read-only live feed (issue 32 #2): `GET /v3/console/feed`, a WebSocket whose text messages are
+JSON arrays of the caller's account's events, tapped from what the domain publishes, without a notification channel:
+logging in to the console with an application's key never changes that key's channel (the console used to
+`PUT /v2/notification/websocket`). The key travels as on `/v2/notification/websocket-connect` (a `pelion_<key>`
+sub-protocol beside `wss`, or a bearer header); a bad key closes the socket with 1008.
 
 What a feed carries: every notification of the account's devices (whichever key subscribed), the registrations,
 updates and de-registrations of its devices, and the async-responses of requests made with the feed's own key.
@@ -20,9 +22,10 @@ from collections.abc import Callable, Sequence
 import msgspec
 from aiohttp import web
 
-from devicehub.api.context import principal, services
+from devicehub.api.context import authenticate, bearer_token, services
 from devicehub.api.errors import V3Error
 from devicehub.api.route_spec import Reply, Route
+from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
 from devicehub.domain.content_formats import cf_for
 from devicehub.domain.events import (
     AsyncResponseEvent,
@@ -33,13 +36,13 @@ from devicehub.domain.events import (
 )
 from devicehub.domain.object_model import object_id
 from devicehub.domain.ports import EventSink
-from devicehub.errors import RateLimited
+from devicehub.errors import BadRequest, Unauthorized
 from devicehub.lwm2m.content import split_values
 
 QUEUE_EVENTS = 1000
 MAX_FEEDS_PER_ACCOUNT = 16
-HEARTBEAT_S = 15.0
-HEARTBEAT_S_INT = 15
+HEARTBEAT_S = 15.0  # WebSocket pings: a console gone without a close is noticed
+TRY_AGAIN_LATER = 1013  # RFC 6455 §7.4.1 registry: "Try Again Later"
 
 
 class Tap:
@@ -75,10 +78,11 @@ class ConsoleFeed:
                 tap.closed = True
                 tap.ready.set()
 
+    def full(self, account_id: str) -> bool:
+        return len(self._taps.get(account_id, ())) >= MAX_FEEDS_PER_ACCOUNT
+
     def attach(self, account_id: str, key_id: str) -> Tap:
         taps = self._taps.setdefault(account_id, set())
-        if len(taps) >= MAX_FEEDS_PER_ACCOUNT:
-            raise RateLimited(HEARTBEAT_S_INT)  # at most MAX_FEEDS_PER_ACCOUNT: one closes, another may open
         tap = Tap(account_id, key_id)
         taps.add(tap)
         return tap
@@ -126,7 +130,7 @@ class FeedValue(msgspec.Struct, frozen=True):
 
 class FeedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One line of the feed. `kind`: notification, async-response, registration, reg-update, de-registration,
-    registration-expired, or heartbeat (every HEARTBEAT_S without events)."""
+    or registration-expired."""
 
     kind: str
     device_id: str | None = None
@@ -187,35 +191,53 @@ async def _values(request: web.Request, account_id: str, event: NotificationEven
 
 
 async def feed(request: web.Request) -> web.StreamResponse:
-    caller = await principal(request)
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        raise UpgradeRequired("GET /v3/console/feed must be a WebSocket upgrade")
+    ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,), heartbeat=HEARTBEAT_S)
+    if not ws.can_prepare(request).ok:
+        raise BadRequest("WebSocket handshake headers are missing or invalid")
+    raw_key = key_from_protocols(request.headers.get("Sec-WebSocket-Protocol", "")) or bearer_token(request)
+    await ws.prepare(request)
     hub = services(request).feed
-    if hub is None:
-        raise web.HTTPNotFound()
-    tap = hub.attach(caller.account_id, caller.key_id)
     try:
-        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
-        await response.prepare(request)
+        caller = await authenticate(request, raw_key)
+    except Unauthorized:
+        await ws.close(code=POLICY_VIOLATION, message=b"invalid or missing API key")
+        return ws
+    if hub is None or hub.full(caller.account_id):
+        await ws.close(code=TRY_AGAIN_LATER, message=b"too many console feeds for the account")
+        return ws
+    tap = hub.attach(caller.account_id, caller.key_id)
+    reader = asyncio.ensure_future(_until_closed(ws, tap))
+    try:
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(HEARTBEAT_S):
-                    await tap.ready.wait()
+            await tap.ready.wait()
             tap.ready.clear()
             if tap.closed:
                 break
-            if not tap.events:
-                await response.write(_encoder.encode(FeedEvent(kind="heartbeat")) + b"\n")
-                continue
             lines = []
             while tap.events:
                 line = await _line(request, caller.account_id, tap.events.popleft())
                 if tap.dropped:
                     line = msgspec.structs.replace(line, dropped=tap.dropped)
                     tap.dropped = 0
-                lines.append(_encoder.encode(line))
-            await response.write(b"\n".join(lines) + b"\n")
+                lines.append(line)
+            await ws.send_str(_encoder.encode(lines).decode())
+    except ConnectionResetError:
+        pass  # the console went away while a message was on its way
     finally:
         hub.detach(tap)
-    return response
+        reader.cancel()
+        await ws.close()
+    return ws
+
+
+async def _until_closed(ws: web.WebSocketResponse, tap: Tap) -> None:
+    """The console sends nothing; its close (or a missed heartbeat) ends the feed."""
+    async for _ in ws:
+        pass
+    tap.closed = True
+    tap.ready.set()
 
 
 ROUTES: tuple[Route, ...] = (
@@ -223,12 +245,14 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v3/console/feed",
         feed,
-        "The console's read-only live feed of the account's events, as JSON lines (devicehub's own; no channel)",
+        "The console's read-only live feed of the account's events, a WebSocket (devicehub's own; no channel is"
+        " created or changed); the key as `pelion_<key>` sub-protocol or bearer header",
         "console",
         (
-            Reply(200, "a stream of FeedEvent JSON lines, a heartbeat every 15 s", FeedEvent),
-            Reply(401, "missing, unknown or revoked API key", V3Error),
-            Reply(429, "too many feeds open for the account", V3Error),
+            Reply(101, "switching to the WebSocket protocol: messages are JSON arrays of FeedEvent"),
+            Reply(400, "WebSocket handshake headers are missing or invalid", V3Error),
+            Reply(426, "not a WebSocket upgrade", V3Error),
         ),
+        auth=False,  # the key comes with the upgrade (a sub-protocol or bearer header); a bad one closes with 1008
     ),
 )

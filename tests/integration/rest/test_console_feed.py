@@ -1,5 +1,5 @@
-"""The console's live feed (issue 32 #2): a key reads its account's events as JSON lines without any notification
-channel, so logging in to the console never changes an application's channel."""
+"""The console's live feed (issue 32 #2): a key reads its account's events on a WebSocket of the console's own,
+without any notification channel, so logging in to the console never changes an application's channel."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ TEMPERATURE = "/3303/0/5700"
 
 
 class Feed:
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self._ws = ws
         self.seen: list[dict[str, Any]] = []
 
     async def wait_for(self, kind: str, match: Any = lambda e: True, within: float = 10.0) -> dict[str, Any]:
@@ -26,9 +26,9 @@ class Feed:
                 for event in self.seen:
                     if event["kind"] == kind and match(event):
                         return event
-                line = await self._response.content.readline()
-                assert line, "the feed ended"
-                self.seen.append(json.loads(line))
+                message = await self._ws.receive()
+                assert message.type == aiohttp.WSMsgType.TEXT, message
+                self.seen.extend(json.loads(message.data))
 
 
 def test_the_feed_carries_the_accounts_events_typed_values_and_the_keys_answers_without_a_channel(
@@ -38,9 +38,8 @@ def test_the_feed_carries_the_accounts_events_typed_values_and_the_keys_answers_
         async with running_node(tmp_path) as node:
             headers = {"Authorization": f"Bearer {node.dev_api_key}"}
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
-                async with http.get("/v3/console/feed") as response:
-                    assert response.status == 200 and response.content_type == "application/x-ndjson"
-                    feed = Feed(response)
+                async with http.ws_connect("/v3/console/feed") as ws:
+                    feed = Feed(ws)
                     async with device(node, "feed-1", flavor="oma") as sim:
                         device_id = sim.device_id or ""
                         registered = await feed.wait_for("registration")
@@ -68,10 +67,19 @@ def test_the_feed_carries_the_accounts_events_typed_values_and_the_keys_answers_
     run(scenario())
 
 
-def test_the_feed_needs_a_key(tmp_path: Path) -> None:
+def test_the_feed_closes_on_a_bad_key_and_a_plain_get_is_426(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with running_node(tmp_path) as node, aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{node.http_port}/v3/console/feed") as r:
-                assert r.status == 401
+        async with running_node(tmp_path) as node, aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as http:
+            async with http.ws_connect("/v3/console/feed", protocols=("wss", "pelion_ak_wrong")) as ws:
+                message = await ws.receive()
+                assert message.type == aiohttp.WSMsgType.CLOSE and ws.close_code == 1008
+            async with http.get("/v3/console/feed") as r:
+                assert r.status == 426
+            # the console's way: the key as a sub-protocol beside `wss`
+            async with http.ws_connect("/v3/console/feed", protocols=("wss", f"pelion_{node.dev_api_key}")) as ws:
+                assert ws.protocol == "wss"
+                async with device(node, "feed-2"):
+                    message = await ws.receive()
+                    assert json.loads(message.data)[0]["kind"] == "registration"
 
     run(scenario())

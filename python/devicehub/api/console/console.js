@@ -4,7 +4,7 @@
 
 const state = {
   key: null, feed: null, feedRetry: null, device: null, model: null, asyncIds: {}, history: {},
-  pages: [null], page: 0, subscribed: new Set(), eventTimes: [], lastMetrics: null, nodeTimer: null, feedGeneration: 0,
+  pages: [null], page: 0, subscribed: new Set(), lastMetrics: null, nodeTimer: null, rates: [],
 };
 const $ = (id) => document.getElementById(id);
 const HISTORY = 60; // values kept per resource for its plot
@@ -350,53 +350,34 @@ function setValue(deviceId, path, text, when) {
   row.classList.add("flash");
 }
 
-// ---- the console's live feed: GET /v3/console/feed, JSON lines ------------------------------------------
+// ---- the console's live feed: a WebSocket at /v3/console/feed (messages: JSON arrays of events) -------------
 function setLive(live) {
   $("live-state").textContent = live ? "live" : "offline";
   $("live-state").classList.toggle("live", live);
 }
 function stopFeed() {
-  state.feedGeneration += 1;
-  if (state.feed) { state.feed.abort(); state.feed = null; }
+  if (state.feed) { state.feed.onclose = null; state.feed.close(); state.feed = null; }
   if (state.feedRetry) { clearTimeout(state.feedRetry); state.feedRetry = null; }
   setLive(false);
 }
-async function startFeed() {
-  if (state.feed || !state.key) return;
-  const generation = ++state.feedGeneration;
-  const controller = new AbortController();
-  state.feed = controller;
-  try {
-    const response = await fetch("/v3/console/feed", { headers: { Authorization: "Bearer " + state.key }, signal: controller.signal });
-    if (response.status === 401) { logout("the key was refused (401)"); return; }
-    if (response.status !== 200) throw new Error("feed " + response.status);
-    setLive(true);
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffered = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffered += decoder.decode(value, { stream: true });
-      let newline;
-      while ((newline = buffered.indexOf("\n")) >= 0) {
-        const line = buffered.slice(0, newline);
-        buffered = buffered.slice(newline + 1);
-        if (line) onFeedEvent(JSON.parse(line));
-      }
-    }
-  } catch (e) {
-    // aborted by a logout, or the connection ended: retried below while logged in
-  }
-  if (generation !== state.feedGeneration) return;
-  state.feed = null;
-  setLive(false);
-  if (state.key) state.feedRetry = setTimeout(() => { state.feedRetry = null; startFeed(); }, 3000);
+function startFeed() {
+  if (state.feed || state.feedRetry || !state.key) return;
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  // the key as a sub-protocol, as /v2/notification/websocket-connect takes it (a browser WebSocket has no headers)
+  const ws = new WebSocket(`${scheme}//${location.host}/v3/console/feed`, ["wss", "pelion_" + state.key]);
+  state.feed = ws;
+  ws.onopen = () => setLive(true);
+  ws.onmessage = (message) => { for (const event of JSON.parse(message.data)) onFeedEvent(event); };
+  ws.onclose = (closed) => {
+    state.feed = null;
+    setLive(false);
+    if (closed.code === 1008) { logout("the key was refused (401)"); return; }
+    if (state.key) state.feedRetry = setTimeout(() => { state.feedRetry = null; startFeed(); }, 3000);
+  };
 }
 
 function onFeedEvent(event) {
   const when = new Date().toISOString();
-  if (event.kind !== "heartbeat") state.eventTimes.push(Date.now());
   if (event.kind === "notification") {
     for (const v of event.values || []) setValue(event.device_id, v.path, v.value == null ? `(${v.ct})` : v.value, when);
   } else if (event.kind === "async-response") {
