@@ -28,34 +28,36 @@ class ContactBook:
         self._store = store
         self._clock = clock
         self._write_s = write_s
-        self._latest: dict[str, float] = {}  # device id → last contact seen by this node
-        self._pending: dict[str, tuple[str, float]] = {}  # device id → (account id, time) not yet written
+        # the notification path writes these two directly (DeviceService.notifications): no call, no allocation
+        self.latest: dict[str, float] = {}  # device id → last contact seen by this node
+        self.pending: dict[str, Device] = {}  # devices contacted since the last write
         self._task: asyncio.Task[None] | None = None
 
     def seen(self, device: Device, at: float | None = None) -> None:
-        when = self._clock.now() if at is None else at
-        self._latest[device.id] = when
-        self._pending[device.id] = (device.account_id, when)
+        self.latest[device.id] = self._clock.now() if at is None else at
+        self.pending[device.id] = device
 
     def forget(self, device_id: str) -> None:
-        self._latest.pop(device_id, None)
-        self._pending.pop(device_id, None)
+        self.latest.pop(device_id, None)
+        self.pending.pop(device_id, None)
 
     async def last_contacts(self, account_id: str, devices: Sequence[Device]) -> dict[str, float]:
         """Device id → last contact, for each of these devices of one account."""
         stored = await self._store.get_contacts(account_id, [d.id for d in devices])
-        latest = self._latest
+        latest = self.latest
         return {d.id: max(d.last_seen_at, stored.get(d.id, 0.0), latest.get(d.id, 0.0)) for d in devices}
 
     async def write(self) -> None:
-        if not self._pending:
+        if not self.pending:
             return
-        batch, self._pending = self._pending, {}
+        batch, self.pending = self.pending, {}
+        latest = self.latest
+        contacts = [(d.account_id, d.id, latest[d.id]) for d in batch.values() if d.id in latest]
         try:
-            await self._store.put_contacts([(account, device_id, at) for device_id, (account, at) in batch.items()])
+            await self._store.put_contacts(contacts)
         except Exception as error:
-            for device_id, entry in batch.items():  # kept for the next write: a newer contact wins over it
-                self._pending.setdefault(device_id, entry)
+            for device_id, device in batch.items():  # kept for the next write
+                self.pending.setdefault(device_id, device)
             if not self._store.unavailable(error):
                 raise
 

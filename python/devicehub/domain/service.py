@@ -243,13 +243,14 @@ class DeviceService:
     def notifications(self, values: Sequence[tuple[str, str, int | None, bytes, int | None]]) -> None:
         devices = self._devices
         inbox = self._inbox
-        seen = self.contacts.seen
+        latest, pending = self.contacts.latest, self.contacts.pending  # issue 32 #2: the contact, in memory
         now = self._clock.now()
         for device_id, path, content_format, payload, _ in values:
             device = devices.get(device_id)
             if device is not None:
                 inbox.append((device, path, content_format, payload))
-                seen(device, now)
+                latest[device_id] = now
+                pending[device_id] = device
         if inbox and (self._drainer is None or self._drainer.done()):
             self._drainer = asyncio.ensure_future(self._drain_inbox())
 

@@ -23,6 +23,7 @@ from devicehub.errors import Unavailable
 
 DeliveredValue = tuple[Device, str, int | None, bytes]  # (device, path, content format, payload)
 
+_TLV_FORMATS = frozenset(cf for cf in (TLV, 99, 1541, 1542, 1543, 1544) if canonical_cf(cf) == TLV)  # and aliases
 log = logging.getLogger("devicehub.subscriptions")
 
 MAX_CACHED_PATHS = 4096  # routing answers kept per device
@@ -285,7 +286,7 @@ class SubscriptionRouter:
             try:
                 content_type = mime_for(content_format)
                 definition = None
-                if self._objects is not None and content_format is not None and canonical_cf(content_format) == TLV:
+                if content_format in _TLV_FORMATS and self._objects is not None:
                     definition = await self._objects.definition(device.account_id, object_id(path))
                 for resource_path, value, value_type in self._gateway.split_values(
                     path, content_format, payload, content_type, definition
