@@ -27,6 +27,7 @@ __all__ = [
     "CoapMessage",
     "CoapNotification",
     "CoreError",
+    "DtlsConnector",
     "DtlsError",
     "DtlsServer",
     "DtlsSession",
@@ -36,6 +37,9 @@ __all__ = [
     "ObserveLane",
     "QueueError",
     "RequestLog",
+    "TlsConnector",
+    "TlsServer",
+    "TlsSession",
     "TlvError",
     "TlvNode",
     "UdpReceiver",
@@ -381,6 +385,9 @@ class DtlsSession:
         """close_notify, when established."""
     def handle_timeout(self) -> list[bytes]:
         """The last handshake flight again, if OpenSSL's retransmission timer ran out."""
+    def timeout(self) -> float | None:
+        """Seconds until the handshake's retransmission timer runs out (RFC 6347 §4.2.4: 1 s, doubled per
+        retransmission up to 60 s), when `handle_timeout` is due; None once the handshake is over."""
     @property
     def established(self) -> bool: ...
     @property
@@ -515,3 +522,71 @@ class RequestLog:
     def take(self) -> list[tuple[int, bool, Any]]: ...
     def close(self) -> None:
         """Refuses new jobs and returns once the thread has run those handed over (their outcomes stay to take)."""
+
+# ---- TLS over TCP, and the (D)TLS clients (rust/io/src/tls.rs) --------------------------------------------------
+
+@final
+class TlsServer:
+    """A TLS 1.2 server for CoAP over TLS: the LwM2M suites, its certificate, a PSK table, any client certificate
+    requested (the caller judges it), ALPN `coap`, no resumption."""
+
+    def __new__(cls, certificate: bytes, key: bytes) -> Self:
+        """`certificate` and `key` (PKCS#8 or traditional) as DER; DtlsError when they do not match."""
+    def accept(self) -> TlsSession:
+        """A new connection's session, waiting for the ClientHello."""
+    def set_psk(self, identity: bytes, key: bytes) -> None:
+        """Sets an identity's key (at most 64 bytes); DtlsError for an empty identity or key."""
+    def remove_psk(self, identity: bytes) -> bool: ...
+    def psk_count(self) -> int: ...
+
+@final
+class TlsSession:
+    """One TLS connection on a byte pipe, server or client side: its handshake, then its records."""
+
+    def start(self) -> bytes:
+        """A client's ClientHello (the handshake run as far as it goes with nothing received)."""
+    def feed(self, data: bytes) -> tuple[bytes, bytes]:
+        """(decrypted application data, bytes to send); then check `established`, `failure`, `closed`."""
+    def send(self, data: bytes) -> bytes:
+        """`data` (any length) as records: the bytes to send."""
+    def shutdown(self) -> bytes:
+        """close_notify, when established."""
+    @property
+    def established(self) -> bool: ...
+    @property
+    def failure(self) -> str | None:
+        """Why the handshake failed (its alert was in the output)."""
+    @property
+    def closed(self) -> bool:
+        """The peer sent close_notify or a fatal alert, or the session was shut down."""
+    @property
+    def cipher(self) -> str | None:
+        """The negotiated suite's IANA name, e.g. `TLS_PSK_WITH_AES_128_CCM_8`."""
+    @property
+    def psk_identity(self) -> str | None:
+        """The PSK identity offered (also in a failed handshake)."""
+    @property
+    def peer_certificate(self) -> bytes | None:
+        """The peer's certificate as DER."""
+
+@final
+class TlsConnector:
+    """A TLS 1.2 client with one PSK, or one certificate and key (PEM); the server's certificate is not checked."""
+
+    def __new__(
+        cls, *, psk_identity: bytes = b"", psk_key: bytes = b"", certificate: bytes = b"", key: bytes = b""
+    ) -> Self:
+        """DtlsError for an unreadable certificate or key, or an empty or over-long PSK."""
+    def connect(self) -> TlsSession:
+        """A new connection's session; `start()` gives its ClientHello."""
+
+@final
+class DtlsConnector:
+    """A DTLS 1.2 client with one PSK, or one certificate and key (PEM); the server's certificate is not checked."""
+
+    def __new__(
+        cls, *, psk_identity: bytes = b"", psk_key: bytes = b"", certificate: bytes = b"", key: bytes = b""
+    ) -> Self:
+        """DtlsError for an unreadable certificate or key, or an empty or over-long PSK."""
+    def connect(self) -> tuple[DtlsSession, list[bytes]]:
+        """A new session and its ClientHello; `DtlsSession.timeout` says when to call `handle_timeout`."""

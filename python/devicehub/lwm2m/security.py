@@ -167,6 +167,14 @@ class ClientCredentials:
     cert_file: str = ""
     key_file: str = ""
 
+    def engine_options(self) -> dict[str, bytes]:
+        """The keyword arguments of `devicehub._core.TlsConnector` and `DtlsConnector`: the PSK, or the certificate
+        and key read from their PEM files (one file may hold both)."""
+        if self.psk_identity:
+            return {"psk_identity": self.psk_identity.encode(), "psk_key": self.psk_key}
+        with open(self.cert_file, "rb") as certificate, open(self.key_file, "rb") as key:
+            return {"certificate": certificate.read(), "key": key.read()}
+
     def configuration(self, *, stream: bool = False) -> tls.DTLSConfiguration | tls.TLSConfiguration:
         """DTLS 1.2, or with `stream` TLS 1.2 (the version LwM2M 1.1 Transport §5.3 names)."""
         options: dict[str, Any]

@@ -1,11 +1,12 @@
-"""TLS over TCP for CoAP (`coaps+tcp://`, RFC 8323 §2, §8.2; issue 13 #5): Mbed TLS on memory buffers under an
+"""TLS over TCP for CoAP (`coaps+tcp://`, RFC 8323 §2, §8.2; issue 13 #5): OpenSSL on memory byte pipes under an
 asyncio stream protocol.
 
-Python's ssl module has no PSK suites before 3.13, so TLS runs in python-mbedtls, as DTLS does, with the same
-suites, keyring and identity rules (lwm2m/security.py). `TlsStream` is the protocol of one TCP connection: it
-drives the handshake and, once the peer is authenticated, hands the decrypted byte stream to an inner protocol
-(the RFC 8323 framing of lwm2m/tcp.py) through a transport whose `get_extra_info("peer_identity")` says who the
-peer proved to be; what the inner protocol writes goes out as records.
+The engine is the DTLS listener's, from Rust (`devicehub._core.TlsServer`/`TlsConnector`, rust/io/src/tls.rs,
+issue 29 #7: one TLS library), with the same suites, keyring and identity rules (lwm2m/security.py). `TlsStream`
+is the protocol of one TCP connection: it feeds what arrives to its `TlsSession`, sends what that gives back, and,
+once the peer is authenticated, hands the decrypted byte stream to an inner protocol (the RFC 8323 framing of
+lwm2m/tcp.py) through a transport whose `get_extra_info("peer_identity")` says who the peer proved to be; what the
+inner protocol writes goes out as records.
 
 The server side, `TlsAcceptor`, runs at most `max_handshakes` handshakes at once (a connection beyond is closed
 at once), ends a handshake not over within `handshake_timeout` seconds (the clock is injected), logs each refused
@@ -19,32 +20,23 @@ import logging
 from dataclasses import dataclass
 from typing import Any, cast
 
-from mbedtls import tls
-from mbedtls.exceptions import TLSError
-
+from devicehub._core import TlsConnector, TlsServer, TlsSession
 from devicehub.clock import Clock
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.handshake_shares import HANDSHAKES_PER_ADDRESS, HANDSHAKES_PER_PREFIX, HandshakeShares, Refusal
 from devicehub.lwm2m.security import (
-    MAX_RECORD,
     ClientCredentials,
     Keyring,
     PeerIdentity,
-    PskLookup,
     authenticate,
     failure_reason,
-    server_options,
-    step_handshake,
 )
 
 log = logging.getLogger("devicehub.coaps_tcp")
 
-ALPN = "coap"  # RFC 8323 §4.1: the ALPN protocol of CoAP over TLS
 HANDSHAKE_TIMEOUT = 10.0
 MAX_HANDSHAKES = 256
 SWEEP_INTERVAL = 1.0
-# python-mbedtls buffers are 32 KiB rings: bytes go in, and plaintext goes out, one record's worth at a time
-CHUNK = MAX_RECORD
 
 
 @dataclass(slots=True)
@@ -82,16 +74,9 @@ class _Plain(asyncio.Transport):
 class TlsStream(asyncio.Protocol):
     """One TLS connection over TCP; server side with an `acceptor`, client side without (then `ready` tells)."""
 
-    def __init__(
-        self,
-        buffer: tls.TLSWrappedBuffer,
-        inner: asyncio.Protocol,
-        scratch: bytearray,
-        acceptor: TlsAcceptor | None = None,
-    ) -> None:
-        self._buffer = buffer
+    def __init__(self, session: TlsSession, inner: asyncio.Protocol, acceptor: TlsAcceptor | None = None) -> None:
+        self._session = session
         self._inner = inner
-        self._scratch = scratch  # the read buffer, shared by a server's connections: records are copied out of it
         self._acceptor = acceptor
         self._transport: asyncio.Transport | None = None
         self._plain: _Plain | None = None  # set once the peer is authenticated
@@ -109,7 +94,7 @@ class TlsStream(asyncio.Protocol):
         host, port = transport.get_extra_info("peername")[:2]
         self.peer = (str(host), int(port))
         if self._acceptor is None:
-            self._handshake()  # the client speaks first: ClientHello
+            self._write(self._session.start())  # the client speaks first: ClientHello
         elif not self._acceptor.admit(self):
             self.abort()
 
@@ -123,45 +108,44 @@ class TlsStream(asyncio.Protocol):
             self._inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        for start in range(0, len(data), CHUNK):
-            if self.closing:
+        if self.closing:
+            return
+        session = self._session
+        plaintext, output = session.feed(data)
+        self._write(output)
+        if self._plain is None:
+            if session.established:
+                self._handshake_over()
+            elif session.failure is not None:
+                self._handshake_failed(session.failure)
                 return
-            try:
-                self._buffer.receive_from_network(data if len(data) <= CHUNK else data[start : start + CHUNK])
-            except (TLSError, BufferError):
-                self.abort()
-                return
-            if self._plain is None:
-                self._handshake()
-            else:
-                self._read()
+        if plaintext and self._plain is not None and not self.closing:
+            self._inner.data_received(plaintext)
+        if session.closed:  # close_notify (answered), a fatal alert or a record that did not decrypt
+            self.abort()
 
     @property
     def closing(self) -> bool:
         return self._transport is None or self._transport.is_closing()
 
     # ---- the handshake --------------------------------------------------------------------------------
-    def _handshake(self) -> None:
+    def _handshake_failed(self, failure: str) -> None:
+        """The alert is sent; the connection ends."""
+        self.psk_identity = self._session.psk_identity
         acceptor = self._acceptor
-        lookup = acceptor.lookup if acceptor is not None else None
-        if lookup is not None:
-            lookup.offered = None
-        try:
-            if not step_handshake(self._buffer, self._flush):
-                return
-        except TLSError as error:  # the alert is sent
-            if acceptor is not None and lookup is not None:
-                acceptor.refuse(self, failure_reason(error, lookup.offered or self.psk_identity, lookup.keyring))
-            elif self.ready is not None and not self.ready.done():
-                self.ready.set_exception(ConnectionError(f"TLS handshake failed: {error}"))
-            self.abort()
-            return
-        finally:
-            if lookup is not None:
-                self.psk_identity = lookup.offered or self.psk_identity
+        if acceptor is not None:
+            acceptor.refuse(self, failure_reason(failure, self.psk_identity, acceptor.keyring))
+        elif self.ready is not None and not self.ready.done():
+            self.ready.set_exception(ConnectionError(f"TLS handshake failed: {failure}"))
+        self.abort()
+
+    def _handshake_over(self) -> None:
+        session = self._session
+        self.psk_identity = session.psk_identity
+        acceptor = self._acceptor
         if acceptor is not None:
             identity, reason = authenticate(
-                self.psk_identity, self._buffer.getpeercert(binary_form=True), acceptor.lookup.keyring, acceptor.now()
+                self.psk_identity, session.peer_certificate, acceptor.keyring, acceptor.now()
             )
             if identity is None:
                 acceptor.refuse(self, reason)
@@ -170,50 +154,29 @@ class TlsStream(asyncio.Protocol):
             self.identity = identity
             acceptor.established(self)
         assert self._transport is not None
+        cipher = session.cipher
         extra = {
             "peername": self._transport.get_extra_info("peername"),
             "sockname": self._transport.get_extra_info("sockname"),
             "peer_identity": self.identity,
-            "cipher": self._buffer.cipher(),
+            "cipher": None if cipher is None else cipher.replace("_", "-"),  # as lwm2m/dtls.py names it
         }
         self._plain = _Plain(self, extra)
         self._inner.connection_made(self._plain)
         if self.ready is not None and not self.ready.done():
             self.ready.set_result(None)
-        self._read()
 
     # ---- records ---------------------------------------------------------------------------------------
-    def _read(self) -> None:
-        scratch = self._scratch
-        while not self.closing:
-            try:
-                size = self._buffer.readinto(scratch, MAX_RECORD)  # type: ignore[arg-type]  # the stub says bytes
-            except tls.WantReadError:
-                return
-            except TLSError:  # close_notify, end of stream or a fatal alert: the connection is over
-                self.abort()
-                return
-            if not size:
-                return
-            self._inner.data_received(bytes(scratch[:size]))
-
     def send(self, data: bytes) -> None:
         if self._plain is None or self.closing:
             return
-        try:
-            for start in range(0, len(data), CHUNK):  # one record at a time: the output ring holds two at most
-                self._buffer.write(data[start : start + CHUNK])
-                self._flush()
-        except TLSError:
+        self._write(self._session.send(data))
+        if self._session.closed:
             self.abort()
 
-    def _flush(self) -> None:
-        buffer = self._buffer
-        while buffer._output_buffer:
-            chunk = buffer.peek_outgoing(CHUNK)
-            buffer.consume_outgoing(len(chunk))
-            if self._transport is not None:
-                self._transport.write(chunk)
+    def _write(self, output: bytes) -> None:
+        if output and self._transport is not None:
+            self._transport.write(output)
 
     # ---- ending ----------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -221,11 +184,7 @@ class TlsStream(asyncio.Protocol):
         if self.closing:
             return
         if self._plain is not None:
-            try:
-                self._buffer.shutdown()
-            except TLSError:
-                pass
-            self._flush()
+            self._write(self._session.shutdown())
         assert self._transport is not None
         self._transport.close()
 
@@ -235,7 +194,7 @@ class TlsStream(asyncio.Protocol):
 
 
 class TlsAcceptor:
-    """The server side of `coaps+tcp://`: its Mbed TLS context, keyring and bounds; see the module docstring."""
+    """The server side of `coaps+tcp://`: its OpenSSL context, keyring and bounds; see the module docstring."""
 
     def __init__(
         self,
@@ -251,15 +210,8 @@ class TlsAcceptor:
         self._handshake_timeout = handshake_timeout
         # the DTLS listener's bounds and fair share (one mechanism): one address cannot hold every slot
         self._shares = HandshakeShares(max_handshakes, handshakes_per_address, handshakes_per_prefix)
-        self.lookup = PskLookup()
-        config = tls.TLSConfiguration(
-            lowest_supported_version=tls.TLSVersion.TLSv1_2,
-            highest_supported_version=tls.TLSVersion.TLSv1_2,
-            inner_protocols=(ALPN.encode(),),
-            **server_options(certificate, self.lookup),
-        )
-        self._context = tls.ServerContext(config)
-        self._scratch = bytearray(MAX_RECORD)
+        self.keyring = Keyring()
+        self._server = TlsServer(*certificate)  # TLS 1.2, the LwM2M suites, ALPN `coap`, its PSK table
         self._handshaking: dict[TlsStream, None] = {}  # in arrival order
         self._by_peer: dict[Address, TlsStream] = {}  # the same, by the peer's address (what the shares name)
         self._streams: set[TlsStream] = set()  # authenticated
@@ -267,7 +219,7 @@ class TlsAcceptor:
         self.stats = TlsStats()
 
     def protocol(self, inner: asyncio.Protocol) -> TlsStream:
-        return TlsStream(self._context.wrap_buffers(), inner, self._scratch, self)
+        return TlsStream(self._server.accept(), inner, self)
 
     def now(self) -> float:
         return self._clock.now()
@@ -284,7 +236,13 @@ class TlsAcceptor:
     # ---- credentials ---------------------------------------------------------------------------------
     def load(self, keyring: Keyring) -> None:
         """Take a new keyring; connections whose credential it no longer holds end (issue 13 #4)."""
-        self.lookup.keyring = keyring
+        old, self.keyring = self.keyring, keyring
+        for name, entry in keyring.psks.items():
+            if old.psks.get(name) != entry:
+                self._server.set_psk(name.encode(), entry[0])
+        for name in old.psks:
+            if name not in keyring.psks:
+                self._server.remove_psk(name.encode())
         for stream in list(self._streams):
             if stream.identity is not None and not keyring.still_trusts(stream.identity):
                 self.stats.revoked += 1
@@ -297,7 +255,7 @@ class TlsAcceptor:
                 self._streams.discard(stream)
 
     def has_psk(self, identity: str) -> bool:
-        return identity in self.lookup.keyring.psks
+        return identity in self.keyring.psks
 
     def connection_count(self) -> int:
         return len(self._streams)
@@ -362,11 +320,9 @@ class TlsAcceptor:
 async def connect_tls(host: str, port: int, inner: asyncio.Protocol, credentials: ClientCredentials) -> TlsStream:
     """The client side: a TLS connection to `host:port` with a PSK or a certificate; returns once `inner` has it.
     ConnectionError when the handshake fails or the server closes the connection."""
-    context = tls.ClientContext(credentials.configuration(stream=True))
+    connector = TlsConnector(**credentials.engine_options())
     loop = asyncio.get_running_loop()
-    _, stream = await loop.create_connection(
-        lambda: TlsStream(context.wrap_buffers(None), inner, bytearray(MAX_RECORD)), host, port
-    )
+    _, stream = await loop.create_connection(lambda: TlsStream(connector.connect(), inner), host, port)
     assert stream.ready is not None
     await stream.ready
     return stream

@@ -17,18 +17,22 @@
 //!
 //! Its parts: `server` (the context and `accept`), `session` (one peer's handshake and records), `cookie`,
 //! `pipe` (the memory BIO), and `ffi`, the OpenSSL calls the `openssl` crate does not bind safely: every `unsafe`
-//! block of the engine is there.
+//! block of the engine is there (the TLS engine, `crate::tls`, and the DTLS client use it too).
+//!
+//! The client side ([`crate::tls::DtlsConnector`]) makes a [`DtlsSession`] in connect state on the same pipe.
 
 use openssl::error::ErrorStack;
 
+use crate::psk::MAX_PSK;
+
 mod cookie;
-mod ffi;
+pub(crate) mod ffi;
 mod pipe;
 mod server;
 mod session;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use pipe::Pipe;
 pub use server::{is_client_hello, Accepted, DtlsServer};
@@ -41,8 +45,7 @@ pub const CIPHERS: &str =
 pub const MAX_DATAGRAM: usize = 16_384 + 2_048;
 /// The largest plaintext one `send` takes (one record).
 pub const MAX_PLAINTEXT: usize = 16_384;
-const MTU: u32 = 1_400;
-const MAX_PSK: usize = 64; // 512 bits, the largest key Pelion's API accepts
+pub(crate) const MTU: u32 = 1_400;
 
 /// What went wrong setting a server up.
 #[derive(Debug, thiserror::Error)]

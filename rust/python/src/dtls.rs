@@ -6,11 +6,11 @@ use pyo3::types::PyBytes;
 
 use crate::errors::DtlsError;
 
-fn to_py(err: dtls::DtlsError) -> PyErr {
+pub(crate) fn to_py(err: dtls::DtlsError) -> PyErr {
     DtlsError::new_err(err.to_string())
 }
 
-fn datagrams<'py>(py: Python<'py>, out: Vec<Vec<u8>>) -> Vec<Bound<'py, PyBytes>> {
+pub(crate) fn datagrams<'py>(py: Python<'py>, out: Vec<Vec<u8>>) -> Vec<Bound<'py, PyBytes>> {
     out.iter().map(|d| PyBytes::new(py, d)).collect()
 }
 
@@ -66,8 +66,8 @@ impl PyDtlsServer {
 
 /// One peer's DTLS session.
 #[pyclass(module = "devicehub._core", name = "DtlsSession")]
-struct PyDtlsSession {
-    inner: Box<dtls::DtlsSession>,
+pub(crate) struct PyDtlsSession {
+    pub(crate) inner: Box<dtls::DtlsSession>,
 }
 
 #[pymethods]
@@ -92,6 +92,10 @@ impl PyDtlsSession {
 
     fn handle_timeout<'py>(&mut self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
         datagrams(py, self.inner.handle_timeout())
+    }
+
+    fn timeout(&self) -> Option<f64> {
+        self.inner.timeout().map(|left| left.as_secs_f64())
     }
 
     #[getter]

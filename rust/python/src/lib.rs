@@ -11,6 +11,7 @@ mod links;
 mod observe_lane;
 mod queue;
 mod request_log;
+mod tls;
 mod tlv;
 mod udp;
 
@@ -28,5 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     udp::register(m)?;
     observe_lane::register(m)?;
     dtls::register(m)?;
+    tls::register(m)?;
     Ok(())
 }

@@ -1,17 +1,21 @@
 //! The OpenSSL calls the `openssl` crate does not bind or marks `unsafe`, behind safe functions: every `unsafe`
-//! block of the DTLS engine is in this file.
+//! block of the (D)TLS engine (`crate::dtls`, `crate::tls`) is in this file.
 
 use std::ffi::c_void;
+use std::io::{Read, Write};
 use std::mem::MaybeUninit;
 use std::os::raw::{c_int, c_long};
+use std::time::Duration;
 
 use foreign_types::ForeignTypeRef;
 use openssl::error::ErrorStack;
 use openssl::ssl::{SslContextBuilder, SslContextRef, SslRef, SslSessionRef, SslStream};
 
-use super::{Pipe, MAX_PLAINTEXT};
+use super::MAX_PLAINTEXT;
 
-/// `SSL_ctrl` command behind `DTLSv1_handle_timeout` (a macro in ssl.h, not bound by openssl-sys).
+/// `SSL_ctrl` commands behind `DTLSv1_get_timeout` and `DTLSv1_handle_timeout` (macros in ssl.h, not bound by
+/// openssl-sys).
+const DTLS_CTRL_GET_TIMEOUT: c_int = 73;
 const DTLS_CTRL_HANDLE_TIMEOUT: c_int = 74;
 
 extern "C" {
@@ -66,7 +70,7 @@ pub(super) fn free_buffers(ssl: &SslRef) {
 }
 
 /// `DTLSv1_handle_timeout`: retransmits the last flight if the handshake timer ran out.
-pub(super) fn handle_timeout(ssl: &SslRef) {
+pub(crate) fn handle_timeout(ssl: &SslRef) {
     // SAFETY: DTLSv1_handle_timeout on a valid SSL
     unsafe {
         openssl_sys::SSL_ctrl(
@@ -76,6 +80,34 @@ pub(super) fn handle_timeout(ssl: &SslRef) {
             std::ptr::null_mut(),
         );
     }
+}
+
+/// `DTLSv1_get_timeout`: how long until the handshake's retransmission timer runs out (RFC 6347 §4.2.4), None when
+/// no timer runs.
+pub(crate) fn get_timeout(ssl: &SslRef) -> Option<Duration> {
+    let mut left = Timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    // SAFETY: DTLSv1_get_timeout writes one `struct timeval` through the pointer, which points at ours
+    let running = unsafe {
+        openssl_sys::SSL_ctrl(
+            ssl.as_ptr(),
+            DTLS_CTRL_GET_TIMEOUT,
+            0,
+            std::ptr::addr_of_mut!(left).cast(),
+        )
+    };
+    let micros = u64::try_from(left.tv_sec).unwrap_or(0) * 1_000_000
+        + u64::try_from(left.tv_usec).unwrap_or(0);
+    (running == 1).then(|| Duration::from_micros(micros))
+}
+
+/// `struct timeval` as OpenSSL writes it (`time_t` and `suseconds_t` are `long` on the platforms we build for).
+#[repr(C)]
+struct Timeval {
+    tv_sec: c_long,
+    tv_usec: c_long,
 }
 
 /// Drops `session` from `context`'s cache, if it is there.
@@ -89,8 +121,8 @@ pub(super) fn remove_session(context: &SslContextRef, session: &SslSessionRef) {
 }
 
 /// Reads one record into `buffer`, which may be uninitialised; the plaintext read, empty at end of file.
-pub(super) fn read_record<'a>(
-    stream: &mut SslStream<Pipe>,
+pub(crate) fn read_record<'a, S: Read + Write>(
+    stream: &mut SslStream<S>,
     buffer: &'a mut [MaybeUninit<u8>; MAX_PLAINTEXT],
 ) -> Result<&'a [u8], openssl::ssl::Error> {
     let n = stream.ssl_read_uninit(buffer)?;

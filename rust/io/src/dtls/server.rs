@@ -2,7 +2,7 @@
 //! answers a ClientHello without a valid cookie statelessly and makes a session of one with.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use openssl::error::ErrorStack;
 use openssl::pkey::PKey;
@@ -13,16 +13,16 @@ use openssl::ssl::{
 use openssl::x509::X509;
 
 use super::session::DtlsSession;
-use super::{cookie, ffi, DtlsError, Pipe, CIPHERS, MAX_DATAGRAM, MAX_PSK, MTU};
+use super::{cookie, ffi, DtlsError, Pipe, CIPHERS, MAX_DATAGRAM, MTU};
+use crate::psk::PskTable;
 
-type Psks = Arc<RwLock<HashMap<Vec<u8>, Vec<u8>>>>;
 /// Cached sessions the caller tagged: session id → (tag, session), so a tag's sessions can be dropped.
 type Tagged = Arc<Mutex<HashMap<Vec<u8>, (String, SslSession)>>>;
 
 /// A DTLS 1.2 server: its OpenSSL context (suites, certificate, PSK table, cookies, session cache).
 pub struct DtlsServer {
     context: SslContext,
-    psks: Psks,
+    psks: PskTable,
     tagged: Tagged,
 }
 
@@ -45,7 +45,7 @@ impl DtlsServer {
         cache_size: u32,
         cache_timeout: u32,
     ) -> Result<Self, DtlsError> {
-        let psks: Psks = Arc::default();
+        let psks = PskTable::default();
         let tagged: Tagged = Arc::default();
         let mut builder = SslContext::builder(SslMethod::dtls())?;
         builder.set_min_proto_version(Some(SslVersion::DTLS1_2))?;
@@ -65,22 +65,7 @@ impl DtlsServer {
         // resumption with client certificates requested needs a session id context (else OpenSSL refuses it)
         builder.set_session_id_context(b"devicehub-dtls")?;
         cookie::install(&mut builder)?;
-        let table = psks.clone();
-        builder.set_psk_server_callback(move |_, identity, psk| {
-            let Some(identity) = identity else {
-                return Ok(0);
-            };
-            let table = table
-                .read()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            match table.get(identity) {
-                Some(key) if key.len() <= psk.len() => {
-                    psk[..key.len()].copy_from_slice(key);
-                    Ok(key.len())
-                }
-                _ => Ok(0), // unknown identity: OpenSSL sends the unknown_psk_identity alert
-            }
-        });
+        psks.install(&mut builder);
         // ask for a certificate (with the ECDHE-ECDSA suites) and take any: the caller judges it and says why
         builder.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
         let evicted = tagged.clone();
@@ -96,23 +81,17 @@ impl DtlsServer {
 
     /// Sets the key of a PSK identity (a new one, or a new key).
     pub fn set_psk(&self, identity: &[u8], key: &[u8]) -> Result<(), DtlsError> {
-        if identity.is_empty() || key.is_empty() || key.len() > MAX_PSK {
-            return Err(DtlsError::Psk);
-        }
-        let mut table = self.psks.write().unwrap_or_else(|p| p.into_inner());
-        table.insert(identity.to_vec(), key.to_vec());
-        Ok(())
+        self.psks.set(identity, key).map_err(|_| DtlsError::Psk)
     }
 
     /// Removes a PSK identity; true if it was there. Its cached sessions stay until [`Self::forget`].
     pub fn remove_psk(&self, identity: &[u8]) -> bool {
-        let mut table = self.psks.write().unwrap_or_else(|p| p.into_inner());
-        table.remove(identity).is_some()
+        self.psks.remove(identity)
     }
 
     /// How many PSK identities the table holds.
     pub fn psk_count(&self) -> usize {
-        self.psks.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.psks.len()
     }
 
     /// Drops the cached sessions tagged `tag`: they can no longer be resumed. Returns how many.

@@ -29,7 +29,7 @@ pub struct DtlsSession {
 impl DtlsSession {
     /// The session of a ClientHello whose cookie verified, its handshake taken as far as that hello goes; the
     /// datagrams to send.
-    pub(super) fn start(stream: SslStream<Pipe>) -> (Box<Self>, Vec<Vec<u8>>) {
+    pub(crate) fn start(stream: SslStream<Pipe>) -> (Box<Self>, Vec<Vec<u8>>) {
         let mut session = Box::new(DtlsSession {
             stream,
             established: false,
@@ -172,6 +172,15 @@ impl DtlsSession {
             let _ = ErrorStack::get();
         }
         std::mem::take(&mut self.stream.get_mut().outbox)
+    }
+
+    /// How long until the handshake's retransmission timer runs out (RFC 6347 §4.2.4: 1 s, doubled at each
+    /// retransmission up to 60 s), when [`Self::handle_timeout`] is due; None once the handshake is over.
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        if self.established || self.failure.is_some() {
+            return None;
+        }
+        ffi::get_timeout(self.stream.ssl())
     }
 
     /// The handshake is over (full or abbreviated).

@@ -21,12 +21,12 @@ const PEER: &[u8] = b"127.0.0.1:40000";
 const IDENTITY: &[u8] = b"dtls-device-00001";
 const KEY: &[u8] = b"sixteen-byte-key";
 
-fn p256() -> PKey<Private> {
+pub(crate) fn p256() -> PKey<Private> {
     let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
     PKey::from_ec_key(EcKey::generate(&group).unwrap()).unwrap()
 }
 
-fn self_signed(cn: &str, key: &PKey<Private>) -> X509 {
+pub(crate) fn self_signed(cn: &str, key: &PKey<Private>) -> X509 {
     let mut name = X509Name::builder().unwrap();
     name.append_entry_by_nid(Nid::COMMONNAME, cn).unwrap();
     let name = name.build();

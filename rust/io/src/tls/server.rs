@@ -1,0 +1,73 @@
+//! The TLS server's OpenSSL context: TLS 1.2 only, the LwM2M suites, its certificate, the PSK table, any client
+//! certificate requested, ALPN `coap`, no resumption, idle buffers released.
+
+use openssl::pkey::PKey;
+use openssl::ssl::{
+    select_next_proto, AlpnError, Ssl, SslContext, SslMethod, SslMode, SslOptions,
+    SslSessionCacheMode, SslVerifyMode, SslVersion,
+};
+use openssl::x509::X509;
+
+use super::session::TlsSession;
+use super::ALPN;
+use crate::dtls::{DtlsError, CIPHERS};
+use crate::psk::PskTable;
+
+/// A TLS 1.2 server context; each accepted connection is a [`TlsSession`].
+pub struct TlsServer {
+    context: SslContext,
+    psks: PskTable,
+}
+
+impl TlsServer {
+    /// A server with this certificate and key (DER; the key PKCS#8 or traditional).
+    pub fn new(certificate_der: &[u8], key_der: &[u8]) -> Result<Self, DtlsError> {
+        let psks = PskTable::default();
+        let mut builder = SslContext::builder(SslMethod::tls_server())?;
+        builder.set_min_proto_version(Some(SslVersion::TLS1_2))?;
+        builder.set_max_proto_version(Some(SslVersion::TLS1_2))?;
+        builder.set_cipher_list(CIPHERS)?;
+        let certificate = X509::from_der(certificate_der)?;
+        builder.set_certificate(&certificate)?;
+        let key = PKey::private_key_from_der(key_der)?;
+        builder.set_private_key(&key)?;
+        builder.check_private_key()?;
+        builder.set_options(SslOptions::NO_TICKET | SslOptions::NO_RENEGOTIATION);
+        builder.set_session_cache_mode(SslSessionCacheMode::OFF);
+        // an idle connection keeps no 16 KiB+ record buffers (TLS only; DTLS frees them by hand, dtls/session.rs)
+        builder.set_mode(SslMode::RELEASE_BUFFERS);
+        psks.install(&mut builder);
+        // ask for a certificate (with the ECDHE-ECDSA suites) and take any: the caller judges it and says why
+        builder.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
+        // RFC 8323 §4.1: `coap` is the protocol; a client offering only others is refused, one offering none served
+        builder.set_alpn_select_callback(|_, offered| {
+            select_next_proto(ALPN, offered).ok_or(AlpnError::ALERT_FATAL)
+        });
+        Ok(TlsServer {
+            context: builder.build(),
+            psks,
+        })
+    }
+
+    /// A new connection's session, in accept state: it waits for the ClientHello.
+    pub fn accept(&self) -> Result<TlsSession, DtlsError> {
+        let mut ssl = Ssl::new(&self.context)?;
+        ssl.set_accept_state();
+        Ok(TlsSession::new(ssl)?)
+    }
+
+    /// Sets the key of a PSK identity (a new one, or a new key).
+    pub fn set_psk(&self, identity: &[u8], key: &[u8]) -> Result<(), DtlsError> {
+        self.psks.set(identity, key).map_err(|_| DtlsError::Psk)
+    }
+
+    /// Removes a PSK identity; true if it was there.
+    pub fn remove_psk(&self, identity: &[u8]) -> bool {
+        self.psks.remove(identity)
+    }
+
+    /// How many PSK identities the table holds.
+    pub fn psk_count(&self) -> usize {
+        self.psks.len()
+    }
+}
