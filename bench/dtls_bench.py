@@ -41,11 +41,7 @@ from devicehub.lwm2m import codes  # noqa: E402
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint  # noqa: E402
 from devicehub.lwm2m.dtls import server_certificate  # noqa: E402
 from devicehub.lwm2m.dtls_client import DtlsClient  # noqa: E402
-from devicehub.lwm2m.security import (  # noqa: E402
-    MAX_RECORD,
-    ClientCredentials,
-    Keyring,
-)
+from devicehub.lwm2m.security import ClientCredentials, Keyring  # noqa: E402
 from devicehub.lwm2m.server import LwM2MServer  # noqa: E402
 from devicehub.sim.device import PELION, SimDevice  # noqa: E402
 from ingest_bench import CountingCore, Driver, _windows  # noqa: E402
@@ -103,10 +99,11 @@ class SealedDriver(asyncio.DatagramProtocol):
 
 def seal(client: DtlsClient, token: bytes, count: int) -> list[bytes]:
     """`count` CON notifications as records of the client's session, in sequence-number order."""
-    buffer = client._buffer
+    session = client._session
+    assert session is not None
     records = []
     for n in range(1, count + 1):
-        buffer.write(
+        records += session.send(
             coap_encode(
                 codes.CON,
                 codes.CONTENT,
@@ -116,8 +113,6 @@ def seal(client: DtlsClient, token: bytes, count: int) -> list[bytes]:
                 str(n % 100).encode(),
             )
         )
-        records.append(buffer.peek_outgoing(MAX_RECORD))
-        buffer.consume_outgoing(len(records[-1]))
     return records
 
 

@@ -3,11 +3,12 @@
 Used by the simulator and Edge Core. `DtlsClient.bind` binds a UDP socket and hands the endpoint a transport that
 encrypts each datagram for the server; `handshake()` runs a full handshake (PSK or a client certificate; the
 server's certificate is not checked — the simulator is a test tool), again whenever the session is gone (the
-server restarted, swept or revoked it: the device's register timed out). A handshake that stalls is started over,
-up to `attempts` times (python-mbedtls buffers have no retransmission timer). Sessions are not resumed:
-python-mbedtls 2.10 can neither give a session to a new connection (its `TLSSession` has no methods,
-`mbedtls_ssl_set_session` is never called) nor would its server side resume one (no session cache or tickets
-configured); bench/README.md "DTLS session resumption" has the source lines and what a full handshake costs.
+server restarted, swept or revoked it: the device's register timed out). The engine is the DTLS server's, OpenSSL
+from Rust in connect state (`devicehub._core.DtlsConnector`, rust/io/src/tls/client.rs; issue 29 #7), on memory
+datagram pipes: a flight that gets no answer is sent again when the retransmission timer runs out (RFC 6347
+§4.2.4: 1 s, doubled each time; OpenSSL keeps the timer, `DtlsSession.timeout` says when it is due), and a
+handshake not over within `attempts` × HANDSHAKE_STEP_TIMEOUT seconds fails. Sessions are not resumed: a device
+that lost its session makes a new one, as before.
 The credentials (`ClientCredentials`, `client_credentials`) are in lwm2m/security.py: TLS over TCP uses them too.
 """
 
@@ -16,17 +17,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from mbedtls import tls
-from mbedtls.exceptions import TLSError
-
+from devicehub._core import DtlsConnector, DtlsSession
 from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceTimeout
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address
-from devicehub.lwm2m.security import MAX_RECORD, ClientCredentials, step_handshake
+from devicehub.lwm2m.security import ClientCredentials
 
 HANDSHAKE_STEP_TIMEOUT = 2.0
 ATTEMPTS = 4
+FIRST_RETRANSMISSION = 1.0  # RFC 6347 §4.2.4.1: the initial timer, should OpenSSL report none
 
 
 class _ClientTransport:
@@ -50,12 +50,10 @@ class DtlsClient(asyncio.DatagramProtocol):
         self._clock = clock
         self._endpoint = endpoint
         self._server = server
-        self._context = tls.ClientContext(credentials.configuration())
-        self._buffer = self._context.wrap_buffers(None)
+        self._connector = DtlsConnector(**credentials.engine_options())
+        self._session: DtlsSession | None = None
         self._udp: asyncio.DatagramTransport | None = None
         self._progress = asyncio.Event()
-        self._established = False
-        self._failure: Exception | None = None
         self.handshakes = 0  # full handshakes begun on this socket
 
     @classmethod
@@ -91,26 +89,48 @@ class DtlsClient(asyncio.DatagramProtocol):
 
     @property
     def established(self) -> bool:
-        return self._established
+        session = self._session
+        return session is not None and session.established and not session.closed
 
     async def handshake(self, attempts: int = ATTEMPTS) -> None:
         """A full handshake on a fresh session (a live one is ended first); DeviceTimeout when it fails."""
-        if self._established:
-            self.close_session()
-        self._failure = None
-        self._buffer = self._context.wrap_buffers(None)
+        self.close_session()
         self.handshakes += 1
-        await self._handshake(attempts)
+        session, hello = self._connector.connect()
+        self._session = session
+        self._send(hello)
+        deadline = self._clock.now() + attempts * HANDSHAKE_STEP_TIMEOUT
+        while not session.established:
+            if session.failure is not None:
+                self._session = None
+                raise DeviceTimeout(
+                    f"DTLS handshake with {self._server[0]}:{self._server[1]} failed: {session.failure}"
+                )
+            left = deadline - self._clock.now()
+            if left <= 0:
+                self._session = None
+                raise DeviceTimeout(f"no DTLS handshake with {self._server[0]}:{self._server[1]}")
+            timer = session.timeout()
+            await self._progress_or(min(left, FIRST_RETRANSMISSION if timer is None else timer))
+            if not session.established and session.failure is None and not self._progress.is_set():
+                self._send(session.handle_timeout())  # RFC 6347 §4.2.4: the last flight again
+
+    async def _progress_or(self, seconds: float) -> None:
+        """Waits for a datagram from the server or for `seconds` on the clock, whichever comes first."""
+        self._progress.clear()
+        timer = asyncio.ensure_future(self._clock.sleep(seconds))
+        progress = asyncio.ensure_future(self._progress.wait())
+        try:
+            await asyncio.wait((timer, progress), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            progress.cancel()
 
     def close_session(self) -> None:
         """End the session (close_notify) and keep the socket: the next `handshake()` starts another."""
-        if self._established:
-            self._established = False
-            try:
-                self._buffer.shutdown()
-            except TLSError:
-                pass
-            self._flush()
+        session, self._session = self._session, None
+        if session is not None and session.established:
+            self._send(session.shutdown())
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._udp = cast(asyncio.DatagramTransport, transport)
@@ -124,71 +144,23 @@ class DtlsClient(asyncio.DatagramProtocol):
             self._udp.close()
             self._udp = None
 
-    async def _handshake(self, attempts: int) -> None:
-        for _ in range(attempts):
-            self._step()
-            while not self._established and self._failure is None:
-                self._progress.clear()
-                timer = asyncio.ensure_future(self._clock.sleep(HANDSHAKE_STEP_TIMEOUT))
-                progress = asyncio.ensure_future(self._progress.wait())
-                try:
-                    await asyncio.wait((timer, progress), return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    timer.cancel()
-                    progress.cancel()
-                if not self._progress.is_set():
-                    break  # stalled: start over with a fresh ClientHello
-            if self._established:
-                return
-            if self._failure is not None:
-                raise DeviceTimeout(f"DTLS handshake with {self._server[0]}:{self._server[1]} failed: {self._failure}")
-            self._buffer = self._context.wrap_buffers(None)
-        raise DeviceTimeout(f"no DTLS handshake with {self._server[0]}:{self._server[1]}")
-
-    def _step(self) -> None:
-        try:
-            if not step_handshake(self._buffer, self._flush):
-                return
-        except TLSError as error:
-            self._failure = error
-            self._progress.set()
-            return
-        self._established = True
-        self._progress.set()
-
-    def _flush(self) -> None:
-        while self._buffer._output_buffer:
-            chunk = self._buffer.peek_outgoing(MAX_RECORD)
-            self._buffer.consume_outgoing(len(chunk))
-            if self._udp is not None:
-                self._udp.sendto(chunk, self._server)
+    def _send(self, datagrams: list[bytes]) -> None:
+        if self._udp is not None:
+            for datagram in datagrams:
+                self._udp.sendto(datagram, self._server)
 
     def send(self, data: bytes) -> None:
-        if not self._established:
+        session = self._session
+        if session is None or not self.established:
             raise DeviceTimeout("DTLS session closed")  # the device handshakes again before its next Register
-        self._buffer.write(data)
-        self._flush()
+        self._send(session.send(data))
 
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
-        if (addr[0], addr[1]) != self._server:
+        session = self._session
+        if (addr[0], addr[1]) != self._server or session is None:
             return
-        try:
-            self._buffer.receive_from_network(data)
-        except TLSError:
-            return
-        if not self._established:
-            self._progress.set()
-            self._step()
-            if not self._established:
-                return
-        while True:
-            try:
-                plain = self._buffer.read(MAX_RECORD)
-            except tls.WantReadError:
-                return
-            except TLSError:  # close_notify or a fatal alert: the session is over
-                self._established = False
-                return
-            if not plain:
-                return
-            self._endpoint.datagram_received(plain, self._server)
+        records, output = session.feed(data)  # records only once the handshake is over
+        self._send(output)
+        self._progress.set()
+        for record in records:
+            self._endpoint.datagram_received(record, self._server)
