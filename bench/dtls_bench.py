@@ -1,6 +1,6 @@
 """DTLS cost (issue 13 #1): handshakes per second, and notification ingest over DTLS next to plain CoAP.
 
-The server runs in this process (uvloop, the real `LwM2MServer` and its DTLS listener, python-mbedtls) with the
+The server runs in this process (uvloop, the real `LwM2MServer` and its DTLS listener, OpenSSL from Rust) with the
 counting core of `ingest_bench.py`. A second process is the load: it registers `--devices` simulated devices —
 over DTLS with a PSK each (TLS_PSK_WITH_AES_128_CCM_8), or over plain CoAP — and then drives confirmable
 notifications closed-loop, `--window` in flight per device, each sent when the server's ACK comes back (over

@@ -2,7 +2,8 @@
 legitimate device's handshake succeeds while one address floods the listener with half-open handshakes.
 
 The server is its own process (uvloop, the real `DtlsListener` with its default bounds, a keyring of one PSK per
-device), so its RSS is the listener's alone; this process is the load (python-mbedtls clients, one UDP socket each).
+device), so its RSS is the listener's alone; this process is the load (OpenSSL clients as the simulator's, one UDP
+socket each; python-mbedtls ones until issue 29 #7).
 1. `--sessions` devices, each its own identity, handshake (16 at a time, HelloVerifyRequest cookie exchange
    included) and go quiet without a close_notify: their sessions stay open and idle on the server. Figures: full
    handshakes/s (client and server cryptography share the machine's cores), the server process's CPU per handshake
@@ -37,9 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
-from mbedtls import tls
-from mbedtls.exceptions import TLSError
 
+from devicehub._core import DtlsConnector
 from devicehub.lwm2m.security import ClientCredentials
 
 ROOT = Path(__file__).resolve().parent
@@ -106,61 +106,43 @@ def serve(devices: int, conn: Connection) -> None:
 
 
 class Device(asyncio.DatagramProtocol):
-    """One python-mbedtls client on its own socket: full PSK handshakes, its last flight sent again after 1 s."""
+    """One client on its own socket (the OpenSSL engine in connect state, as the simulator's): full PSK handshakes,
+    its last flight sent again when the retransmission timer runs out (1 s at first, RFC 6347 §4.2.4)."""
 
     def __init__(self, identity: str) -> None:
-        self.context = tls.ClientContext(ClientCredentials(psk_identity=identity, psk_key=KEY).configuration())
-        self.buffer: Any = None
+        self.connector = DtlsConnector(**ClientCredentials(psk_identity=identity, psk_key=KEY).engine_options())
+        self.session: Any = None
         self.transport: Any = None
         self.server: tuple[str, int] = ("", 0)
         self.progress = asyncio.Event()
-        self.flight: list[bytes] = []
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        try:
-            self.buffer.receive_from_network(data)
-        except TLSError:
-            return
-        self.progress.set()
+        if self.session is not None:
+            self.send(self.session.feed(data)[1])
+            self.progress.set()
 
-    def step(self) -> bool:
-        """Runs the handshake as far as it goes; True once it is over."""
-        try:
-            while self.buffer._handshake_state is not tls.HandshakeStep.HANDSHAKE_OVER:
-                try:
-                    self.buffer.do_handshake()
-                except tls.WantWriteError:
-                    pass
-        except (tls.WantReadError, tls.HelloVerifyRequest):
-            pass
-        flight = []
-        while self.buffer._output_buffer:
-            chunk = self.buffer.peek_outgoing(16_384)
-            self.buffer.consume_outgoing(len(chunk))
-            flight.append(chunk)
-        if flight:
-            self.flight = flight
-            for datagram in flight:
-                self.transport.sendto(datagram, self.server)
-        return self.buffer._handshake_state is tls.HandshakeStep.HANDSHAKE_OVER
+    def send(self, datagrams: list[bytes]) -> None:
+        for datagram in datagrams:
+            self.transport.sendto(datagram, self.server)
 
     async def handshake(self, server: tuple[str, int], within: float) -> bool:
-        self.server, self.buffer = server, self.context.wrap_buffers(None)
+        self.server = server
+        self.session, hello = self.connector.connect()
+        self.send(hello)
         loop = asyncio.get_running_loop()
         end = loop.time() + within
-        while not self.step():
+        while not self.session.established:
             self.progress.clear()
             left = end - loop.time()
-            if left <= 0:
+            if left <= 0 or self.session.failure is not None:
                 return False
             try:
                 await asyncio.wait_for(self.progress.wait(), min(RETRANSMIT_S, left))
             except TimeoutError:
-                for datagram in self.flight:  # the retransmission timer ran out: the last flight again
-                    self.transport.sendto(datagram, self.server)
+                self.send(self.session.handle_timeout())  # the retransmission timer ran out: the last flight again
         return True
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark in smoke mode: seconds each, checks it runs and prints its summary line.
 # (bench/rest_bench.py needs wrk from Debian: .ci/run installs it)
-# (bench/micro/dtls_library_bench.py is the python-mbedtls half of the DTLS library choice; its OpenSSL half,
+# (bench/micro/dtls_library_bench.py is the python-mbedtls half of the DTLS library choice, skipped unless python-mbedtls
+#  is installed by hand (not a dependency since issue 29 #7); its OpenSSL half,
 #  bench/dtls_openssl, is a separate cargo build run by hand: bench/README.md "DTLS library choice")
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,6 +19,8 @@ of 3 runs:
   sent.
 Prints one summary line and writes bench/results/dtls_library.json. `--smoke`: about a second.
 Reproduce: `python bench/micro/dtls_library_bench.py`; the OpenSSL side: bench/README.md "DTLS library choice".
+python-mbedtls left the project with issue 29 #7 (one TLS library): `pip install "python-mbedtls>=2.10,<3"` to run
+this; without it the bench says so and writes nothing. The service's old configuration is kept here.
 """
 
 from __future__ import annotations
@@ -33,13 +35,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mbedtls import tls
-from mbedtls import version as mbedtls_version
-from mbedtls.exceptions import TLSError
-
 from devicehub.lwm2m.dtls import server_certificate
-from devicehub.lwm2m.dtls_client import ClientCredentials
-from devicehub.lwm2m.security import HANDSHAKE_OVER, MAX_RECORD, server_options
+
+try:
+    from mbedtls import pk as mbedtls_pk
+    from mbedtls import tls
+    from mbedtls import version as mbedtls_version
+    from mbedtls import x509 as mbedtls_x509
+    from mbedtls.exceptions import TLSError
+
+    HANDSHAKE_OVER: Any = tls.HandshakeStep.HANDSHAKE_OVER
+except ImportError:  # not a dependency since issue 29 #7
+    tls = None
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "dtls_library.json"
 PAYLOAD = 64
@@ -48,9 +55,37 @@ PSK_IDENTITY = "dtls-bench-device-00000"
 PSK_KEY = bytes(range(16))
 CLIENT_ID = b"127.0.0.1:40000"  # the cookie parameter: the service uses the peer's "host:port"
 CURVES = {23: "secp256r1", 24: "secp384r1", 25: "secp521r1", 29: "x25519"}
+MAX_RECORD = 16_384
+PSK_SUITES = ("TLS-PSK-WITH-AES-128-CCM-8", "TLS-PSK-WITH-AES-128-CBC-SHA256")
+CERT_SUITES = ("TLS-ECDHE-ECDSA-WITH-AES-128-CCM-8", "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256")
 
 
-def server_configuration(certificate: tuple[bytes, bytes], psks: Mapping[str, bytes]) -> tls.DTLSConfiguration:
+def server_options(certificate: tuple[bytes, bytes], lookup: Mapping[str, bytes]) -> dict[str, Any]:
+    """What both listeners configured in python-mbedtls before issue 29 #7 (lwm2m/security.py then): the LwM2M
+    suites, the certificate, the PSK store; authmode OPTIONAL."""
+    cert_der, key_der = certificate
+    return {
+        "ciphers": PSK_SUITES + CERT_SUITES,
+        "certificate_chain": ((mbedtls_x509.CRT.from_DER(cert_der),), mbedtls_pk.ECC.from_DER(key_der)),
+        "validate_certificates": False,
+        "pre_shared_key_store": lookup,
+    }
+
+
+def client_configuration(*, psk: tuple[str, bytes] | None = None, files: tuple[str, str] = ("", "")) -> Any:
+    """The simulator's python-mbedtls DTLS client configuration before issue 29 #7: a PSK, or a certificate."""
+    options: dict[str, Any]
+    if psk is not None:
+        options = {"ciphers": PSK_SUITES, "pre_shared_key": psk}
+    else:
+        certificate = mbedtls_x509.CRT.from_file(files[0])
+        options = {"ciphers": CERT_SUITES, "certificate_chain": ((certificate,), mbedtls_pk.ECC.from_file(files[1]))}
+    return tls.DTLSConfiguration(
+        validate_certificates=False, lowest_supported_version=tls.DTLSVersion.DTLSv1_2, **options
+    )
+
+
+def server_configuration(certificate: tuple[bytes, bytes], psks: Mapping[str, bytes]) -> Any:
     """The python-mbedtls DTLS server configuration the service used before its DTLS moved to OpenSSL: DTLS 1.2
     only, and what the TLS/TCP listener still uses (`server_options`)."""
     return tls.DTLSConfiguration(
@@ -104,7 +139,7 @@ def _server_step(buffer: Any, out: deque[bytes]) -> str:
 class Pair:
     """A client and a server context and the datagrams that crossed during the last handshake."""
 
-    def __init__(self, server: tls.ServerContext, client: tls.ClientContext) -> None:
+    def __init__(self, server: Any, client: Any) -> None:
         self.server, self.client = server, client
         self.server_datagrams: list[bytes] = []
 
@@ -235,19 +270,20 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="a quick run that checks the bench works")
     args = parser.parse_args()
     seconds = 0.05 if args.smoke else 1.0
+    if tls is None:
+        print("dtls library: skipped, python-mbedtls is not installed (not a dependency since issue 29 #7)")
+        return
 
     with tempfile.TemporaryDirectory() as directory:
         where = Path(directory)
         server_pair = server_certificate(where / "server.pem", where / "server.key", create=True)
         server_certificate(where / "client.pem", where / "client.key", create=True)  # a self-signed P-256 pair
-        psk = ClientCredentials(psk_identity=PSK_IDENTITY, psk_key=PSK_KEY)
-        x509 = ClientCredentials(cert_file=str(where / "client.pem"), key_file=str(where / "client.key"))
+        psk = client_configuration(psk=(PSK_IDENTITY, PSK_KEY))
+        x509 = client_configuration(files=(str(where / "client.pem"), str(where / "client.key")))
         server = tls.ServerContext(server_configuration(server_pair, {PSK_IDENTITY: PSK_KEY}))
         rows = [
-            measure("TLS_PSK_WITH_AES_128_CCM_8", Pair(server, tls.ClientContext(psk.configuration())), seconds),
-            measure(
-                "TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8", Pair(server, tls.ClientContext(x509.configuration())), seconds
-            ),
+            measure("TLS_PSK_WITH_AES_128_CCM_8", Pair(server, tls.ClientContext(psk)), seconds),
+            measure("TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8", Pair(server, tls.ClientContext(x509)), seconds),
         ]
 
     library = f"python-mbedtls ({mbedtls_version.version})"

@@ -30,8 +30,8 @@ certificates (RFC 7925 §4.4).
   offer of one gets a full handshake, refused like any other.
 Until 2026-11-23 python-mbedtls ran these sessions: it binds no session cache and no tickets, so every offered
 session got a full handshake; with OpenSSL the DTLS layer also costs the server about a third less CPU per
-notification (bench/README.md "The service on OpenSSL"). The TLS/TCP listener and the DTLS client stay on
-python-mbedtls.
+notification (bench/README.md "The service on OpenSSL"). Since issue 29 #7 the TLS/TCP listener and the DTLS
+client run on the same engine (rust/io/src/tls.rs) and python-mbedtls is gone.
 Not offered: connection IDs (RFC 9146) — OpenSSL has no DTLS CID in any release (openssl/openssl#18724).
 """
 

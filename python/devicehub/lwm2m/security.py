@@ -1,6 +1,7 @@
 """Who a (D)TLS peer proved to be: what the DTLS listener (lwm2m/dtls.py) and the TLS-over-TCP one (lwm2m/tls_stream.py)
-share — the cipher suites, the keyring, the PSK lookup Mbed TLS calls, the certificate check, the handshake step
-loop on memory buffers, revocation — and the client's credentials (simulator, Edge Core).
+share — the keyring, the certificate check, the identity a handshake proved, why one failed, revocation — and the
+client's credentials (simulator, Edge Core). Both listeners and the clients run on one engine, OpenSSL from Rust
+(rust/io/src/dtls.rs, rust/io/src/tls.rs), which offers the LwM2M 1.1 Transport §5.2/§5.3 suites.
 
 The identity rules are the same on both transports (issue 13 #2): a PSK identity, or the subject CN of a
 certificate issued directly by a CA some account trusts, is the device's name; the credential's account is its
@@ -10,24 +11,12 @@ account; a credential removed from the keyring ends the sessions that proved it 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import NameOID
-from mbedtls import pk as mbedtls_pk
-from mbedtls import tls
-from mbedtls import x509 as mbedtls_x509
-from mbedtls.exceptions import TLSError
-
-# LwM2M 1.1 Transport §5.2 (DTLS) and §5.3 (TLS over TCP) name the same suites
-PSK_SUITES = ("TLS-PSK-WITH-AES-128-CCM-8", "TLS-PSK-WITH-AES-128-CBC-SHA256")
-CERT_SUITES = ("TLS-ECDHE-ECDSA-WITH-AES-128-CCM-8", "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256")
-MAX_RECORD = 16_384
-# the stubs type HandshakeStep members as int; at run time they are enum members
-HANDSHAKE_OVER: Any = tls.HandshakeStep.HANDSHAKE_OVER
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,56 +41,6 @@ class Keyring:
         if identity.method == "psk":
             return identity.credential in self.psks
         return any(ca_id == identity.credential for ca_id, _, _ in self.authorities)
-
-
-class PskLookup(Mapping[str, bytes]):
-    """The PSK store Mbed TLS calls during a handshake; it notes which identity the peer offered."""
-
-    def __init__(self) -> None:
-        self.keyring = Keyring()
-        self.offered: str | None = None
-
-    def __getitem__(self, identity: str) -> bytes:
-        self.offered = identity
-        return self.keyring.psks[identity][0]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keyring.psks)
-
-    def __len__(self) -> int:
-        return len(self.keyring.psks)
-
-
-def server_options(certificate: tuple[bytes, bytes], lookup: Mapping[str, bytes]) -> dict[str, Any]:
-    """The Mbed TLS configuration both listeners share: PSK and certificate suites, our certificate, the PSK store;
-    authmode OPTIONAL (`validate_certificates=False`): `authenticate` decides, so a refusal says why."""
-    cert_der, key_der = certificate
-    return {
-        "ciphers": PSK_SUITES + CERT_SUITES,
-        "certificate_chain": ((mbedtls_x509.CRT.from_DER(cert_der),), mbedtls_pk.ECC.from_DER(key_der)),
-        "validate_certificates": False,
-        "pre_shared_key_store": lookup,
-    }
-
-
-def step_handshake(buffer: tls.TLSWrappedBuffer, flush: Callable[[], None]) -> bool:
-    """Run the handshake as far as the bytes received allow, sending what it produces; True once it is over.
-
-    Raises what Mbed TLS raises: TLSError when it fails (the alert is flushed first), HelloVerifyRequest (DTLS)."""
-    try:
-        while buffer._handshake_state is not HANDSHAKE_OVER:
-            try:
-                buffer.do_handshake()
-            except tls.WantWriteError:
-                flush()
-    except tls.WantReadError:
-        flush()
-        return False
-    except TLSError:
-        flush()
-        raise
-    flush()
-    return True
 
 
 def authenticate(
@@ -174,26 +113,6 @@ class ClientCredentials:
             return {"psk_identity": self.psk_identity.encode(), "psk_key": self.psk_key}
         with open(self.cert_file, "rb") as certificate, open(self.key_file, "rb") as key:
             return {"certificate": certificate.read(), "key": key.read()}
-
-    def configuration(self, *, stream: bool = False) -> tls.DTLSConfiguration | tls.TLSConfiguration:
-        """DTLS 1.2, or with `stream` TLS 1.2 (the version LwM2M 1.1 Transport §5.3 names)."""
-        options: dict[str, Any]
-        if self.psk_identity:
-            options = {"ciphers": PSK_SUITES, "pre_shared_key": (self.psk_identity, self.psk_key)}
-        else:
-            certificate = mbedtls_x509.CRT.from_file(self.cert_file)
-            key = mbedtls_pk.ECC.from_file(self.key_file)
-            options = {"ciphers": CERT_SUITES, "certificate_chain": ((certificate,), key)}
-        if stream:
-            return tls.TLSConfiguration(
-                validate_certificates=False,
-                lowest_supported_version=tls.TLSVersion.TLSv1_2,
-                highest_supported_version=tls.TLSVersion.TLSv1_2,
-                **options,
-            )
-        return tls.DTLSConfiguration(
-            validate_certificates=False, lowest_supported_version=tls.DTLSVersion.DTLSv1_2, **options
-        )
 
 
 def client_credentials(

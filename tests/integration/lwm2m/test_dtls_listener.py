@@ -8,13 +8,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from mbedtls import tls
-
+from devicehub._core import DtlsConnector, DtlsSession
 from devicehub.clock import ManualClock
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Reply
 from devicehub.lwm2m.dtls import DtlsListener, server_certificate
-from devicehub.lwm2m.security import HANDSHAKE_OVER, ClientCredentials, Keyring
+from devicehub.lwm2m.security import ClientCredentials, Keyring
 from support.node import eventually, run
 from support.receive_buffer import holds_burst
 
@@ -26,12 +25,11 @@ class Peer(asyncio.DatagramProtocol):
     """A DTLS client driven by hand over a real UDP socket, so a test can stop it halfway."""
 
     def __init__(self) -> None:
-        self.buffer = tls.ClientContext(ClientCredentials(psk_identity=NAME, psk_key=KEY).configuration()).wrap_buffers(
-            None
-        )
+        self.connector = DtlsConnector(**ClientCredentials(psk_identity=NAME, psk_key=KEY).engine_options())
+        self.session: DtlsSession | None = None
         self.inbox: asyncio.Queue[bytes] = asyncio.Queue()
         self.transport: Any = None
-        self.held: list[bytes] | None = None  # when a list, what `step` would send is kept there instead
+        self.held: list[bytes] | None = None  # when a list, what the peer would send is kept there instead
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -39,22 +37,23 @@ class Peer(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: Any) -> None:
         self.inbox.put_nowait(data)
 
-    def step(self, server: tuple[str, int]) -> None:
-        try:
-            while self.buffer._handshake_state is not HANDSHAKE_OVER:
-                try:
-                    self.buffer.do_handshake()
-                except tls.WantWriteError:
-                    pass
-        except tls.WantReadError:
-            pass
-        while self.buffer._output_buffer:
-            chunk = self.buffer.peek_outgoing(16384)
-            self.buffer.consume_outgoing(len(chunk))
+    def start(self, server: tuple[str, int]) -> None:
+        """Sends a ClientHello (without a cookie)."""
+        self.session, hello = self.connector.connect()
+        self._send(hello, server)
+
+    def answer(self, data: bytes, server: tuple[str, int]) -> None:
+        """Takes a datagram from the server and sends what the handshake answers."""
+        assert self.session is not None
+        _, output = self.session.feed(data)
+        self._send(output, server)
+
+    def _send(self, datagrams: list[bytes], server: tuple[str, int]) -> None:
+        for datagram in datagrams:
             if self.held is not None:
-                self.held.append(chunk)
+                self.held.append(datagram)
             else:
-                self.transport.sendto(chunk, server)
+                self.transport.sendto(datagram, server)
 
 
 async def peer() -> Peer:
@@ -79,23 +78,22 @@ def test_cookie_exchange_is_stateless_and_handshakes_are_bounded_and_timed_out(t
         peers = [await peer() for _ in range(3)]
         try:
             first = peers[0]
-            first.step(server)  # ClientHello without a cookie
+            first.start(server)  # ClientHello without a cookie
             hello_verify = await asyncio.wait_for(first.inbox.get(), 5)
             assert hello_verify[0] == 22 and listener.session_count() == 0  # answered, nothing kept
             assert listener.stats.hello_verify_requests == 1
-            first.buffer.receive_from_network(hello_verify)
-            first.step(server)  # ClientHello with the cookie: now a handshake is under way
+            first.answer(hello_verify, server)  # ClientHello with the cookie: now a handshake is under way
             await asyncio.wait_for(first.inbox.get(), 5)  # ServerHello…; the peer then goes silent
             second = peers[1]
-            second.step(server)
-            second.buffer.receive_from_network(await asyncio.wait_for(second.inbox.get(), 5))
-            second.step(server)
+            second.start(server)
+            second.answer(await asyncio.wait_for(second.inbox.get(), 5), server)
             await asyncio.wait_for(second.inbox.get(), 5)
             assert listener.session_count() == 2
             third = peers[2]
-            third.step(server)  # a HelloVerifyRequest costs no slot: answered whatever the bound
-            third.buffer.receive_from_network(await asyncio.wait_for(third.inbox.get(), 5))
-            third.step(server)  # a third handshake is over the bound, from the prefix holding it: dropped unanswered
+            third.start(server)  # a HelloVerifyRequest costs no slot: answered whatever the bound
+            third.answer(
+                await asyncio.wait_for(third.inbox.get(), 5), server
+            )  # a third handshake is over the bound, from the prefix holding it: dropped unanswered
             await eventually(lambda: listener.stats.busy == 1)
             assert third.inbox.empty() and listener.session_count() == 2
             await clock.advance(11.0)
@@ -124,7 +122,7 @@ def test_a_burst_of_client_hellos_sent_while_the_loop_is_busy_is_answered_in_ful
         client = await peer()
         hellos: list[bytes] = []
         client.held = hellos  # kept by the peer: uvloop's transport methods cannot be replaced
-        client.step(listener.address)  # the ClientHello a device starts with, kept instead of sent
+        client.start(listener.address)  # the ClientHello a device starts with, kept instead of sent
         sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             assert len(hellos) == 1

@@ -1,8 +1,8 @@
 """DTLS session resumption (issue 13 #1): OpenSSL's s_client, offering the session it saved, gets the abbreviated
 handshake ("Reused"), counted by the listener; the resumed peer registers under the identity of the original
 session (it offers no PSK identity of its own); once the PSK is revoked its cached session is gone, the offer
-gets a full handshake and that is refused. The project's own client (python-mbedtls: it cannot offer a session)
-handshakes afresh when the service lost its session (a restart)."""
+gets a full handshake and that is refused. The project's own client (it offers no session) handshakes afresh when
+the service lost its session (a restart)."""
 
 from __future__ import annotations
 
