@@ -49,6 +49,7 @@ KEY = bytes(range(16))
 CONCURRENCY = 16
 TRY_S = 5.0
 RETRANSMIT_S = 1.0
+CONNECTOR = DtlsConnector()  # every device's sessions: each brings its own PSK
 FLOODER = "127.0.3.1"  # another /24 than the devices' 127.0.0.1 (Linux routes all of 127/8 to lo)
 
 
@@ -110,7 +111,7 @@ class Device(asyncio.DatagramProtocol):
     its last flight sent again when the retransmission timer runs out (1 s at first, RFC 6347 §4.2.4)."""
 
     def __init__(self, identity: str) -> None:
-        self.connector = DtlsConnector(**ClientCredentials(psk_identity=identity, psk_key=KEY).engine_options())
+        self.credential = ClientCredentials(psk_identity=identity, psk_key=KEY).engine_options()
         self.session: Any = None
         self.transport: Any = None
         self.server: tuple[str, int] = ("", 0)
@@ -130,7 +131,7 @@ class Device(asyncio.DatagramProtocol):
 
     async def handshake(self, server: tuple[str, int], within: float) -> bool:
         self.server = server
-        self.session, hello = self.connector.connect()
+        self.session, hello = CONNECTOR.connect(**self.credential)
         self.send(hello)
         loop = asyncio.get_running_loop()
         end = loop.time() + within

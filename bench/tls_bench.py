@@ -145,11 +145,10 @@ def _handshake(server: Any, client: Any) -> tuple[Any, float]:
 def _clients(mode: str, client_pem: tuple[bytes, bytes]) -> Callable[[], Any]:
     from devicehub._core import TlsConnector
 
+    connector = TlsConnector()
     if mode == "psk":
-        connector = TlsConnector(psk_identity=IDENTITY.encode(), psk_key=KEY)
-    else:
-        connector = TlsConnector(certificate=client_pem[0], key=client_pem[1])
-    return connector.connect
+        return lambda: connector.connect(psk_identity=IDENTITY.encode(), psk_key=KEY)
+    return lambda: connector.connect(certificate=client_pem[0], key=client_pem[1])
 
 
 def handshake_cpu(engine: str, mode: str, count: int, pairs: Any) -> float:

@@ -571,22 +571,23 @@ class TlsSession:
 
 @final
 class TlsConnector:
-    """A TLS 1.2 client with one PSK, or one certificate and key (PEM); the server's certificate is not checked."""
+    """A TLS 1.2 client (ALPN `coap`); each connection brings its credential. The server's certificate is not
+    checked."""
 
-    def __new__(
-        cls, *, psk_identity: bytes = b"", psk_key: bytes = b"", certificate: bytes = b"", key: bytes = b""
-    ) -> Self:
-        """DtlsError for an unreadable certificate or key, or an empty or over-long PSK."""
-    def connect(self) -> TlsSession:
-        """A new connection's session; `start()` gives its ClientHello."""
+    def __new__(cls) -> Self: ...
+    def connect(
+        self, *, psk_identity: bytes = b"", psk_key: bytes = b"", certificate: bytes = b"", key: bytes = b""
+    ) -> TlsSession:
+        """A new connection proving itself with a PSK, or a certificate and key (PEM); `start()` gives its
+        ClientHello. DtlsError for an unreadable or mismatched certificate and key, or an empty or over-long PSK."""
 
 @final
 class DtlsConnector:
-    """A DTLS 1.2 client with one PSK, or one certificate and key (PEM); the server's certificate is not checked."""
+    """A DTLS 1.2 client; each session brings its credential. The server's certificate is not checked."""
 
-    def __new__(
-        cls, *, psk_identity: bytes = b"", psk_key: bytes = b"", certificate: bytes = b"", key: bytes = b""
-    ) -> Self:
-        """DtlsError for an unreadable certificate or key, or an empty or over-long PSK."""
-    def connect(self) -> tuple[DtlsSession, list[bytes]]:
-        """A new session and its ClientHello; `DtlsSession.timeout` says when to call `handle_timeout`."""
+    def __new__(cls) -> Self: ...
+    def connect(
+        self, *, psk_identity: bytes = b"", psk_key: bytes = b"", certificate: bytes = b"", key: bytes = b""
+    ) -> tuple[DtlsSession, list[bytes]]:
+        """A new session proving itself with a PSK, or a certificate and key (PEM), and its ClientHello;
+        `DtlsSession.timeout` says when to call `handle_timeout`. DtlsError as `TlsConnector.connect`."""

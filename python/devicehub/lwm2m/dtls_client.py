@@ -15,6 +15,7 @@ The credentials (`ClientCredentials`, `client_credentials`) are in lwm2m/securit
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any, cast
 
 from devicehub._core import DtlsConnector, DtlsSession
@@ -27,6 +28,13 @@ from devicehub.lwm2m.security import ClientCredentials
 HANDSHAKE_STEP_TIMEOUT = 2.0
 ATTEMPTS = 4
 FIRST_RETRANSMISSION = 1.0  # RFC 6347 §4.2.4.1: the initial timer, should OpenSSL report none
+
+
+@functools.cache
+def _connector() -> DtlsConnector:
+    """One per process: its OpenSSL contexts cost about as much to build as a handshake; each session brings its
+    own credential."""
+    return DtlsConnector()
 
 
 class _ClientTransport:
@@ -50,7 +58,7 @@ class DtlsClient(asyncio.DatagramProtocol):
         self._clock = clock
         self._endpoint = endpoint
         self._server = server
-        self._connector = DtlsConnector(**credentials.engine_options())
+        self._credential = credentials.engine_options()  # read once: the certificate files are not read per handshake
         self._session: DtlsSession | None = None
         self._udp: asyncio.DatagramTransport | None = None
         self._progress = asyncio.Event()
@@ -96,7 +104,7 @@ class DtlsClient(asyncio.DatagramProtocol):
         """A full handshake on a fresh session (a live one is ended first); DeviceTimeout when it fails."""
         self.close_session()
         self.handshakes += 1
-        session, hello = self._connector.connect()
+        session, hello = _connector().connect(**self._credential)
         self._session = session
         self._send(hello)
         deadline = self._clock.now() + attempts * HANDSHAKE_STEP_TIMEOUT

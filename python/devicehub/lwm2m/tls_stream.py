@@ -16,6 +16,7 @@ handshake once with its reason, and ends the connections whose credential a new 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
@@ -317,12 +318,19 @@ class TlsAcceptor:
                 stream.abort()
 
 
+@functools.cache
+def _connector() -> TlsConnector:
+    """One per process: its OpenSSL contexts cost about as much to build as a handshake; each connection brings its
+    own credential."""
+    return TlsConnector()
+
+
 async def connect_tls(host: str, port: int, inner: asyncio.Protocol, credentials: ClientCredentials) -> TlsStream:
     """The client side: a TLS connection to `host:port` with a PSK or a certificate; returns once `inner` has it.
     ConnectionError when the handshake fails or the server closes the connection."""
-    connector = TlsConnector(**credentials.engine_options())
+    session = _connector().connect(**credentials.engine_options())
     loop = asyncio.get_running_loop()
-    _, stream = await loop.create_connection(lambda: TlsStream(connector.connect(), inner), host, port)
+    _, stream = await loop.create_connection(lambda: TlsStream(session, inner), host, port)
     assert stream.ready is not None
     await stream.ready
     return stream

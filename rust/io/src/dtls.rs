@@ -56,4 +56,6 @@ pub enum DtlsError {
     Psk,
     #[error("a DTLS record carries at most {MAX_PLAINTEXT} bytes")]
     TooLarge,
+    #[error("the private key does not match the certificate")]
+    KeyMismatch,
 }

@@ -124,7 +124,7 @@ fn credential<'a>(
     }
 }
 
-/// A TLS 1.2 client context: one PSK or one certificate.
+/// A TLS 1.2 client: a PSK or a certificate per connection.
 #[pyclass(module = "devicehub._core", name = "TlsConnector", frozen)]
 struct PyTlsConnector {
     inner: tls::TlsConnector,
@@ -133,23 +133,29 @@ struct PyTlsConnector {
 #[pymethods]
 impl PyTlsConnector {
     #[new]
-    #[pyo3(
-        signature = (*, psk_identity = b"".as_slice(), psk_key = b"".as_slice(), certificate = b"".as_slice(), key = b"".as_slice()),
-        text_signature = "(*, psk_identity=b'', psk_key=b'', certificate=b'', key=b'')"
-    )]
-    fn new(psk_identity: &[u8], psk_key: &[u8], certificate: &[u8], key: &[u8]) -> PyResult<Self> {
-        let credential = credential(psk_identity, psk_key, certificate, key);
-        let inner = tls::TlsConnector::new(&credential).map_err(to_py)?;
+    fn new() -> PyResult<Self> {
+        let inner = tls::TlsConnector::new().map_err(to_py)?;
         Ok(PyTlsConnector { inner })
     }
 
-    fn connect(&self) -> PyResult<PyTlsSession> {
-        let inner = self.inner.connect().map_err(to_py)?;
+    #[pyo3(
+        signature = (*, psk_identity = b"".as_slice(), psk_key = b"".as_slice(), certificate = b"".as_slice(), key = b"".as_slice()),
+        text_signature = "(self, *, psk_identity=b'', psk_key=b'', certificate=b'', key=b'')"
+    )]
+    fn connect(
+        &self,
+        psk_identity: &[u8],
+        psk_key: &[u8],
+        certificate: &[u8],
+        key: &[u8],
+    ) -> PyResult<PyTlsSession> {
+        let credential = credential(psk_identity, psk_key, certificate, key);
+        let inner = self.inner.connect(&credential).map_err(to_py)?;
         Ok(PyTlsSession { inner })
     }
 }
 
-/// A DTLS 1.2 client context: one PSK or one certificate.
+/// A DTLS 1.2 client: a PSK or a certificate per session.
 #[pyclass(module = "devicehub._core", name = "DtlsConnector", frozen)]
 struct PyDtlsConnector {
     inner: tls::DtlsConnector,
@@ -158,18 +164,25 @@ struct PyDtlsConnector {
 #[pymethods]
 impl PyDtlsConnector {
     #[new]
-    #[pyo3(
-        signature = (*, psk_identity = b"".as_slice(), psk_key = b"".as_slice(), certificate = b"".as_slice(), key = b"".as_slice()),
-        text_signature = "(*, psk_identity=b'', psk_key=b'', certificate=b'', key=b'')"
-    )]
-    fn new(psk_identity: &[u8], psk_key: &[u8], certificate: &[u8], key: &[u8]) -> PyResult<Self> {
-        let credential = credential(psk_identity, psk_key, certificate, key);
-        let inner = tls::DtlsConnector::new(&credential).map_err(to_py)?;
+    fn new() -> PyResult<Self> {
+        let inner = tls::DtlsConnector::new().map_err(to_py)?;
         Ok(PyDtlsConnector { inner })
     }
 
-    fn connect<'py>(&self, py: Python<'py>) -> PyResult<(PyDtlsSession, Vec<Bound<'py, PyBytes>>)> {
-        let (inner, hello) = self.inner.connect().map_err(to_py)?;
+    #[pyo3(
+        signature = (*, psk_identity = b"".as_slice(), psk_key = b"".as_slice(), certificate = b"".as_slice(), key = b"".as_slice()),
+        text_signature = "(self, *, psk_identity=b'', psk_key=b'', certificate=b'', key=b'')"
+    )]
+    fn connect<'py>(
+        &self,
+        py: Python<'py>,
+        psk_identity: &[u8],
+        psk_key: &[u8],
+        certificate: &[u8],
+        key: &[u8],
+    ) -> PyResult<(PyDtlsSession, Vec<Bound<'py, PyBytes>>)> {
+        let credential = credential(psk_identity, psk_key, certificate, key);
+        let (inner, hello) = self.inner.connect(&credential).map_err(to_py)?;
         Ok((PyDtlsSession { inner }, datagrams(py, hello)))
     }
 }

@@ -25,7 +25,7 @@ class Peer(asyncio.DatagramProtocol):
     """A DTLS client driven by hand over a real UDP socket, so a test can stop it halfway."""
 
     def __init__(self) -> None:
-        self.connector = DtlsConnector(**ClientCredentials(psk_identity=NAME, psk_key=KEY).engine_options())
+        self.credential = ClientCredentials(psk_identity=NAME, psk_key=KEY).engine_options()
         self.session: DtlsSession | None = None
         self.inbox: asyncio.Queue[bytes] = asyncio.Queue()
         self.transport: Any = None
@@ -39,7 +39,7 @@ class Peer(asyncio.DatagramProtocol):
 
     def start(self, server: tuple[str, int]) -> None:
         """Sends a ClientHello (without a cookie)."""
-        self.session, hello = self.connector.connect()
+        self.session, hello = DtlsConnector().connect(**self.credential)
         self._send(hello, server)
 
     def answer(self, data: bytes, server: tuple[str, int]) -> None:

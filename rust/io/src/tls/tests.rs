@@ -41,8 +41,10 @@ fn run(client: &mut TlsSession, server: &mut TlsSession) {
 }
 
 fn psk_client(identity: &[u8], key: &[u8]) -> TlsSession {
-    let connector = TlsConnector::new(&ClientCredential::Psk { identity, key }).unwrap();
-    connector.connect().unwrap()
+    let connector = TlsConnector::new().unwrap();
+    connector
+        .connect(&ClientCredential::Psk { identity, key })
+        .unwrap()
 }
 
 #[test]
@@ -92,12 +94,12 @@ fn a_certificate_client_is_taken_and_its_certificate_handed_over() {
         certificate.to_pem().unwrap(),
         key.private_key_to_pem_pkcs8().unwrap(),
     );
-    let connector = TlsConnector::new(&ClientCredential::Certificate {
+    let credential = ClientCredential::Certificate {
         certificate_pem: &certificate_pem,
         key_pem: &key_pem,
-    })
-    .unwrap();
-    let (mut client, mut session) = (connector.connect().unwrap(), tls.accept().unwrap());
+    };
+    let client = TlsConnector::new().unwrap().connect(&credential);
+    let (mut client, mut session) = (client.unwrap(), tls.accept().unwrap());
     run(&mut client, &mut session);
     assert!(session.established());
     assert_eq!(session.psk_identity(), None);
@@ -105,6 +107,33 @@ fn a_certificate_client_is_taken_and_its_certificate_handed_over() {
         session.peer_certificate(),
         Some(certificate.to_der().unwrap())
     );
+}
+
+#[test]
+fn one_connector_serves_many_identities_and_refuses_an_empty_or_over_long_psk() {
+    let tls = server();
+    tls.set_psk(b"tls-device-000002", KEY).unwrap();
+    let connector = TlsConnector::new().unwrap();
+    for identity in [IDENTITY, b"tls-device-000002"] {
+        let credential = ClientCredential::Psk { identity, key: KEY };
+        let (mut client, mut session) = (
+            connector.connect(&credential).unwrap(),
+            tls.accept().unwrap(),
+        );
+        run(&mut client, &mut session);
+        assert!(session.established());
+        assert_eq!(session.psk_identity(), Some(identity));
+    }
+    let empty = ClientCredential::Psk {
+        identity: b"",
+        key: KEY,
+    };
+    assert!(connector.connect(&empty).is_err());
+    let long = ClientCredential::Psk {
+        identity: IDENTITY,
+        key: &[1; 65],
+    };
+    assert!(connector.connect(&long).is_err());
 }
 
 #[test]
@@ -132,12 +161,12 @@ fn a_dtls_client_handshakes_with_the_dtls_server_and_retransmits_a_lost_flight()
     let (certificate, key) = der_pair();
     let dtls = DtlsServer::new(&certificate, &key, 10, 60).unwrap();
     dtls.set_psk(IDENTITY, KEY).unwrap();
-    let connector = DtlsConnector::new(&ClientCredential::Psk {
+    let connector = DtlsConnector::new().unwrap();
+    let credential = ClientCredential::Psk {
         identity: IDENTITY,
         key: KEY,
-    })
-    .unwrap();
-    let (mut client, hello) = connector.connect().unwrap();
+    };
+    let (mut client, hello) = connector.connect(&credential).unwrap();
     assert!(client.timeout().is_some_and(|left| left.as_secs() <= 1)); // RFC 6347 §4.2.4.1: 1 s at first
     let Accepted::HelloVerify(verify) = dtls.accept(b"peer", &hello[0]) else {
         panic!("no HelloVerifyRequest");
