@@ -124,10 +124,15 @@ class Parts:
     """Registry, writer, authorizer, observation service and registration handler on the fakes."""
 
     def __init__(
-        self, *, store: MemoryPersistence | None = None, allow_nosec: bool = True, max_backlog: int = 100
+        self,
+        *,
+        store: MemoryPersistence | None = None,
+        allow_nosec: bool = True,
+        max_backlog: int = 100,
+        events: RecordingEvents | None = None,
     ) -> None:
         self.clock = ManualClock()
-        self.events = RecordingEvents()
+        self.events = RecordingEvents() if events is None else events
         self.store = store
         self.stats = ServerStats()
         self.registry = Registry(self.events, self.clock, store, expiry_grace=93.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from devicehub.clock import Clock
 from devicehub.domain.model import ObservationRecord, RegistrationRecord
@@ -25,6 +25,12 @@ WRITE_RETRY_S = 1.0  # a batch the store could not write is tried again after th
 # a new device's events (and calls on it) a tenth of a second.
 BATCH_FULL = 128
 BATCH_WINDOW_S = 0.05
+# values a device sends while its Register waits to be announced are held on its pending write, at most this many
+# (a device notifies a few times in the second or two it waits; more is a flood, and the newest are dropped)
+MAX_HELD_VALUES = 32
+
+# a value held until its device's Register is announced: (path, content format, payload, Observe sequence)
+HeldValue = tuple[str, int | None, bytes, int | None]
 
 
 @dataclass(slots=True)
@@ -36,6 +42,10 @@ class _Pending:
     registers: int = 0  # Registers coalesced here, each counted in the backlog until written
     announced: bool = False
     failed: bool = False
+    # issue 30 #3: the values the device sent before its Register was announced, handed on right after the
+    # announcement. A task per value that waited for the device's batch to settle cost a wake-up per waiting value
+    # per batch written (a ramp of notifying devices queued thousands) and asked every batch to be written at once
+    held: list[HeldValue] = field(default_factory=list)
 
 
 class RegistrationWriter:
@@ -58,7 +68,6 @@ class RegistrationWriter:
         self._window: asyncio.Future[None] | None = None  # the next batch gathering company (BATCH_WINDOW_S)
         self._urgent = False  # someone waits for a pending registration: its batch opens no window
         self._closing = False
-        self._tasks: set[asyncio.Future[None]] = set()
 
     @property
     def full(self) -> bool:
@@ -123,6 +132,7 @@ class RegistrationWriter:
                         self._pending[device_id] = entry
                     else:
                         newer.fresh, newer.registers = newer.fresh or entry.fresh, newer.registers + entry.registers
+                        newer.held[:0] = entry.held
                 if self._closing:
                     self.backlog -= sum(e.registers for e in self._pending.values())
                     self._pending = {}
@@ -160,7 +170,9 @@ class RegistrationWriter:
                     log.error("registration of %s failed", entry.device.registration.device_id, exc_info=result)
                     self._registry.forget(entry.device)
                     entry.failed = True
+                    entry.held.clear()  # a registration that failed leaves no trace: its values go with it
                 entry.announced = True
+                self._release(entry)
         store = self._registry.store
         if store is None:
             return
@@ -179,19 +191,29 @@ class RegistrationWriter:
         )
 
     def deliver(self, device_id: str, path: str, content_format: int | None, payload: bytes, seq: int | None) -> None:
-        """Hand a value to the core; one of a device whose Register the core has not heard yet waits for it."""
-        entry = self._pending.get(device_id) or self._writing.get(device_id)
-        if entry is None or not entry.fresh or entry.announced:
+        """Hand a value to the core; one of a device whose Register the core has not heard yet is held until it has
+        (in the order the values came, right after the announcement)."""
+        entry = self._unannounced(device_id)
+        if entry is None:
             self._events.notification(device_id, path, content_format, payload, seq)
+        elif len(entry.held) < MAX_HELD_VALUES:
+            entry.held.append((path, content_format, payload, seq))
+
+    def _unannounced(self, device_id: str) -> _Pending | None:
+        """The device's Register not yet announced to the core (the one being written comes first), if any."""
+        for entry in (self._writing.get(device_id), self._pending.get(device_id)):
+            if entry is not None and entry.fresh and not entry.announced:
+                return entry
+        return None
+
+    def _release(self, entry: _Pending) -> None:
+        """The core has heard of the device's Register: the values held for it go now."""
+        if not entry.held:
             return
-
-        async def later() -> None:
-            await self.settled(device_id)
+        held, entry.held = entry.held, []
+        device_id = entry.device.registration.device_id
+        for path, content_format, payload, seq in held:
             self._events.notification(device_id, path, content_format, payload, seq)
-
-        task = asyncio.ensure_future(later())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def settled(self, device_id: str | None = None) -> None:
         """Return once no write of the device (None: of any device pending now) is left; a deregistration must
