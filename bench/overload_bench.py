@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale_bench import (  # noqa: E402
+from scale_bench import (
     REGISTERED,
     REGISTRATIONS,
     SHED,
@@ -128,9 +128,13 @@ def main() -> None:
     base = goodput[factors[0]]
     ratios = {f: round(goodput[f] / base, 3) if base else 0.0 for f in factors}
     # the same ratio within each round (same-run pairs), then its median
+    base_runs = levels[factors[0]]
     paired = {
         f: round(
-            statistics.median(r["goodput_per_s"] / b["goodput_per_s"] for r, b in zip(levels[f], levels[factors[0]])), 3
+            statistics.median(
+                r["goodput_per_s"] / b["goodput_per_s"] for r, b in zip(levels[f], base_runs, strict=True)
+            ),
+            3,
         )
         for f in factors
     }

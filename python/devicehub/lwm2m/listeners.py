@@ -12,7 +12,7 @@ from devicehub.domain.device_results import NotConnected, NotRegistered
 from devicehub.domain.registration import TCP, UDP, Registration
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
-from devicehub.lwm2m.coap.messages import Address, Handler, LaneHandler, NotificationHandler, Reply
+from devicehub.lwm2m.coap.messages import Address, Handler, LaneHandler, NotificationHandler, Reply, Shed
 from devicehub.lwm2m.coap.parameters import EXCHANGE_LIFETIME, MAX_DATAGRAM, Limits
 from devicehub.lwm2m.dtls import DtlsListener
 from devicehub.lwm2m.security import PeerIdentity
@@ -68,14 +68,21 @@ class Listeners:
         on_request: RequestHandler,
         on_notification: IdentifiedNotificationHandler,
         on_lane_values: LaneHandler,
+        shed: Shed | None = None,
     ) -> None:
-        """Where the listeners started after this hand their requests, notifications and lane values."""
+        """Where the listeners started after this hand their requests, notifications and lane values; `shed` is
+        asked first of every request, on the receive path (the registration handler's overload check)."""
         self._on_request = on_request
         self._on_notification = on_notification
         self._on_lane_values = on_lane_values
+        self._shed = shed
 
-    def _new_endpoint(self, transport: str, on_request: Handler, on_notification: NotificationHandler) -> CoapEndpoint:
-        endpoint = CoapEndpoint(self._clock, on_request, on_notification, limits=self._limits)
+    def _new_endpoint(
+        self, transport: str, on_request: Handler, on_notification: NotificationHandler, *, secure: bool
+    ) -> CoapEndpoint:
+        # plain CoAP where the service requires (D)TLS is refused 4.03 by the handler, never told to come back
+        shed = self._shed if secure or self._allow_nosec else None
+        endpoint = CoapEndpoint(self._clock, on_request, on_notification, limits=self._limits, shed=shed)
         self.endpoints.append((transport, endpoint))
         return endpoint
 
@@ -89,6 +96,7 @@ class Listeners:
             "coap",
             partial(self._on_request, identity=None, transport=UDP),
             partial(self._on_notification, identity=None, transport=UDP),
+            secure=False,
         )
         if RECV_BATCHES and self._allow_nosec:  # the lane runs in the batch reader; plain CoAP only where allowed
             self._add_lane(endpoint)
@@ -97,7 +105,7 @@ class Listeners:
 
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
         """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, with an identity."""
-        endpoint = self._new_endpoint("coaps", *self._identified(self._dtls_identity, UDP))
+        endpoint = self._new_endpoint("coaps", *self._identified(self._dtls_identity, UDP), secure=True)
         self._add_lane(endpoint)  # offered each session's decrypted records
         self.dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
         self.secure = endpoint
@@ -108,6 +116,7 @@ class Listeners:
             "coap_tcp",
             partial(self._on_request, identity=None, transport=TCP),
             partial(self._on_notification, identity=None, transport=TCP),
+            secure=False,
         )
         listener = StreamListener(endpoint)
         await listener.start(host, port)
@@ -119,7 +128,7 @@ class Listeners:
     ) -> StreamListener:
         """The CoAP-over-TLS listener (`coaps+tcp://`, issue 13 #5): its frames reach the same handlers, with the
         identity the TLS handshake proved, under the DTLS listener's rules."""
-        endpoint = self._new_endpoint("coaps_tcp", *self._identified(self._tls_identity, TCP))
+        endpoint = self._new_endpoint("coaps_tcp", *self._identified(self._tls_identity, TCP), secure=True)
         listener = StreamListener(endpoint, tls=TlsAcceptor(self._clock, certificate, **options))
         await listener.start(host, port)
         self._coaps_tcp = listener

@@ -21,7 +21,6 @@ from devicehub.lwm2m.observations import ObservationService
 from devicehub.lwm2m.query import MAX_ENDPOINT_NAME, endpoint_name_in, parse_query
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Device, Observation, Registry
-from devicehub.lwm2m.retry_calendar import RetryCalendar
 from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.server_stats import ServerStats
 
@@ -53,8 +52,16 @@ class RegistrationHandler:
         self._events = events
         self._clock = clock
         self._stats = stats
-        # when shed Registers are told to come back: never more in a second than the backlog holds
-        self._retries = RetryCalendar(most_per_second=writer.max_backlog)
+        self._retries = writer.retries  # when shed Registers are told to come back
+
+    def shed_early(self, message: CoapMessage) -> Reply | None:
+        """A Register that comes while the backlog is full, shed on the receive path (issue 30 #4): before its query
+        and links are parsed, before a task is made for it and before any per-device work, so that a node pushed far
+        past its capacity spends its time admitting. Anything else (None) takes the handler's path."""
+        if not self._writer.full or message.code != codes.POST or message.uri_path != "/rd":
+            return None
+        self._stats.registrations_shed += 1
+        return self._shed()
 
     async def register(
         self,

@@ -12,6 +12,7 @@ from devicehub.domain.ports import DeviceEvents
 from devicehub.errors import Unavailable
 from devicehub.lwm2m.records import record_of
 from devicehub.lwm2m.registry import Device, Registry
+from devicehub.lwm2m.retry_calendar import RetryCalendar
 from devicehub.lwm2m.server_stats import ServerStats
 
 log = logging.getLogger("devicehub.lwm2m")
@@ -61,6 +62,9 @@ class RegistrationWriter:
         self._stats = stats
         self.max_backlog = max_backlog
         self.backlog = 0  # registrations admitted and not yet stored and answered
+        # when shed Registers are told to come back: at the rate this writer stores them (issue 30 #4), never more
+        # in a second than the backlog holds
+        self.retries = RetryCalendar(most_per_second=max_backlog)
         self._pending: dict[str, _Pending] = {}  # device id → its write in the next batch
         self._writing: dict[str, _Pending] = {}  # the batch being written
         self._writer: asyncio.Future[None] | None = None
@@ -142,7 +146,9 @@ class RegistrationWriter:
                     await self._clock.sleep(WRITE_RETRY_S)
                     continue
             else:
-                self.backlog -= sum(entry.registers for entry in batch.values())
+                stored = sum(entry.registers for entry in batch.values())
+                self.backlog -= stored
+                self.retries.stored(self._clock.now(), stored)
             finally:
                 self._writing = {}
                 done, self._batch_done = self._batch_done, None

@@ -71,7 +71,12 @@ class LwM2MServer:
             self.registry, self._writer, self._authorizer, self._observations, events, clock, self.stats
         )
         self._send = SendHandler(self.registry, self._writer, self._authorizer, self.stats)
-        self.listeners.route(self._handle, self._observations.notification, self._observations.lane_values)
+        self.listeners.route(
+            self._handle,
+            self._observations.notification,
+            self._observations.lane_values,
+            self._registrations.shed_early,
+        )
         self._expiry = RegistrationExpiry(self.registry, self._writer, events, clock, self.stats, self.listeners.sweep)
 
     # ---- lifecycle --------------------------------------------------------------------------------

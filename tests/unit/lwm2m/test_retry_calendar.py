@@ -80,3 +80,29 @@ def test_no_second_is_booked_beyond_what_the_backlog_holds() -> None:
     for _ in range(4_000):
         calendar.admitted(T0 + 0.1)
     assert Counter(calendar.retry_after(T0 + 0.2) for _ in range(5_000)) == {2: 2_000, 3: 2_000, 4: 1_000}
+
+
+def test_once_registrations_are_stored_the_rate_is_what_the_node_stores_not_the_backlog_it_admitted_at_once() -> None:
+    """issue 30 #4: a storm's first second admits the whole backlog; booked at that rate, the returns beyond what the
+    node drains were shed again (10 000 offered at 4× capacity: 31 389 sheds for 10 000 devices)."""
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10, most_per_second=2_000)
+    for _ in range(2_000):
+        calendar.admitted(T0 + 0.1)
+    calendar.stored(T0 + 0.9, 800)
+    calendar.stored(T0 + 1.5, 800)
+    assert calendar.rate(T0 + 2.2) == 1_000  # 800 a second stored, a quarter more
+    assert Counter(calendar.retry_after(T0 + 2.2) for _ in range(2_500)) == {2: 1_000, 3: 1_000, 4: 500}
+
+
+def test_a_batch_stored_in_one_lump_counts_over_the_seconds_it_took() -> None:
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
+    calendar.admitted(T0)  # the node started working then
+    calendar.stored(T0 + 2.5, 2_400)  # one long batch ends
+    assert calendar.rate(T0 + 3.1) == 1_000  # 2 400 over three seconds, a quarter more
+
+
+def test_before_anything_is_stored_the_admissions_set_the_rate() -> None:
+    calendar = RetryCalendar(least_s=2, most_s=120, min_rate=10)
+    for _ in range(400):
+        calendar.admitted(T0 + 0.5)
+    assert calendar.rate(T0 + 0.6) == 500

@@ -38,6 +38,7 @@ from devicehub.lwm2m.coap.messages import (
     NotificationHandler,
     Options,
     Reply,
+    Shed,
     Stats,
     option_fault,
 )
@@ -74,6 +75,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         block_size: int = BLOCK_SIZE,
         max_payload: int | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        shed: Shed | None = None,
     ) -> None:
         self._clock = clock
         self._on_notification = on_notification
@@ -92,7 +94,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self.new_token = self._requester.new_token
         self._seen = Deduplicator(clock, limits.dedup_entries, limits.dedup_bytes)
         self._responder = Responder(
-            clock, on_request, self._reply, self.stats, szx=self._szx, max_payload=max_payload, limits=limits
+            clock, on_request, self._reply, self.stats, szx=self._szx, max_payload=max_payload, limits=limits, shed=shed
         )
         self._tasks: set[asyncio.Task[None]] = set()  # the notification handlers' that answer later
         # what this loop turn sends, flushed together at its end (issue 15 #2): on a plain UDP socket everything the

@@ -21,6 +21,9 @@ class Reply:
 
 
 Handler = Callable[[CoapMessage, bytes, Address], Awaitable[Reply | None]]
+# the owner's overload check, asked on the receive path before a request costs a task: a Reply refuses it at once
+# (issue 30 #4: a shed Register must cost far less than an admitted one)
+Shed = Callable[[CoapMessage], Reply | None]
 # True/False at once, or an awaitable of it when the observation must first be looked up (issue 12 #5: another
 # node's or a restarted node's observation is found in the store); the ACK/RST waits for the answer
 NotificationHandler = Callable[[CoapMessage, Address], "bool | Awaitable[bool]"]

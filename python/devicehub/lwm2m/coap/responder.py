@@ -13,7 +13,7 @@ from devicehub.clock import Clock
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap import blockwise
-from devicehub.lwm2m.coap.messages import Address, Handler, Reply, Stats
+from devicehub.lwm2m.coap.messages import Address, Handler, Reply, Shed, Stats
 from devicehub.lwm2m.coap.parameters import UNAVAILABLE_LOG_S, UNAVAILABLE_RETRY_S, Limits
 from devicehub.outages import unavailable
 from devicehub.ratelimit import SourceLimits
@@ -37,9 +37,11 @@ class Responder:
         szx: int,
         max_payload: int | None,
         limits: Limits,
+        shed: Shed | None = None,
     ) -> None:
         self._clock = clock
         self._on_request = on_request
+        self._shed = shed
         self._respond = respond
         # over a stream every request is answered (RFC 8323 §3.3); over UDP a NON one with a fault is not (§4.3)
         self._answer_faults_always = False
@@ -74,6 +76,9 @@ class Responder:
             return True
         if message.has_option(codes.PROXY_URI) or message.has_option(codes.PROXY_SCHEME):
             self.reply(message, remote, Reply(codes.PROXYING_NOT_SUPPORTED))  # §5.7.2: this is no proxy
+            return True
+        if self._shed is not None and (refusal := self._shed(message)) is not None:
+            self.reply(message, remote, refusal)  # before reassembly and before a task: shedding stays cheap
             return True
         block1 = message.block1
         if self._max_payload is not None and len(message.payload) > self._max_payload:
