@@ -271,6 +271,13 @@ class SimulateSettings:
         },
     )
     api_key: str = field(default="", metadata={"help": "API key of --app (its account's channel is used)"})
+    stamp: bool = field(
+        default=False,
+        metadata={
+            "help": "the hot path's notifications carry their send time (as with --app) for an application that "
+            "measures latency itself (bench/locustfile.py)"
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,7 +196,8 @@ class Fleet:
             return
         cumulative = list(itertools.accumulate(rates))
         rng, clock, devices = random.Random(self.rng.random()), self.clock, self.devices
-        stamp = bool(self.settings.app)  # the payload is the send time, for the application to measure latency
+        # the payload is the send time, for the application to measure latency
+        stamp = bool(self.settings.app) or self.settings.stamp
         owed, last = 0.0, clock.now()
         while True:
             await clock.sleep(HOT_TICK)
