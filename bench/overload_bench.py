@@ -19,6 +19,7 @@ Reproduce: `python bench/overload_bench.py --devices 12000 --capacity 700 --runs
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import os
@@ -28,9 +29,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import websocket
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -50,51 +54,69 @@ DEVICES_PER_WORKER = 12_500  # sockets per simulator process: well below the 20 
 # value changes a second per device, each a NON notification from the device's first second registered: the
 # registrations compete with the events of the devices already in (10 000 devices: 1 000 events/s at the end)
 NOTIFY_RATE = 0.1
+OBSERVED = "/3/0/9"  # the Pelion flavour's auto-observed resource: the hot path notifies it
+
+
+def start_node(stack: contextlib.ExitStack, tmp: str, backlog: int, pythonpath: str | None) -> ServiceProcess:
+    """A fresh node (`pythonpath`: that checkout's, for an old-against-new comparison)."""
+    env = {} if pythonpath is None else {"PYTHONPATH": pythonpath}
+    node = ServiceProcess(
+        data_dir=Path(tmp) / "data",
+        extra_args=("--log-level", "warning", "--registration-backlog", str(backlog)),
+        env=env,
+    ).start()
+    stack.callback(node.stop)
+    return node
+
+
+def start_simulator(
+    node: ServiceProcess, devices: int, workers: int, register_rate: float, notify_rate: float, *extra: str
+) -> subprocess.Popen[str]:
+    """`devicehub simulate` of this checkout (the same load generator whichever node it offers load to)."""
+    return subprocess.Popen(
+        node.simulate_command(
+            devices,
+            "--workers", str(workers),
+            "--bind", "127.0.0.0/24",
+            "--prefix", "load-",
+            "--flavor", "pelion",
+            "--non",
+            "--hot-path",
+            "--rate", str(notify_rate),
+            "--register-rate", str(register_rate / workers),
+            *extra,
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def wait_registered(node: ServiceProcess, devices: int, timeout: float) -> tuple[float, float]:
+    """(seconds until the node counted `devices` registered, or the timeout; how many it counted)."""
+    start = time.perf_counter()
+    registered = 0.0
+    while time.perf_counter() - start < timeout:
+        registered = metrics(node.base_url).get(REGISTERED, 0)
+        if registered >= devices:
+            break
+        time.sleep(0.1)
+    return time.perf_counter() - start, registered
 
 
 def one_level(
     devices: int, offered: float, workers: int, timeout: float, backlog: int, pythonpath: str | None
 ) -> dict[str, Any]:
-    """A fresh node offered `devices` new devices at `offered` per second in total: how fast all got in
-    (`pythonpath`: the node and simulator of that checkout, for an old-against-new comparison)."""
-    env = {} if pythonpath is None else {"PYTHONPATH": pythonpath}
+    """A fresh node offered `devices` new devices at `offered` per second in total: how fast all got in."""
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        node = ServiceProcess(
-            data_dir=Path(tmp) / "data",
-            extra_args=("--log-level", "warning", "--registration-backlog", str(backlog)),
-            env=env,
-        ).start()
-        stack.callback(node.stop)
+        node = start_node(stack, tmp, backlog, pythonpath)
         assert node.process is not None
         cpu_before = process_stats(node.process.pid)[1]
-        sim = subprocess.Popen(
-            node.simulate_command(
-                devices,
-                "--workers", str(workers),
-                "--bind", "127.0.0.0/24",
-                "--prefix", "load-",
-                "--flavor", "pelion",
-                "--non",
-                "--hot-path",
-                "--rate", str(NOTIFY_RATE),
-                "--register-rate", str(offered / workers),
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-            env={**os.environ, **env},
-        )  # fmt: skip
+        sim = start_simulator(node, devices, workers, offered, NOTIFY_RATE)
         timeline = Timeline([node.base_url], [node.process.pid])
-        start = time.perf_counter()
-        registered = 0.0
         try:
-            while time.perf_counter() - start < timeout:
-                registered = metrics(node.base_url).get(REGISTERED, 0)
-                if registered >= devices:
-                    break
-                time.sleep(0.1)
-            took = time.perf_counter() - start
+            took, registered = wait_registered(node, devices, timeout)
             values = metrics(node.base_url)
             cpu = process_stats(node.process.pid)[1] - cpu_before
         finally:
@@ -115,6 +137,179 @@ def one_level(
         }
 
 
+def cost_level(args: argparse.Namespace, workers: int, shed: bool, pythonpath: str | None) -> dict[str, float]:
+    """issue 30 #4: node CPU per Register, every one admitted (the default backlog) or every one shed (a backlog of
+    0: the node is always full), `--devices` offered at `--capacity` a second without notifications; the node's CPU
+    is read from /proc over `--window` seconds once the simulator has started, less its idle CPU before."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        node = start_node(stack, tmp, 0 if shed else args.backlog, pythonpath)
+        assert node.process is not None
+        pid = node.process.pid
+        idle_from = process_stats(pid)[1]
+        time.sleep(1.0)
+        idle = process_stats(pid)[1] - idle_from
+        before, counted = process_stats(pid)[1], metrics(node.base_url)
+        sim = start_simulator(node, args.devices, workers, args.capacity, 0.0)
+        try:
+            time.sleep(args.window)
+            cpu = process_stats(pid)[1] - before - idle * args.window
+            values = metrics(node.base_url)
+        finally:
+            stop(sim, signal.SIGKILL)
+        name = SHED if shed else REGISTRATIONS
+        registers = values.get(name, 0) - counted.get(name, 0)
+        return {
+            "registers": registers,
+            "node_cpu_s": round(cpu, 3),
+            "cpu_us_each": round(1e6 * cpu / max(1, registers), 1),
+        }
+
+
+def shed_cost(args: argparse.Namespace, workers: int) -> None:
+    variants = {"new": None} if not args.baseline_pythonpath else {"new": None, "old": args.baseline_pythonpath}
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {n: {"admitted": [], "shed": []} for n in variants}
+    for round_ in range(args.runs):
+        for name, path in variants.items():
+            for kind in ("admitted", "shed"):
+                level = cost_level(args, workers, kind == "shed", path)
+                runs[name][kind].append(level)
+                print(f"cost round {round_ + 1} {name} {kind}: {json.dumps(level)}", file=sys.stderr)
+    summary = {
+        name: {kind: statistics.median(r["cpu_us_each"] for r in runs[name][kind]) for kind in ("admitted", "shed")}
+        for name in variants
+    }
+    result = {
+        "bench": "overload --shed-cost",
+        "devices": args.devices,
+        "offered_per_s": args.capacity,
+        **{name: {"median_cpu_us": summary[name], "levels": runs[name]} for name in variants},
+    }
+    RESULTS_DIR.mkdir(exist_ok=True)
+    (RESULTS_DIR / ("overload-cost-smoke.json" if args.smoke else "overload-cost.json")).write_text(
+        json.dumps(result, indent=2)
+    )
+    print(
+        "overload --shed-cost: node CPU per Register "
+        + "; ".join(
+            f"{name} admitted {m['admitted']:.0f} µs, shed {m['shed']:.0f} µs ({m['shed'] / m['admitted']:.2f})"
+            for name, m in summary.items()
+        )
+        + f" (medians of {args.runs})"
+    )
+
+
+class Latencies:
+    """The application end of `--ramp`: the dev key's WebSocket channel, presubscribed to the observed resource
+    before the devices register; each event's device → application latency with the time it arrived."""
+
+    def __init__(self, node: ServiceProcess) -> None:
+        status, _ = node.api("PUT", "/v2/subscriptions", [{"resource-path": [OBSERVED]}])
+        assert status in (200, 202, 204), status
+        status, _ = node.api("PUT", "/v2/notification/websocket", {})
+        assert status in (200, 201), status
+        url = "ws" + node.base_url.removeprefix("http") + "/v2/notification/websocket-connect"
+        self._ws = websocket.create_connection(url, header=[f"Authorization: Bearer {node.api_key}"])
+        self.events: list[tuple[float, float]] = []  # (arrived, latency in s)
+        self._thread = threading.Thread(target=self._read, name="events", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(websocket.WebSocketException, OSError, ValueError):  # closed at the end
+            while True:
+                frame = self._ws.recv()
+                now = time.time()
+                for note in json.loads(frame).get("notifications", []):
+                    sent = float(base64.b64decode(note["payload"]))
+                    if sent > 1e9:  # a send time (the hot path's), not a plain value
+                        self.events.append((now, now - sent))
+
+    def window(self, start: float, end: float) -> dict[str, float]:
+        """Events/s and latency percentiles (ms) of the events that arrived in [start, end)."""
+        latencies = sorted(latency for arrived, latency in self.events if start <= arrived < end)
+        if len(latencies) < 2:
+            return {"events_per_s": 0.0, "p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
+        cuts = statistics.quantiles(latencies, n=100)
+        return {
+            "events_per_s": round(len(latencies) / (end - start), 1),
+            "p50_ms": round(cuts[49] * 1000, 1),
+            "p99_ms": round(cuts[98] * 1000, 1),
+            "max_ms": round(latencies[-1] * 1000, 1),
+        }
+
+    def close(self) -> None:
+        self._ws.close()
+        self._thread.join(timeout=5)
+
+
+def ramp_level(args: argparse.Namespace, workers: int, pythonpath: str | None) -> dict[str, Any]:
+    """issue 30 #3: `--devices` register at `--capacity` a second and notify `--notify-rate` times a second each from
+    their first second; device → WebSocket latency per second, and its p99 in the window `--after` seconds after
+    the ramp (the node counted all registered) for `--window` seconds."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        node = start_node(stack, tmp, args.backlog, pythonpath)
+        latencies = Latencies(node)
+        stack.callback(latencies.close)
+        started = time.time()
+        sim = start_simulator(node, args.devices, workers, args.capacity, args.notify_rate, "--stamp")
+        try:
+            took, registered = wait_registered(node, args.devices, args.timeout)
+            ramp_end = time.time()
+            time.sleep(args.after + args.window)
+        finally:
+            stop(sim, signal.SIGKILL)
+        seconds = [latencies.window(t, t + 1) for t in range(int(started), int(ramp_end + args.after + args.window))]
+        return {
+            "ramp_s": round(took, 2),
+            "registered": int(registered),
+            "after_ramp": latencies.window(ramp_end + args.after, ramp_end + args.after + args.window),
+            "during_ramp": latencies.window(started, ramp_end),
+            "worst_second_p99_ms": max((s["p99_ms"] for s in seconds if s["events_per_s"]), default=float("nan")),
+            "per_second": seconds,
+            "load_average": os.getloadavg()[0],
+        }
+
+
+def ramp(args: argparse.Namespace, workers: int) -> None:
+    variants = {"new": None} if not args.baseline_pythonpath else {"new": None, "old": args.baseline_pythonpath}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for round_ in range(args.runs):
+        for name, path in variants.items():
+            level = ramp_level(args, workers, path)
+            runs[name].append(level)
+            brief = {k: v for k, v in level.items() if k != "per_second"}
+            print(f"ramp round {round_ + 1} {name}: {json.dumps(brief)}", file=sys.stderr)
+
+    def medians(levels: list[dict[str, Any]]) -> dict[str, float]:
+        return {
+            "p50_ms": statistics.median(r["after_ramp"]["p50_ms"] for r in levels),
+            "p99_ms": statistics.median(r["after_ramp"]["p99_ms"] for r in levels),
+            "worst_second_p99_ms": statistics.median(r["worst_second_p99_ms"] for r in levels),
+            "ramp_s": statistics.median(r["ramp_s"] for r in levels),
+        }
+
+    result = {
+        "bench": "overload --ramp",
+        "devices": args.devices,
+        "register_rate": args.capacity,
+        "notify_rate": args.notify_rate,
+        "after_s": args.after,
+        "window_s": args.window,
+        "runs": args.runs,
+        **{name: {"median": medians(runs[name]), "levels": runs[name]} for name in variants},
+    }
+    RESULTS_DIR.mkdir(exist_ok=True)
+    (RESULTS_DIR / ("overload-ramp-smoke.json" if args.smoke else "overload-ramp.json")).write_text(
+        json.dumps(result, indent=2)
+    )
+    line = f"overload --ramp: {args.devices} devices at {args.capacity:.0f}/s, {args.notify_rate:g} events/s each: "
+    line += "; ".join(
+        f"{name} p50 {m['p50_ms']:.0f} ms p99 {m['p99_ms']:.0f} ms {args.after:g} s after the ramp "
+        f"(worst second's p99 {m['worst_second_p99_ms']:.0f} ms, ramp {m['ramp_s']:.1f} s)"
+        for name, m in ((name, result[name]["median"]) for name in variants)  # type: ignore[index]
+    )
+    print(line + f" (medians of {args.runs})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=int, default=12_000)
@@ -128,13 +323,30 @@ def main() -> None:
         "--baseline-pythonpath",
         help="also run each level with this PYTHONPATH (another checkout's python/), alternating: old against new",
     )
+    parser.add_argument("--ramp", action="store_true", help="issue 30 #3: latency after a ramp (see ramp_level)")
+    parser.add_argument(
+        "--shed-cost", action="store_true", help="node CPU per admitted and per shed Register (see cost_level)"
+    )
+    parser.add_argument("--notify-rate", type=float, default=1.0, help="--ramp: events/s per device")
+    parser.add_argument("--after", type=float, default=5.0, help="--ramp: the latency window starts this long after")
+    parser.add_argument("--window", type=float, default=5.0, help="--ramp: the latency window's length")
     parser.add_argument("--smoke", action="store_true", help="a few seconds: 300 devices, one round")
     args = parser.parse_args()
-    if args.smoke:
+    if args.smoke and args.shed_cost:
+        args.devices, args.capacity, args.runs, args.workers, args.window = 300, 150.0, 1, 1, 2.0
+    elif args.smoke and args.ramp:
+        args.devices, args.capacity, args.runs, args.workers, args.after, args.window = 300, 150.0, 1, 1, 1.0, 2.0
+    elif args.smoke:
         # a backlog of 50 so that the smoke run sheds too
         args.devices, args.capacity, args.runs, args.workers, args.timeout, args.backlog = 300, 150.0, 1, 1, 60.0, 50
     factors = [float(f) for f in args.factors.split(",")]
     workers = max(args.workers, -(-args.devices // DEVICES_PER_WORKER))
+    if args.ramp:
+        ramp(args, workers)
+        return
+    if args.shed_cost:
+        shed_cost(args, workers)
+        return
     variants = {"new": None} if not args.baseline_pythonpath else {"new": None, "old": args.baseline_pythonpath}
     results: dict[str, dict[str, Any]] = {}
     levels: dict[str, dict[float, list[dict[str, Any]]]] = {name: {f: [] for f in factors} for name in variants}

@@ -5,8 +5,8 @@ to them (issue 30 #7), the events of two notification channels held by Locust us
 callback receiver, each on an API key of its own made here — with each event's device → application latency in
 Locust's statistics (request type `EVENT`): events/s and p50/p99 per channel. The devices are
 `devicehub simulate --hot-path --non --stamp` sending `--event-rate` notifications a second in total; every one goes
-to both channels (each key presubscribes to the observed resource). `--event-rate 0`: REST only, as before.
-Prints one summary line and writes bench/results/rest_load.json. `--smoke` runs a few seconds.
+to both channels (each key presubscribes to the observed resource). Without `--event-rate`: REST only, as before.
+Prints one summary line and writes bench/results/rest_load.json. `--smoke` runs a few seconds, events included.
 Reproduce: `python bench/rest_load.py --devices 50 --users 20 --seconds 30 --event-rate 1200`.
 """
 
@@ -76,7 +76,9 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=50)
     parser.add_argument("--users", type=int, default=20, help="REST users (the two event users come on top)")
     parser.add_argument("--seconds", type=int, default=30)
-    parser.add_argument("--event-rate", type=float, default=1200.0, help="notifications/s the devices send in total")
+    parser.add_argument(
+        "--event-rate", type=float, default=0.0, help="notifications/s the devices send in total (0: REST only)"
+    )
     parser.add_argument(
         "--rest-wait",
         type=float,
