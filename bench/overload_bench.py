@@ -140,7 +140,7 @@ def one_level(
 def cost_level(args: argparse.Namespace, workers: int, shed: bool, pythonpath: str | None) -> dict[str, float]:
     """issue 30 #4: node CPU per Register, every one admitted (the default backlog) or every one shed (a backlog of
     0: the node is always full), `--devices` offered at `--capacity` a second without notifications; the node's CPU
-    is read from /proc over `--window` seconds once the simulator has started, less its idle CPU before."""
+    is read from /proc over `--window` seconds from the node's 100th Register on, less its idle CPU before."""
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         node = start_node(stack, tmp, 0 if shed else args.backlog, pythonpath)
         assert node.process is not None
@@ -148,15 +148,18 @@ def cost_level(args: argparse.Namespace, workers: int, shed: bool, pythonpath: s
         idle_from = process_stats(pid)[1]
         time.sleep(1.0)
         idle = process_stats(pid)[1] - idle_from
-        before, counted = process_stats(pid)[1], metrics(node.base_url)
         sim = start_simulator(node, args.devices, workers, args.capacity, 0.0)
+        name = SHED if shed else REGISTRATIONS
         try:
+            deadline = time.perf_counter() + args.timeout
+            while metrics(node.base_url).get(name, 0) < 100 and time.perf_counter() < deadline:
+                time.sleep(0.05)  # the simulator's processes start (and bind their sockets) first
+            before, counted = process_stats(pid)[1], metrics(node.base_url)
             time.sleep(args.window)
             cpu = process_stats(pid)[1] - before - idle * args.window
             values = metrics(node.base_url)
         finally:
             stop(sim, signal.SIGKILL)
-        name = SHED if shed else REGISTRATIONS
         registers = values.get(name, 0) - counted.get(name, 0)
         return {
             "registers": registers,
