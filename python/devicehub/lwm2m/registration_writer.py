@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from dataclasses import dataclass, field
 
@@ -27,10 +26,6 @@ WRITE_RETRY_S = 1.0  # a batch the store could not write is tried again after th
 # a new device's events (and calls on it) a tenth of a second.
 BATCH_FULL = 128
 BATCH_WINDOW_S = 0.05
-# issue 30 #3: the most one batch takes, oldest first. A batch was everything pending, up to the whole backlog (2 000)
-# in a ramp, and the values its devices sent waited for all of it to be announced: the time a value is held grows
-# with the batch, so the batch is bounded in size as well as in time (BATCH_WINDOW_S); the rest is the next batch.
-BATCH_MOST = 256
 # values a device sends while its Register waits to be announced are held on its pending write, at most this many
 # (a device notifies a few times in the second or two it waits; more is a flood, and the newest are dropped)
 MAX_HELD_VALUES = 32
@@ -127,8 +122,7 @@ class RegistrationWriter:
                 finally:
                     timer.cancel()
                     self._window = None
-            batch = self._take_batch()
-            self._urgent = self._urgent and bool(self._pending)  # a wait for what is left goes on being urgent
+            batch, self._pending, self._urgent = self._pending, {}, False
             self._writing = batch
             self._stats.registration_batches += 1
             try:
@@ -160,16 +154,6 @@ class RegistrationWriter:
                 done, self._batch_done = self._batch_done, None
                 if done is not None:
                     done.set_result(None)
-
-    def _take_batch(self) -> dict[str, _Pending]:
-        """The next batch: everything pending, or its oldest `BATCH_MOST` (the rest stay, in their order)."""
-        if len(self._pending) <= BATCH_MOST:
-            batch, self._pending = self._pending, {}
-            return batch
-        items = iter(self._pending.items())
-        batch = dict(itertools.islice(items, BATCH_MOST))
-        self._pending = dict(items)
-        return batch
 
     async def _persist(self, entries: list[_Pending]) -> None:
         fresh = [e for e in entries if e.fresh and not e.announced]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from devicehub.domain.registration import Registration
 from devicehub.lwm2m import codes
-from devicehub.lwm2m.registration_writer import BATCH_MOST, MAX_HELD_VALUES
+from devicehub.lwm2m.registration_writer import MAX_HELD_VALUES
 from support.lwm2m_parts import Parts, RecordingEvents, register_message
 
 PLAIN = ("192.0.2.1", 5683)
@@ -90,33 +90,5 @@ def test_the_values_of_a_registration_that_failed_are_dropped_with_it() -> None:
         parts.writer.deliver(device, "/3/0/9", 0, b"lost", 1)
         await parts.writer.flush()
         assert events.values == [] and device not in parts.registry.devices
-
-    asyncio.run(main())
-
-
-class BatchSizes(OrderedEvents):
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[int] = []
-
-    async def registered_many(self, registrations: Sequence[Registration]) -> None:
-        self.batches.append(len(registrations))
-        await super().registered_many(registrations)
-
-
-def test_a_backlog_is_written_in_batches_of_at_most_batch_most_oldest_first() -> None:
-    """issue 30 #3: a batch was the whole backlog, and the values of its devices waited for all of it."""
-
-    async def main() -> None:
-        events = BatchSizes()
-        parts = Parts(events=events, max_backlog=BATCH_MOST * 3)
-        devices = [await _registered(parts, f"s{n}") for n in range(BATCH_MOST + 10)]
-        parts.writer.deliver(devices[0], "/3/0/9", 0, b"first", 1)
-        await parts.writer.flush()
-        assert events.batches == [BATCH_MOST, 10]
-        announced = [what for call, what in events.calls if call == "registered"]
-        assert announced == devices  # oldest first
-        first_value = events.calls.index(("value", b"first"))
-        assert events.calls.index(("registered", devices[-1])) > first_value  # not held for the whole backlog
 
     asyncio.run(main())
