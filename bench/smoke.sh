@@ -22,5 +22,9 @@ echo "-- bench/sim_bench.py --e2e"
 python3 bench/sim_bench.py --smoke --e2e
 echo "-- bench/sim_bench.py --register"
 python3 bench/sim_bench.py --smoke --register
+echo "-- bench/overload_bench.py --ramp"
+python3 bench/overload_bench.py --smoke --ramp
+echo "-- bench/overload_bench.py --shed-cost"
+python3 bench/overload_bench.py --smoke --shed-cost
 echo "-- bench/soak.py"
 python3 bench/soak.py --smoke

@@ -175,6 +175,18 @@ def test_service_unavailable_is_waited_out_for_its_max_age() -> None:
     _run(scenario, 300, codes.SERVICE_UNAVAILABLE)
 
 
+def test_each_service_unavailable_is_waited_out_for_exactly_its_max_age_with_no_back_off_added() -> None:
+    """issue 30 #4: the node books each shed device into a second of its retry calendar; a device that comes back
+    later (a back-off on top) or sooner leaves that second short or overfull."""
+
+    async def scenario(device: Device, client: RegistrationClient) -> None:
+        await device.clock.advance(95)
+        assert device.fake_server.requests == [(0, "POST /rd"), (30, "POST /rd"), (60, "POST /rd"), (90, "POST /rd")]
+        assert device.registered.is_set() and device.counters.busy == 3
+
+    _run(scenario, 300, codes.SERVICE_UNAVAILABLE, codes.SERVICE_UNAVAILABLE, codes.SERVICE_UNAVAILABLE)
+
+
 def test_a_refused_register_backs_off_doubling_and_says_why() -> None:
     async def scenario(device: Device, client: RegistrationClient) -> None:
         await device.clock.advance(6)
