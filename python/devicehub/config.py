@@ -82,6 +82,25 @@ class ServeSettings:
         },
     )
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
+    firmware_max_bytes: int = field(
+        default=64 * 1_048_576,
+        metadata={"help": "largest firmware image an upload may store (POST /v3/firmware-images answers 413 above)"},
+    )
+    firmware_base_uri: str = field(
+        default="",
+        metadata={
+            "help": "how devices reach this node's CoAP file server in the Package URI they are given, e.g. "
+            "coap://dm.example.com:5683 (default: coap://<host>:<coap-port>)"
+        },
+    )
+    firmware_concurrency: int = field(
+        default=200,
+        metadata={"range": (1, 100_000), "help": "devices one node updates at once across its running campaigns"},
+    )
+    firmware_check_interval: float = field(
+        default=2.0,
+        metadata={"help": "seconds between reads of an updating device's State /5/0/3 and Update Result /5/0/5"},
+    )
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (chain) to serve the API over HTTPS"})
     tls_key: str = field(default="", metadata={"help": "PEM private key of --tls-cert (if not in the same file)"})
     tls_client_ca: str = field(

@@ -218,6 +218,7 @@ class _NodeCollector(Collector):
         yield backlog
         yield from _dtls_families(lw)
         yield from _bootstrap_families(lw)
+        yield from _firmware_families(lw)
         yield _counter(
             "devicehub_registration_batches",
             "Batches of registrations written to the store (registrations / batches: the batch size)",
@@ -393,3 +394,16 @@ def _bootstrap_families(lw: dict[str, Any]) -> Iterator[Metric]:
             if key.startswith(f"{prefix}_") and kind != "sessions" and not kind.startswith("dtls_"):
                 events.add_metric([kind], float(value))
         yield events
+
+
+def _firmware_families(lw: dict[str, Any]) -> Iterator[Metric]:
+    """Firmware update (issue 33), when it runs: the CoAP file server's blocks and bytes served, downloads started
+    from block 0 and resumed at a later block, unknown images; the campaign engine's devices started, succeeded and
+    failed, and campaigns its halt rule stopped."""
+    if "firmware_blocks" not in lw:
+        return
+    events = CounterMetricFamily("devicehub_firmware_events", "Firmware update events, by kind", labels=["event"])
+    for key, value in sorted(lw.items()):
+        if key.startswith("firmware_"):
+            events.add_metric([key.removeprefix("firmware_")], float(value))
+    yield events

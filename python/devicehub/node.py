@@ -16,7 +16,9 @@ from aiohttp import web
 from devicehub import tasks
 from devicehub.api.app import create_app
 from devicehub.api.console_feed import ConsoleFeed
+from devicehub.api.campaign_routes import check_filter
 from devicehub.api.context import Services
+from devicehub.api.directory_filter import parse_filters
 from devicehub.api.tls import server_context
 from devicehub.channels.cluster import ClusterLink
 from devicehub.channels.hub import ChannelHub
@@ -24,13 +26,19 @@ from devicehub.clock import Clock, SystemClock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService
 from devicehub.domain.credentials import CredentialService, SecretBox, load_secret_key
+from devicehub.domain.firmware.campaigns import Campaigns
+from devicehub.domain.firmware.catalog import FirmwareCatalog
+from devicehub.domain.firmware.engine import CampaignEngine
+from devicehub.domain.firmware.model import FirmwareImage
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.coap.parameters import Limits
 from devicehub.lwm2m.dtls import server_certificate
+from devicehub.lwm2m.file_server import FileServer, package_path
 from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.outages import OutageLog
+from devicehub.lwm2m.server_stats import vars_of
 from devicehub.private_files import write_private
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
@@ -100,6 +108,8 @@ class Node:
         self.bootstrap_coaps_port = 0
         self._revocations: RevocationListener | None = None
         self.holders: HolderLink | None = None  # Redis mode: which node holds which device (issue 31 #1)
+        self.engine: CampaignEngine | None = None  # issue 33: firmware update campaigns
+        self.campaigns: Campaigns | None = None
 
     async def start(self) -> None:
         settings = self.settings
@@ -171,7 +181,9 @@ class Node:
             await self.holders.start(self.devices.take_work)
         if settings.bootstrap_port or settings.bootstrap_coaps_port:
             await self._start_bootstrap()
+        self._start_firmware()
         services = Services(
+            campaigns=self.campaigns,
             settings=settings,
             clock=self.clock,
             store=self.store,
@@ -213,8 +225,42 @@ class Node:
             settings.redis_url or settings.data_dir,
         )
 
+    def _start_firmware(self) -> None:
+        """issue 33: the CoAP file server on the LwM2M listeners, the campaigns the API changes, and their engine."""
+        settings = self.settings
+        self.files = FileServer(self.store)
+        self.lwm2m.files = self.files
+        catalog = FirmwareCatalog(self.store, self.clock, settings.firmware_max_bytes)
+        base = settings.firmware_base_uri or f"coap://{settings.host}:{self.coap_port}"
+
+        def package_uri(image: FirmwareImage) -> str:
+            return base.rstrip("/") + package_path(image)
+
+        self.engine = CampaignEngine(
+            self.store,
+            self.clock,
+            self.lwm2m,
+            catalog,
+            lambda device_filter: parse_filters([("filter", device_filter)]),
+            package_uri,
+            owner=self.node_id,
+            concurrency=settings.firmware_concurrency,
+            check_interval=settings.firmware_check_interval,
+        )
+        self.campaigns = Campaigns(self.store, self.clock, catalog, check_filter)
+        self.campaigns.on_change = self.engine.wake
+        self.engine.start()
+
+    def _firmware_metrics(self) -> dict[str, float]:
+        assert self.engine is not None
+        values = {f"firmware_{k}": float(v) for k, v in vars_of(self.files.stats).items()}
+        values.update({f"firmware_devices_{k}": float(v) for k, v in vars_of(self.engine.counters).items()})
+        return values
+
     def _metrics(self) -> dict[str, float]:
         values = self.lwm2m.metrics()
+        if self.engine is not None:
+            values.update(self._firmware_metrics())
         if self.holders is not None:
             values.update(self.holders.metrics())
         if self.bootstrap is not None:
@@ -365,6 +411,8 @@ class Node:
 
     async def stop(self) -> None:
         """Graceful: stop taking traffic, then flush channels and the store (nothing queued is lost)."""
+        if self.engine is not None:  # every device step is stored: the next start goes on from it
+            await self.engine.stop()
         await tasks.stop(self._sweeper, self._refresher)  # the sweeper awaits the store (Redis may swallow a cancel)
         if hasattr(self, "feed"):
             self.feed.close()  # open console feeds end now: the HTTP server's cleanup does not wait for them

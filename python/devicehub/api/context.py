@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from devicehub.api.console_feed import ConsoleFeed
     from devicehub.channels.hub import ChannelHub
     from devicehub.domain.credentials import CredentialService
+    from devicehub.domain.firmware.campaigns import Campaigns
     from devicehub.domain.service import DeviceService
 
 
@@ -33,6 +34,7 @@ class Services:
     credentials: CredentialService | None = None  # issue 13 #3
     security: Callable[[], dict[str, object]] | None = None  # issue 13 #4: the device security policy, for /readyz
     feed: ConsoleFeed | None = None  # issue 32 #2: the console's live feed (taps the domain's events)
+    campaigns: Campaigns | None = None  # issue 33: firmware update campaigns
 
 
 SERVICES = web.AppKey("services", Services)

@@ -14,6 +14,7 @@ from devicehub.api import (
     console_feed,
     credential_routes,
     device_routes,
+    firmware_table,
     health_routes,
     iam_routes,
     models,
@@ -649,6 +650,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     *object_routes.ROUTES,  # issue 32 #1: the LwM2M object model
     *console_feed.ROUTES,  # issue 32 #2: the console's live feed
+    *firmware_table.FIRMWARE_ROUTES,  # issue 33: firmware images, manifests and update campaigns
     # ---- the service itself -----------------------------------------------------------------------------------
     Route(
         "GET",

@@ -25,6 +25,7 @@ from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS, Limits
 from devicehub.lwm2m.content import split_values
 from devicehub.lwm2m.dtls import DtlsListener
+from devicehub.lwm2m.file_server import FileServer
 from devicehub.lwm2m.listeners import Listeners
 from devicehub.lwm2m.observations import ObservationService, response_of
 from devicehub.lwm2m.persistence import RegistrationPersistence
@@ -58,6 +59,7 @@ class LwM2MServer:
         max_backlog: int = MAX_REGISTRATION_BACKLOG,
     ) -> None:
         self.stats = ServerStats()
+        self.files: FileServer | None = None  # issue 33: the firmware file server on these listeners, once set
         self.registry = Registry(events, clock, store, expiry_grace)
         self._writer = RegistrationWriter(self.registry, events, clock, self.stats, max_backlog)
         self.listeners = Listeners(clock, limits, self.registry.lanes, allow_nosec=allow_nosec)
@@ -250,4 +252,6 @@ class LwM2MServer:
             return Reply(codes.METHOD_NOT_ALLOWED)
         if segments == ["dp"] and message.code == codes.POST:
             return self._send.send(message, payload, remote, identity)
+        if self.files is not None and self.files.handles(segments):  # issue 33: firmware packages (Block2)
+            return await self.files.serve(message, segments, remote)
         return Reply(codes.NOT_FOUND)

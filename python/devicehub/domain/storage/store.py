@@ -11,6 +11,7 @@ from devicehub.domain.storage.contacts import ContactStore
 from devicehub.domain.storage.credentials import CredentialStore
 from devicehub.domain.storage.devices import DeviceStore
 from devicehub.domain.storage.enrolment import EnrolmentStore
+from devicehub.domain.storage.firmware import FirmwareStore
 from devicehub.domain.storage.leases import LeaseStore
 from devicehub.domain.storage.objects import AccountObjectStore
 from devicehub.domain.storage.registrations import RegistrationStore
@@ -33,6 +34,7 @@ class Store(
     AccountObjectStore,
     ContactStore,
     LeaseStore,
+    FirmwareStore,
     Protocol,
 ):
     """Async persistence of every aggregate; backends pass one contract suite (tests/integration/store)."""

@@ -138,6 +138,8 @@ def too_large(max_payload: int, block1: tuple[int, bool, int] | None) -> Reply:
 def serve_block2(request: CoapMessage, reply: Reply, szx: int) -> Reply:
     """The block of `reply` the request asks for (RFC 7959 §2.4), the first one when it asks for none and the body
     is larger than a block of `szx`; the handler builds the whole body again for each block."""
+    if any(number == codes.BLOCK2 for number, _ in reply.options):
+        return reply  # the handler served one block itself (lwm2m/file_server.py reads only that block)
     asked = request.block2
     if asked is None and len(reply.payload) <= 1 << (szx + 4):
         return reply

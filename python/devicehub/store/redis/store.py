@@ -18,6 +18,7 @@ from devicehub.store.redis.contacts import RedisContacts
 from devicehub.store.redis.credentials import RedisCredentials
 from devicehub.store.redis.devices import RedisDevices
 from devicehub.store.redis.enrolment import RedisEnrolment
+from devicehub.store.redis.firmware import RedisFirmware
 from devicehub.store.redis.leases import RedisLeases
 from devicehub.store.redis.objects import RedisAccountObjects
 from devicehub.store.redis.registrations import RedisRegistrations
@@ -39,6 +40,7 @@ class RedisStore(
     RedisAccountObjects,
     RedisContacts,
     RedisLeases,
+    RedisFirmware,
     RedisSnapshot,  # after the aggregates that write the snapshot too (devices, requests)
 ):
     """The domain's `Store` on one Redis database that every node of a cluster shares."""

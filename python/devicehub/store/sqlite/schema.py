@@ -50,6 +50,16 @@ CREATE TABLE IF NOT EXISTS lwm2m_objects (
     account_id TEXT NOT NULL, object_id INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, object_id));
 CREATE TABLE IF NOT EXISTS device_contacts (
     device_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, contact_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS firmware_images (
+    account_id TEXT NOT NULL, id TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, id));
+CREATE TABLE IF NOT EXISTS firmware_manifests (
+    account_id TEXT NOT NULL, id TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, id));
+CREATE TABLE IF NOT EXISTS campaigns (
+    account_id TEXT NOT NULL, id TEXT NOT NULL, phase TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, id));
+CREATE INDEX IF NOT EXISTS campaigns_phase ON campaigns (phase);
+CREATE TABLE IF NOT EXISTS campaign_devices (
+    campaign_id TEXT NOT NULL, device_id TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (campaign_id, device_id))
+    WITHOUT ROWID;
 """
 
 # Directory columns the device list filters on (domain/storage/device_query.py), added to databases made before them

@@ -31,6 +31,7 @@ from devicehub.store.sqlite.contacts import SqliteContacts
 from devicehub.store.sqlite.credentials import SqliteCredentials
 from devicehub.store.sqlite.devices import SqliteDevices
 from devicehub.store.sqlite.enrolment import SqliteEnrolment
+from devicehub.store.sqlite.firmware import SqliteFirmware
 from devicehub.store.sqlite.leases import SqliteLeases
 from devicehub.store.sqlite.objects import SqliteAccountObjects
 from devicehub.store.sqlite.registrations import SqliteRegistrations
@@ -52,6 +53,7 @@ class SqliteStore(
     SqliteAccountObjects,
     SqliteContacts,
     SqliteLeases,
+    SqliteFirmware,
     SqliteSnapshot,  # after the aggregates that write the snapshot too (devices, requests)
 ):
     """The domain's `Store` on SQLite files one node owns."""

@@ -1,0 +1,402 @@
+"""The campaign engine: chooses a started campaign's devices, updates each over LwM2M object 5 (pull: Package URI,
+then Update), applies the pace, the per-device deadline and the stop rules, and moves the campaign's phase.
+
+One engine works at a time: in Redis mode the node holding the `firmware:campaigns` lease (the store's named
+leases), alone in SQLite mode. Every step of a device is stored before the next request goes to it, so an engine
+that restarts (or another node that takes the lease) picks each device up where it was: a device in `downloading`
+is read again, one in `updating` waits for its result. The engine reaches devices registered at its node; in Redis
+mode a device held by another node waits (pending) until it registers here — see the README's firmware notes.
+
+Per device (OMA 5.xml): Write Package URI /5/0/1 → poll State /5/0/3 and Update Result /5/0/5 every
+`check_interval` → when State is Downloaded (2), Execute Update /5/0/2 → the device reboots and registers again →
+Update Result 1 is success (and /3/0/3 read for the new version), any failure code fails it with 5.xml's words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgspec
+
+from devicehub.clock import Clock
+from devicehub.domain.device_results import DeviceError, DeviceResponse
+from devicehub.domain.firmware import object5
+from devicehub.domain.firmware.catalog import FirmwareCatalog
+from devicehub.domain.firmware.model import (
+    ACTIVE,
+    DEPLOYED,
+    DEREGISTERED,
+    FAILED_CHANNEL,
+    STARTING,
+    STOPPED,
+    STOPPING,
+    UPDATED_CHANNEL,
+    Campaign,
+    CampaignDevice,
+    FirmwareImage,
+)
+from devicehub.domain.firmware.rules import SKIPPED_STEP, kind, stop_reason, tally
+from devicehub.domain.ports import DeviceGateway
+from devicehub.domain.storage.device_query import DeviceQuery
+from devicehub.domain.storage.store import Store
+
+log = logging.getLogger("devicehub.firmware")
+
+LEASE = "firmware:campaigns"
+LEASE_TTL = 30.0
+TICK = 1.0  # seconds between passes over the running campaigns (a start or stop wakes the engine at once)
+TEXT = 0  # text/plain: how State, Update Result and the Package URI travel (LwM2M Core §7.3.1)
+
+QUEUED, DOWNLOADING, UPDATING, DONE = "queued", "downloading", "updating", "done"
+
+# the device filter, parsed with the directory's filter language (api/directory_filter.py); None: nothing matches
+ParseFilter = Callable[[str], DeviceQuery | None]
+# the package URI a device downloads `image` from (lwm2m/file_server.py)
+PackageUri = Callable[[FirmwareImage], str]
+
+
+@dataclass(slots=True)
+class EngineCounters:
+    started: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    halted_campaigns: int = 0
+
+
+class _Failed(Exception):
+    """The device's update failed; the message is the reason it keeps."""
+
+
+class CampaignEngine:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        gateway: DeviceGateway,
+        catalog: FirmwareCatalog,
+        parse_filter: ParseFilter,
+        package_uri: PackageUri,
+        *,
+        owner: str,
+        concurrency: int = 200,
+        check_interval: float = 2.0,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._gateway = gateway
+        self._catalog = catalog
+        self._parse_filter = parse_filter
+        self._package_uri = package_uri
+        self._owner = owner
+        self._concurrency = concurrency
+        self._check_interval = check_interval
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}  # (campaign, device) → its update
+        # finished here: a pass that read the device before its last write must not start it again
+        self._finished: set[tuple[str, str]] = set()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.Task[None] | None = None
+        self._closed = False
+        self.counters = EngineCounters()
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._loop = asyncio.create_task(self._run(), name="firmware-engine")
+
+    async def stop(self) -> None:
+        self._closed = True  # Python 3.11's wait_for can swallow a cancel that meets its time-out: the loop checks this
+        tasks = [t for t in (self._loop, *self._tasks.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._store.shared:
+            with contextlib.suppress(Exception):
+                await self._store.release_lease(LEASE, self._owner)
+
+    async def wake(self, campaign: Campaign) -> None:
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while not self._closed:
+            try:
+                if not self._store.shared or await self._store.acquire_lease(
+                    LEASE, self._owner, LEASE_TTL, self._clock.now()
+                ):
+                    await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the store failed this pass: said, and the next pass tries again
+                log.warning("firmware campaigns: %s", error)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), TICK)
+
+    async def tick(self) -> None:
+        for campaign in await self._store.running_campaigns():
+            if campaign.phase == STARTING:
+                await self._choose_devices(campaign)
+            else:
+                await self._advance(campaign)
+
+    # ---- phases --------------------------------------------------------------------------------------------
+    async def _set_phase(self, campaign: Campaign, phase: str, reason: str | None = None) -> Campaign:
+        now = self._clock.now()
+        changed = msgspec.structs.replace(campaign, phase=phase, updated_at=now)
+        if reason is not None:
+            changed = msgspec.structs.replace(changed, autostop_reason=reason)
+        if phase == STOPPED:
+            changed = msgspec.structs.replace(changed, stopped_at=now)
+        current = await self._store.get_campaign(campaign.account_id, campaign.id)
+        if current is None or current.phase != campaign.phase:
+            return current or campaign  # the API moved it meanwhile (stopped): its move stands
+        await self._store.put_campaign(changed)
+        log.info("campaign %s: %s → %s %s", campaign.id, campaign.phase, phase, reason or "")
+        return changed
+
+    async def _choose_devices(self, campaign: Campaign) -> None:
+        """starting → active with its devices, stored together; with none, stopped saying so."""
+        query = self._parse_filter(campaign.device_filter)
+        now = self._clock.now()
+        chosen: list[CampaignDevice] = []
+        after: str | None = None
+        while query is not None:
+            page = await self._store.list_devices(campaign.account_id, query=query, after=after, limit=1000)
+            for device in page:
+                registered = self._gateway.registration(device.id) is not None
+                chosen.append(
+                    CampaignDevice(
+                        campaign_id=campaign.id,
+                        device_id=device.id,
+                        endpoint_name=device.endpoint_name,
+                        deployment_state="pending" if registered else DEREGISTERED,
+                        reason="" if registered else "not registered when the campaign started",
+                        step=QUEUED if registered else DONE,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+            if len(page) < 1000:
+                break
+            after = page[-1].id
+        if not chosen:
+            await self._set_phase(campaign, STOPPED, "no device matches the campaign's device filter")
+            return
+        active = msgspec.structs.replace(campaign, phase=ACTIVE, updated_at=now)
+        current = await self._store.get_campaign(campaign.account_id, campaign.id)
+        if current is None or current.phase != STARTING:
+            return
+        await self._store.start_campaign_devices(active, chosen)
+        log.info("campaign %s: %d device(s) chosen", campaign.id, len(chosen))
+
+    async def _advance(self, campaign: Campaign) -> None:
+        devices = await self._all_devices(campaign)
+        counts = tally(devices)
+        now = self._clock.now()
+        if campaign.phase == ACTIVE:
+            reason = stop_reason(campaign, counts)
+            if reason is not None:
+                if reason.startswith("halted"):
+                    self.counters.halted_campaigns += 1
+                campaign = await self._set_phase(campaign, STOPPING, reason)
+        if campaign.phase == STOPPING:
+            await self._wind_down(campaign, devices)
+            return
+        if campaign.phase != ACTIVE:
+            return
+        deadline = campaign.device_deadline_s
+        for device in devices:
+            task = self._tasks.get((campaign.id, device.device_id))
+            if device.step in (DOWNLOADING, UPDATING):
+                if deadline is not None and device.started_at is not None and now - device.started_at > deadline:
+                    if task is not None:
+                        task.cancel()
+                    await self._finish(
+                        campaign, device, False, f"no result within the device deadline of {deadline:g} s"
+                    )
+                elif task is None:  # started before a restart (or on the node that held the lease): go on
+                    self._spawn(campaign, device)
+        image = await self._image(campaign)
+        if image is None:
+            await self._set_phase(campaign, STOPPING, "the campaign's manifest or image was deleted")
+            return
+        budget = self._concurrency - len(self._tasks)
+        if campaign.max_starts_per_minute is not None:
+            recent = sum(1 for d in devices if d.started_at is not None and now - d.started_at < 60.0)
+            budget = min(budget, campaign.max_starts_per_minute - recent)
+        for device in devices:
+            if budget <= 0:
+                break
+            if device.step == QUEUED and self._gateway.registration(device.device_id) is not None:
+                self._spawn(campaign, device, self._package_uri(image))
+                budget -= 1
+        if counts.pending == 0:
+            await self._set_phase(campaign, STOPPED, campaign.autostop_reason or "")
+
+    async def _wind_down(self, campaign: Campaign, devices: list[CampaignDevice]) -> None:
+        """stopping: devices not started are skipped, downloads are cancelled (an empty Package URI resets the
+        device's state machine, 5.xml State); devices already updating finish; then stopped."""
+        busy = False
+        for device in devices:
+            if kind(device) != "pending":
+                continue
+            if device.step == UPDATING:
+                busy = True
+                if (campaign.id, device.device_id) not in self._tasks:
+                    self._spawn(campaign, device)
+                continue
+            task = self._tasks.pop((campaign.id, device.device_id), None)
+            if task is not None:
+                task.cancel()
+            if device.step == DOWNLOADING:
+                with contextlib.suppress(DeviceError):
+                    await self._gateway.request(device.device_id, "PUT", object5.PACKAGE_URI, b"", TEXT)
+            await self._save(
+                campaign,
+                device,
+                step=SKIPPED_STEP,
+                reason=f"not updated: the campaign stopped ({campaign.autostop_reason})",
+            )
+        if not busy:
+            await self._set_phase(campaign, STOPPED)
+
+    async def _all_devices(self, campaign: Campaign) -> list[CampaignDevice]:
+        devices: list[CampaignDevice] = []
+        after: str | None = None
+        while True:
+            page = await self._store.list_campaign_devices(campaign.account_id, campaign.id, after=after, limit=1000)
+            devices += page
+            if len(page) < 1000:
+                return devices
+            after = page[-1].device_id
+
+    async def _image(self, campaign: Campaign) -> FirmwareImage | None:
+        manifest = await self._store.get_firmware_manifest(campaign.account_id, campaign.root_manifest_id)
+        if manifest is None:
+            return None
+        try:
+            return await self._catalog.image_for(campaign.account_id, manifest)
+        except Exception:
+            return None
+
+    # ---- one device ----------------------------------------------------------------------------------------
+    def _spawn(self, campaign: Campaign, device: CampaignDevice, uri: str = "") -> None:
+        key = (campaign.id, device.device_id)
+        if key in self._finished:
+            return
+        task = asyncio.create_task(self._update(campaign, device, uri), name=f"fota-{device.device_id}")
+        self._tasks[key] = task
+        task.add_done_callback(lambda _: self._tasks.pop(key, None) if self._tasks.get(key) is task else None)
+
+    async def _save(self, campaign: Campaign, device: CampaignDevice, **changes: object) -> CampaignDevice:
+        device = msgspec.structs.replace(device, updated_at=self._clock.now(), **changes)
+        await self._store.put_campaign_device(campaign.account_id, device)
+        return device
+
+    async def _finish(self, campaign: Campaign, device: CampaignDevice, success: bool, reason: str) -> None:
+        self._finished.add((campaign.id, device.device_id))
+        if success:
+            self.counters.succeeded += 1
+        else:
+            self.counters.failed += 1
+        await self._save(
+            campaign,
+            device,
+            step=DONE,
+            deployment_state=DEPLOYED if success else FAILED_CHANNEL,
+            reason=reason,
+            finished_at=self._clock.now(),
+        )
+        self._wake.set()  # the stop rules look at every finished device at once
+
+    async def _read_int(self, device_id: str, path: str) -> int:
+        response = await self._gateway.request(device_id, "GET", path, accept=TEXT)
+        if response.code >> 5 != 2:
+            raise _Failed(f"reading {path} answered {_dotted(response)}")
+        try:
+            return int(response.payload.decode().strip())
+        except (UnicodeDecodeError, ValueError):
+            raise _Failed(f"{path} is not an integer: {response.payload[:32]!r}") from None
+
+    async def _update(self, campaign: Campaign, device: CampaignDevice, uri: str) -> None:
+        latest = [device]  # the device as last stored, for the failure to be written over
+        try:
+            await self._run_device(campaign, latest, uri)
+        except asyncio.CancelledError:
+            raise
+        except _Failed as failure:
+            await self._finish(campaign, latest[0], False, str(failure))
+        except Exception as error:  # the store failed: the next pass picks the device up again
+            log.warning("campaign %s device %s: %s", campaign.id, device.device_id, error)
+
+    async def _run_device(self, campaign: Campaign, latest: list[CampaignDevice], uri: str) -> None:
+        gateway = self._gateway
+        device = latest[0]
+        device_id = device.device_id
+        if device.step == QUEUED:
+            device = latest[0] = await self._save(
+                campaign,
+                device,
+                step=DOWNLOADING,
+                deployment_state=UPDATED_CHANNEL,
+                started_at=self._clock.now(),
+                reason="package URI written",
+            )
+            self.counters.started += 1
+            try:
+                written = await gateway.request(device_id, "PUT", object5.PACKAGE_URI, uri.encode(), TEXT)
+            except DeviceError as error:
+                raise _Failed(f"writing the package URI failed: {error}") from None
+            if written.code >> 5 != 2:
+                raise _Failed(f"the device refused the package URI {object5.PACKAGE_URI}: {_dotted(written)}")
+        while True:
+            await self._clock.sleep(self._check_interval)
+            registration = gateway.registration(device_id)
+            if registration is None:
+                continue  # rebooting or gone: the deadline (if any) decides
+            try:
+                if device.step == DOWNLOADING:
+                    state = await self._read_int(device_id, object5.STATE)
+                    result = await self._read_int(device_id, object5.UPDATE_RESULT)
+                    verdict = object5.outcome(result)
+                    if verdict.done and not verdict.success:
+                        raise _Failed(verdict.reason)
+                    if state == object5.DOWNLOADED and result != object5.DEFERRED:
+                        device = latest[0] = await self._save(
+                            campaign, device, step=UPDATING, executed_at=self._clock.now(), reason="update executed"
+                        )
+                        executed = await gateway.request(device_id, "POST", object5.UPDATE)
+                        if executed.code >> 5 != 2:
+                            raise _Failed(f"Update {object5.UPDATE} answered {_dotted(executed)}")
+                elif device.step == UPDATING:
+                    result = await self._read_int(device_id, object5.UPDATE_RESULT)
+                    verdict = object5.outcome(result)
+                    came_back = device.executed_at is not None and registration.registered_at > device.executed_at
+                    if verdict.done and not verdict.success:
+                        raise _Failed(verdict.reason)
+                    if verdict.success and (
+                        came_back or await self._read_int(device_id, object5.STATE) == object5.IDLE
+                    ):
+                        version = await self._version(device_id)
+                        await self._save(campaign, device, firmware_version=version)
+                        device = msgspec.structs.replace(device, firmware_version=version)
+                        await self._finish(campaign, device, True, verdict.reason)
+                        return
+                else:
+                    return
+            except DeviceError:
+                continue  # no answer now (rebooting, a lost datagram): asked again at the next check
+
+    async def _version(self, device_id: str) -> str:
+        try:
+            response = await self._gateway.request(device_id, "GET", object5.FIRMWARE_VERSION, accept=TEXT)
+        except DeviceError:
+            return ""
+        return response.payload.decode(errors="replace")[:64] if response.code >> 5 == 2 else ""
+
+
+def _dotted(response: DeviceResponse) -> str:
+    return f"{response.code >> 5}.{response.code & 0x1F:02d}"
