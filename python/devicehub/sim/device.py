@@ -31,6 +31,7 @@ from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.bootstrap import BootstrapClient, Provisioned
 from devicehub.sim.counters import DeviceCounters
+from devicehub.sim.firmware import SimFirmware
 from devicehub.sim.hot_path import HOT_MIN_BLOCK, HotPath
 from devicehub.sim.objects import BATTERY, FLOAT, INT, TEMPERATURE, Model, Value, standard_model
 from devicehub.sim.observers import Observation, Observers
@@ -109,6 +110,7 @@ class SimDevice:
         self.on_write: Callable[[str, Value], None] | None = None
         self.on_execute: Callable[[str, bytes], None] | None = None
         self.device_id: str | None = None
+        self.firmware: SimFirmware | None = None  # object 5 (sim/firmware.py), when the device has it
         self.bootstrap: BootstrapClient | None = None  # set: bootstrap there first, then register where it says
         self.location: list[str] = []
         self.registered = asyncio.Event()
@@ -212,6 +214,8 @@ class SimDevice:
             self._lifecycle.cancel()
             await asyncio.gather(self._lifecycle, return_exceptions=True)
         await self.observers.close()
+        if self.firmware is not None:
+            await self.firmware.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -316,9 +320,16 @@ class SimDevice:
 
     async def _apply_write(self, values: dict[str, Value]) -> Reply:
         """Store decoded values; a subclass may hand some to another owner first (edge/forwarding.py)."""
-        return self.responder.store(values, self.on_write)
+        reply = self.responder.store(values, self.on_write)
+        if self.firmware is not None and reply.code == codes.CHANGED:
+            for path, value in values.items():
+                if path.startswith("/5/"):
+                    self.firmware.written(path, value)
+        return reply
 
     def _execute(self, path: str, payload: bytes) -> Reply:
+        if self.firmware is not None and path.startswith("/5/"):
+            return self.firmware.execute(path)
         reply = self.responder.execute(path, payload, self.on_execute)
         if path == "/1/0/8" and reply.code == codes.CHANGED:  # Registration Update Trigger
             self._spawn(self._update_soon())

@@ -90,6 +90,9 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         self.stats = Stats()
         self._requester = Requester(clock, self.stats, self, szx=self._szx, response_timeout=response_timeout)
         self.request = self._requester.request
+        # one request and its response, Block2 not followed: a client that fetches blocks itself (the simulator's
+        # firmware download resumes at the block it stopped at)
+        self.exchange = self._requester.exchange
         self.complete_block2 = self._requester.complete_block2
         self.new_token = self._requester.new_token
         self._seen = Deduplicator(clock, limits.dedup_entries, limits.dedup_bytes)

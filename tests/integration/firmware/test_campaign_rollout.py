@@ -1,0 +1,143 @@
+"""A campaign over simulated devices with object 5 on an in-process node (issue 33 #2-#4): pull over the built-in CoAP
+file server, Update executed when Downloaded, success after the device comes back with the new version; failures
+named by their Update Result; a download interrupted by a reboot resumes at its offset."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from devicehub.clock import SystemClock
+from devicehub.node import Node
+from devicehub.sim.device import SimDevice
+from devicehub.sim.firmware import FirmwareFaults, SimFirmware
+from support.node import run, running_node
+
+FIXTURES = Path(__file__).parents[2] / "support" / "firmware"
+IMAGE = (FIXTURES / "image-1.2.3.bin").read_bytes()
+MANIFEST = (FIXTURES / "manifest-1.2.3.bin").read_bytes()
+
+
+def form(datafile: bytes) -> aiohttp.FormData:
+    data = aiohttp.FormData()
+    data.add_field("datafile", datafile, filename="f.bin")
+    return data
+
+
+@contextlib.asynccontextmanager
+async def fleet(node: Node, faults: dict[str, FirmwareFaults]) -> AsyncIterator[dict[str, SimDevice]]:
+    devices = {}
+    for name, fault in faults.items():
+        sim = SimDevice(SystemClock(), ("127.0.0.1", node.coap_port), name, endpoint_type="fw-test", flavor="oma")
+        sim.firmware = SimFirmware(sim, fault)
+        devices[name] = sim
+    await asyncio.gather(*(d.start() for d in devices.values()))
+    try:
+        await asyncio.wait_for(asyncio.gather(*(d.registered.wait() for d in devices.values())), 10)
+        await node.lwm2m.flush()
+        yield devices
+    finally:
+        await asyncio.gather(*(d.stop() for d in devices.values()))
+
+
+async def until(http: aiohttp.ClientSession, path: str, done: Any, within: float = 20.0) -> Any:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while True:
+        async with http.get(path) as r:
+            body = await r.json()
+        if done(body):
+            return body
+        if loop.time() > end:
+            raise AssertionError(f"{path}: not done within {within} s: {body}")
+        await asyncio.sleep(0.05)
+
+
+async def prepare(http: aiohttp.ClientSession, **fields: Any) -> str:
+    async with http.post("/v3/firmware-images", data=form(IMAGE)) as r:
+        assert r.status == 201
+    async with http.post("/v3/firmware-manifests", data=form(MANIFEST)) as r:
+        manifest = await r.json()
+    body = {"device_filter": "endpoint_type=fw-test", "root_manifest_id": manifest["id"], **fields}
+    async with http.post("/v3/update-campaigns", json=body) as r:
+        assert r.status == 201, await r.text()
+        campaign_id: str = (await r.json())["id"]
+    async with http.post(f"/v3/update-campaigns/{campaign_id}/start") as r:
+        assert r.status == 202
+    return campaign_id
+
+
+def test_devices_are_updated_and_failures_are_named_by_their_update_result(tmp_path: Path) -> None:
+    faults = {
+        "ok-1": FirmwareFaults(),
+        "ok-2": FirmwareFaults(reboot_at=0.5),
+        "corrupt": FirmwareFaults(corrupt=True),
+        "refuses": FirmwareFaults(refuse=True),
+        "odd": FirmwareFaults(result=42),
+    }
+
+    async def scenario() -> None:
+        async with running_node(tmp_path, firmware_check_interval=0.05) as node, fleet(node, faults) as devices:
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                campaign_id = await prepare(http)
+                path = f"/v3/update-campaigns/{campaign_id}"
+                campaign = await until(http, path, lambda c: c["phase"] == "stopped")
+                assert campaign["state"] == "deployed" and campaign["autostop_reason"] == ""
+                async with http.get(f"{path}/campaign-device-metadata") as r:
+                    states = {d["name"]: d for d in (await r.json())["data"]}
+                async with http.get(f"{path}/statistics") as r:
+                    counts = {s["id"]: s["count"] for s in (await r.json())["data"]}
+        assert {n: d["deployment_state"] for n, d in states.items()} == {
+            "ok-1": "deployed",
+            "ok-2": "deployed",
+            "corrupt": "failed_connector_channel_update",
+            "refuses": "failed_connector_channel_update",
+            "odd": "failed_connector_channel_update",
+        }
+        assert (
+            states["ok-1"]["firmware_version"] == "1.2.3" and devices["ok-1"].model.resource("/3/0/3").value == "1.2.3"
+        )  # type: ignore[union-attr]
+        assert "Update Result 5: integrity check failure" in states["corrupt"]["description"]
+        assert "Update Result 8: firmware update failed" in states["refuses"]["description"]
+        assert "Update Result 42 is not defined" in states["odd"]["description"]
+        assert counts == {"success": 2, "fail": 3, "info": 0, "skipped": 0}
+        resumed = devices["ok-2"].firmware
+        assert resumed is not None and resumed.log.reboots == 2  # mid-download, and into the new version
+        assert resumed.log.restarts_from_zero == 1 and resumed.log.resumed_at is not None
+        assert resumed.log.blocks == len(IMAGE) // 1024  # no block fetched twice
+        # counted by the file server: each of the 5 devices started from byte 0 once, and no block went out twice
+        assert node.files.stats.first_blocks == 5 and node.files.stats.blocks == 5 * len(IMAGE) // 1024
+
+    run(scenario(), timeout=60)
+
+
+def test_the_halt_rule_stops_a_failing_rollout_in_its_first_wave_and_says_why(tmp_path: Path) -> None:
+    faults = {f"bad-{i}": FirmwareFaults(corrupt=True) for i in range(10)}
+    faults.update({f"good-{i}": FirmwareFaults() for i in range(2)})
+
+    async def scenario() -> None:
+        async with running_node(tmp_path, firmware_check_interval=0.05) as node, fleet(node, faults):
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                # a pace of 5 starts a minute: of the first 5 devices at least 3 are bad, which the rule sees
+                rules = {"halt_failure_percent": 30, "halt_min_finished": 3, "max_starts_per_minute": 5}
+                campaign_id = await prepare(http, **rules)
+                path = f"/v3/update-campaigns/{campaign_id}"
+                campaign = await until(http, path, lambda c: c["phase"] == "stopped")
+                async with http.get(f"{path}/metrics") as r:
+                    metrics = await r.json()
+                async with http.get(f"{path}/campaign-device-metadata") as r:
+                    devices = (await r.json())["data"]
+        assert campaign["state"] == "autostopped" and campaign["autostop_reason"].startswith("halted: "), campaign
+        assert metrics["total_count"] == 12 and metrics["failed_count"] >= 3
+        assert metrics["skipped_count"] == 7  # never started: the campaign stopped within its first 5 starts
+        skipped = [d for d in devices if d["step"] == "skipped"]
+        assert len(skipped) == 7 and all("the campaign stopped (halted: " in d["description"] for d in skipped)
+
+    run(scenario(), timeout=60)
