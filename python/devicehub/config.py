@@ -297,6 +297,23 @@ class SimulateSettings:
             "measures latency itself (bench/locustfile.py)"
         },
     )
+    firmware: bool = field(
+        default=False, metadata={"help": "the devices have Firmware Update object 5 (pull and push, issue 33)"}
+    )
+    firmware_corrupt_percent: float = field(
+        default=0.0,
+        metadata={"range": (0, 100), "help": "share of devices whose downloaded package fails its integrity check"},
+    )
+    firmware_refuse_percent: float = field(
+        default=0.0, metadata={"range": (0, 100), "help": "share of devices that fail Update (Update Result 8)"}
+    )
+    firmware_reboot_at: float = field(
+        default=0.0,
+        metadata={
+            "range": (0, 1),
+            "help": "every device reboots once when this share of its package arrived (0: never)",
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)

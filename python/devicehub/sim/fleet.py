@@ -12,6 +12,7 @@ import operator
 import os
 import queue
 import random
+import zlib
 import signal
 import sys
 import time
@@ -26,6 +27,7 @@ from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.security import ClientCredentials, client_credentials
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OmaBehaviour, SimDevice
+from devicehub.sim.firmware import FirmwareFaults, SimFirmware
 from devicehub.sim.latency import LatencyProbe
 from devicehub.sim.open_files import ensure_room
 from devicehub.sim.registration import SHUTDOWN_TIMING
@@ -106,6 +108,11 @@ async def at_rate(clock: Clock, per_second: float, items: Iterable[T]) -> AsyncI
         yield item
 
 
+def _share(name: str, what: str) -> float:
+    """A number in 0-100 fixed by the device's name: the same devices fail in every run (and in every worker)."""
+    return zlib.crc32(f"{what}:{name}".encode()) % 10_000 / 100
+
+
 class Fleet:
     """The devices of one `simulate` run, or of one worker process of it."""
 
@@ -160,6 +167,14 @@ class Fleet:
                     settings.bootstrap,
                     bootstrap_credentials(settings, device.endpoint_name),
                 )
+        if settings.firmware:  # issue 33: object 5, the failures asked for spread over the devices by their names
+            for device in self.devices:
+                faults = FirmwareFaults(
+                    corrupt=_share(device.endpoint_name, "corrupt") < settings.firmware_corrupt_percent,
+                    refuse=_share(device.endpoint_name, "refuse") < settings.firmware_refuse_percent,
+                    reboot_at=settings.firmware_reboot_at or None,
+                )
+                device.firmware = SimFirmware(device, faults)
         self.restarts = 0
         self.vanished = 0
         self.not_started = 0  # devices whose socket could not be opened
