@@ -12,10 +12,10 @@ import operator
 import os
 import queue
 import random
-import zlib
 import signal
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar
