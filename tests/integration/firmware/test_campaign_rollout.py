@@ -13,10 +13,12 @@ from typing import Any
 import aiohttp
 
 from devicehub.clock import SystemClock
+from devicehub.config import ServeSettings
 from devicehub.node import Node
 from devicehub.sim.device import SimDevice
 from devicehub.sim.firmware import FirmwareFaults, SimFirmware
 from support.node import run, running_node
+from support.ports import free_udp_port
 
 FIXTURES = Path(__file__).parents[2] / "support" / "firmware"
 IMAGE = (FIXTURES / "image-1.2.3.bin").read_bytes()
@@ -139,5 +141,45 @@ def test_the_halt_rule_stops_a_failing_rollout_in_its_first_wave_and_says_why(tm
         assert metrics["skipped_count"] == 7  # never started: the campaign stopped within its first 5 starts
         skipped = [d for d in devices if d["step"] == "skipped"]
         assert len(skipped) == 7 and all("the campaign stopped (halted: " in d["description"] for d in skipped)
+
+    run(scenario(), timeout=60)
+
+
+def test_a_node_restart_during_a_campaign_loses_no_device_state(tmp_path: Path) -> None:
+    faults = {f"slow-{i}": FirmwareFaults(apply_s=1.5) for i in range(6)}  # installing outlasts the restart
+    settings = ServeSettings(
+        host="127.0.0.1",
+        http_port=0,
+        coap_port=free_udp_port(),
+        coaps_port=0,
+        data_dir=tmp_path,
+        dev=True,
+        allow_nosec=True,
+        firmware_check_interval=0.05,
+    )
+
+    async def scenario() -> None:
+        node = Node(settings)
+        await node.start()
+        restarted = Node(settings)
+        try:
+            async with fleet(node, faults) as devices:
+                headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+                async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                    campaign_id = await prepare(http)
+                    path = f"/v3/update-campaigns/{campaign_id}/campaign-device-metadata"
+                    await until(http, path, lambda page: {d["step"] for d in page["data"]} == {"updating"})
+                await node.stop()  # every device is installing: Update executed, its result not read yet
+                await restarted.start()
+                headers = {"Authorization": f"Bearer {restarted.dev_api_key}"}
+                async with aiohttp.ClientSession(f"http://127.0.0.1:{restarted.http_port}", headers=headers) as http:
+                    await until(http, f"/v3/update-campaigns/{campaign_id}", lambda c: c["phase"] == "stopped")
+                    async with http.get(path) as r:
+                        states = {d["name"]: d["deployment_state"] for d in (await r.json())["data"]}
+        finally:
+            await restarted.stop()
+        assert states == dict.fromkeys(faults, "deployed")
+        for device in devices.values():  # the restarted engine went on from each device's stored step
+            assert len([w for w in device.log.writes if w[0] == "/5/0/1"]) == 1
 
     run(scenario(), timeout=60)
