@@ -48,6 +48,7 @@ class CampaignPostBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     halt_min_finished: int | None = None
     max_starts_per_minute: int | None = None
     device_deadline_seconds: float | None = None
+    delivery: str | None = None  # pull (default) or push
 
 
 class CampaignPutBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -64,6 +65,7 @@ class CampaignPutBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     halt_min_finished: int | None = None
     max_starts_per_minute: int | None = None
     device_deadline_seconds: float | None = None
+    delivery: str | None = None
 
 
 class CampaignModel(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +87,7 @@ class CampaignModel(msgspec.Struct, frozen=True, kw_only=True):
     halt_min_finished: int
     max_starts_per_minute: int | None
     device_deadline_seconds: float | None
+    delivery: str
     created_at: str
     updated_at: str
     started_at: str | None
@@ -195,6 +198,7 @@ def campaign_model(request: web.Request, campaign: Campaign) -> CampaignModel:
         halt_min_finished=campaign.halt_min_finished,
         max_starts_per_minute=campaign.max_starts_per_minute,
         device_deadline_seconds=campaign.device_deadline_s,
+        delivery=campaign.delivery,
         created_at=rfc3339(campaign.created_at),
         updated_at=rfc3339(campaign.updated_at),
         started_at=_time(campaign.started_at),
@@ -250,6 +254,7 @@ def _input(body: CampaignPostBody | CampaignPutBody) -> CampaignInput:
         halt_min_finished=body.halt_min_finished,
         max_starts_per_minute=body.max_starts_per_minute,
         device_deadline_s=body.device_deadline_seconds,
+        delivery=body.delivery,
     )
 
 

@@ -183,3 +183,27 @@ def test_a_node_restart_during_a_campaign_loses_no_device_state(tmp_path: Path) 
             assert len([w for w in device.log.writes if w[0] == "/5/0/1"]) == 1
 
     run(scenario(), timeout=60)
+
+
+def test_push_delivers_the_package_in_one_block1_write(tmp_path: Path) -> None:
+    faults = {"push-1": FirmwareFaults(), "push-2": FirmwareFaults(), "push-bad": FirmwareFaults(corrupt=True)}
+
+    async def scenario() -> None:
+        async with running_node(tmp_path, firmware_check_interval=0.05) as node, fleet(node, faults) as devices:
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                campaign_id = await prepare(http, delivery="push")
+                path = f"/v3/update-campaigns/{campaign_id}"
+                await until(http, path, lambda c: c["phase"] == "stopped")
+                async with http.get(f"{path}/campaign-device-metadata") as r:
+                    states = {d["name"]: d["deployment_state"] for d in (await r.json())["data"]}
+        assert states == {
+            "push-1": "deployed",
+            "push-2": "deployed",
+            "push-bad": "failed_connector_channel_update",
+        }
+        assert node.files.stats.blocks == 0  # nothing pulled from the file server
+        for device in devices.values():  # the whole package in one Write (sent in Block1 blocks, reassembled)
+            assert [(t, v) for t, v in device.log.writes if t.startswith("/5/")] == [("/5/0/0", IMAGE)]
+
+    run(scenario(), timeout=60)

@@ -40,6 +40,10 @@ class CampaignInput:
     halt_min_finished: int | None = None
     max_starts_per_minute: int | None = None
     device_deadline_s: float | None = None
+    delivery: str | None = None
+
+
+MAX_PUSH = 1 << 20  # the largest CoAP body sent block-wise (lwm2m/coap/parameters.py MAX_BODY)
 
 
 class Campaigns:
@@ -64,6 +68,8 @@ class Campaigns:
                     f"no firmware manifest {given.root_manifest_id} in this account",
                     fields=(FieldError("root_manifest_id", "unknown manifest"),),
                 )
+        if given.delivery not in (None, "pull", "push"):
+            raise ValidationFailed("delivery is pull or push", fields=(FieldError("delivery", "not pull or push"),))
         for name, value, low, high in (
             ("autostop_success_percent", given.autostop_success_percent, 0, 100),
             ("halt_failure_percent", given.halt_failure_percent, 0, 100),
@@ -122,7 +128,9 @@ class Campaigns:
         manifest = await self._store.get_firmware_manifest(account_id, campaign.root_manifest_id)
         if manifest is None:
             raise PhaseConflict(f"the campaign's manifest {campaign.root_manifest_id} was deleted")
-        await self._catalog.image_for(account_id, manifest)
+        image = await self._catalog.image_for(account_id, manifest)
+        if campaign.delivery == "push" and image.datafile_size > MAX_PUSH:
+            raise PhaseConflict(f"push delivers images up to {MAX_PUSH} bytes; this one is {image.datafile_size}: pull")
         now = self._clock.now()
         campaign = msgspec.structs.replace(campaign, phase=target, started_at=now, updated_at=now, autostop_reason="")
         await self._store.put_campaign(campaign)

@@ -50,6 +50,7 @@ LEASE = "firmware:campaigns"
 LEASE_TTL = 30.0
 TICK = 1.0  # seconds between passes over the running campaigns (a start or stop wakes the engine at once)
 TEXT = 0  # text/plain: how State, Update Result and the Package URI travel (LwM2M Core §7.3.1)
+OPAQUE = 42  # application/octet-stream: the Package resource (Opaque, 5.xml)
 
 QUEUED, DOWNLOADING, UPDATING, DONE = "queued", "downloading", "updating", "done"
 
@@ -231,7 +232,7 @@ class CampaignEngine:
             if budget <= 0:
                 break
             if device.step == QUEUED and self._gateway.registration(device.device_id) is not None:
-                self._spawn(campaign, device, self._package_uri(image))
+                self._spawn(campaign, device, image)
                 budget -= 1
         if counts.pending == 0:
             await self._set_phase(campaign, STOPPED, campaign.autostop_reason or "")
@@ -283,11 +284,11 @@ class CampaignEngine:
             return None
 
     # ---- one device ----------------------------------------------------------------------------------------
-    def _spawn(self, campaign: Campaign, device: CampaignDevice, uri: str = "") -> None:
+    def _spawn(self, campaign: Campaign, device: CampaignDevice, image: FirmwareImage | None = None) -> None:
         key = (campaign.id, device.device_id)
         if key in self._finished:
             return
-        task = asyncio.create_task(self._update(campaign, device, uri), name=f"fota-{device.device_id}")
+        task = asyncio.create_task(self._update(campaign, device, image), name=f"fota-{device.device_id}")
         self._tasks[key] = task
         task.add_done_callback(lambda _: self._tasks.pop(key, None) if self._tasks.get(key) is task else None)
 
@@ -321,10 +322,10 @@ class CampaignEngine:
         except (UnicodeDecodeError, ValueError):
             raise _Failed(f"{path} is not an integer: {response.payload[:32]!r}") from None
 
-    async def _update(self, campaign: Campaign, device: CampaignDevice, uri: str) -> None:
+    async def _update(self, campaign: Campaign, device: CampaignDevice, image: FirmwareImage | None) -> None:
         latest = [device]  # the device as last stored, for the failure to be written over
         try:
-            await self._run_device(campaign, latest, uri)
+            await self._run_device(campaign, latest, image)
         except asyncio.CancelledError:
             raise
         except _Failed as failure:
@@ -332,7 +333,16 @@ class CampaignEngine:
         except Exception as error:  # the store failed: the next pass picks the device up again
             log.warning("campaign %s device %s: %s", campaign.id, device.device_id, error)
 
-    async def _run_device(self, campaign: Campaign, latest: list[CampaignDevice], uri: str) -> None:
+    async def _deliver(self, campaign: Campaign, device_id: str, image: FirmwareImage) -> DeviceResponse:
+        """Pull: the Package URI of the file server. Push: the package itself in one Write of /5/0/0, sent in
+        Block1 blocks (RFC 7959 §2.5; CoAP bodies here are capped at 1 MiB, checked when the campaign starts)."""
+        if campaign.delivery == "push":
+            package = await self._store.read_image_data(campaign.account_id, image.id, 0, image.datafile_size)
+            return await self._gateway.request(device_id, "PUT", object5.PACKAGE, package, OPAQUE)
+        uri = self._package_uri(image)
+        return await self._gateway.request(device_id, "PUT", object5.PACKAGE_URI, uri.encode(), TEXT)
+
+    async def _run_device(self, campaign: Campaign, latest: list[CampaignDevice], image: FirmwareImage | None) -> None:
         gateway = self._gateway
         device = latest[0]
         device_id = device.device_id
@@ -343,15 +353,18 @@ class CampaignEngine:
                 step=DOWNLOADING,
                 deployment_state=UPDATED_CHANNEL,
                 started_at=self._clock.now(),
-                reason="package URI written",
+                reason=f"package delivered ({campaign.delivery})",
             )
             self.counters.started += 1
+            if image is None:
+                raise _Failed("the campaign's image is gone")
             try:
-                written = await gateway.request(device_id, "PUT", object5.PACKAGE_URI, uri.encode(), TEXT)
+                written = await self._deliver(campaign, device_id, image)
             except DeviceError as error:
-                raise _Failed(f"writing the package URI failed: {error}") from None
+                raise _Failed(f"delivering the package ({campaign.delivery}) failed: {error}") from None
             if written.code >> 5 != 2:
-                raise _Failed(f"the device refused the package URI {object5.PACKAGE_URI}: {_dotted(written)}")
+                target = object5.PACKAGE if campaign.delivery == "push" else object5.PACKAGE_URI
+                raise _Failed(f"the device refused the package {target}: {_dotted(written)}")
         while True:
             await self._clock.sleep(self._check_interval)
             registration = gateway.registration(device_id)

@@ -71,6 +71,7 @@ class Campaign(msgspec.Struct, frozen=True, kw_only=True):
     halt_min_finished: int = 10  # … once at least this many finished
     max_starts_per_minute: int | None = None  # pace: device updates started per minute
     device_deadline_s: float | None = None  # a device not finished this long after its start counts as failed
+    delivery: str = "pull"  # pull: Package URI /5/0/1 (the file server); push: Write of Package /5/0/0 (Block1)
     created_at: float
     updated_at: float
     started_at: float | None = None
