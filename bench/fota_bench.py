@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import secrets
 import sys
 import tempfile
@@ -85,6 +86,14 @@ def upload(service: ServiceProcess, path: str, datafile: bytes) -> Any:
         return json.loads(response.read())
 
 
+def file_server_counts(service: ServiceProcess) -> dict[str, float]:
+    """The file server's counters from /metrics: blocks served and downloads started from byte 0."""
+    with urllib.request.urlopen(f"{service.base_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = re.findall(r'^devicehub_firmware_events_total\{event="(\w+)"\} (\S+)$', text, re.M)
+    return {event: float(value) for event, value in found}
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
@@ -134,6 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elapsed = time.monotonic() - started
             cpu = cpu_seconds(pid) - cpu_before
             _, metrics = service.api("GET", f"/v3/update-campaigns/{campaign['id']}/metrics")
+            served = file_server_counts(service)
         finally:
             stop(devices)
             service.stop()
@@ -151,6 +161,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_idle_cpu_ms_per_device": round(idle_rate * elapsed / max(deployed, 1) * 1000, 2),
         "update_cpu_ms_per_device": round(extra_cpu / max(deployed, 1) * 1000, 2),
         "update_cpu_us_per_kib": round(extra_cpu / max(deployed, 1) / args.image_kb * 1e6, 1),
+        "blocks_served": served.get("blocks", 0.0),
+        "blocks_expected": args.devices * -(-args.image_kb * 1024 // 1024),
+        "downloads_from_byte_0": served.get("first_blocks", 0.0),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "python": platform.python_version(),
     }
@@ -177,7 +190,9 @@ def main() -> None:
         f"fota: {result['deployed']}/{result['devices']} devices updated with {args.image_kb} KiB in "
         f"{result['seconds']} s = {result['devices_per_minute']} devices/min; server CPU "
         f"{result['server_cpu_ms_per_device']} ms per device ({result['update_cpu_ms_per_device']} ms over the idle "
-        f"baseline of {result['baseline_idle_cpu_ms_per_device']} ms, {result['update_cpu_us_per_kib']} µs per KiB)"
+        f"baseline of {result['baseline_idle_cpu_ms_per_device']} ms, {result['update_cpu_us_per_kib']} µs per KiB); "
+        f"{result['downloads_from_byte_0']:.0f} downloads from byte 0, {result['blocks_served']:.0f} blocks served "
+        f"for {result['blocks_expected']}"
     )
 
 
