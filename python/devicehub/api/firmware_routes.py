@@ -170,27 +170,32 @@ async def add_image(request: web.Request) -> web.Response:
     texts: dict[str, str] = {}
     image: FirmwareImage | None = None
     images = catalog(request)
-    while True:
-        part = await reader.next()
-        if part is None:
-            break
-        if not isinstance(part, BodyPartReader):
-            raise BadRequest("nested multipart bodies are not taken")
-        if part.name == "datafile":
-            if image is not None:
-                raise BadRequest("one datafile per upload")
-            image = await images.add_image(caller.account_id, "", "", _stream(part))
-        elif part.name in ("name", "description"):
-            texts[part.name] = await _text(part)
-        else:
-            await part.release()
-    if image is None:
-        raise ValidationFailed("the upload has no datafile part", fields=(FieldError("datafile", "missing"),))
-    if texts:  # name and description may follow the file: the record is written again with them
-        image = msgspec.structs.replace(
-            image, name=texts.get("name") or image.name, description=texts.get("description", "")
-        )
-        await services(request).store.put_firmware_image(image)
+    try:
+        while True:
+            part = await reader.next()
+            if part is None:
+                break
+            if not isinstance(part, BodyPartReader):
+                raise BadRequest("nested multipart bodies are not taken")
+            if part.name == "datafile":
+                if image is not None:
+                    raise BadRequest("one datafile per upload")
+                image = await images.add_image(caller.account_id, "", "", _stream(part))
+            elif part.name in ("name", "description"):
+                texts[part.name] = await _text(part)
+            else:
+                await part.release()
+        if image is None:
+            raise ValidationFailed("the upload has no datafile part", fields=(FieldError("datafile", "missing"),))
+        if texts:  # name and description may follow the file: the record is written again with them
+            image = msgspec.structs.replace(
+                image, name=texts.get("name") or image.name, description=texts.get("description", "")
+            )
+            await services(request).store.put_firmware_image(image)
+    except BaseException:
+        if image is not None:  # a bad field after the file: the upload fails whole, the image is not kept
+            await services(request).store.delete_firmware_image(caller.account_id, image.id)
+        raise
     return json_reply(image_model(request, image), 201)
 
 

@@ -107,7 +107,10 @@ def test_devices_are_updated_and_failures_are_named_by_their_update_result(tmp_p
         )  # type: ignore[union-attr]
         assert "Update Result 5: integrity check failure" in states["corrupt"]["description"]
         assert "Update Result 8: firmware update failed" in states["refuses"]["description"]
-        assert "Update Result 42 is not defined" in states["odd"]["description"]
+        assert (
+            "Update Result 42 is not defined" in states["odd"]["description"] and states["odd"]["update_result"] == 42
+        )
+        assert states["ok-1"]["update_result"] == 1 and states["corrupt"]["update_result"] == 5
         assert counts == {"success": 2, "fail": 3, "info": 0, "skipped": 0}
         resumed = devices["ok-2"].firmware
         assert resumed is not None and resumed.log.reboots == 2  # mid-download, and into the new version

@@ -67,6 +67,11 @@ def test_an_image_over_the_cap_is_413_and_leaves_nothing(tmp_path: Path, store_u
                     assert "datafile" in (await _json(r, 400))["message"]
                 async with http.post("/v3/firmware-images", json={"name": "not multipart"}) as r:
                     assert (await _json(r, 400))["type"] == "bad_request"
+                late = aiohttp.FormData()  # a bad field after the file: the whole upload fails, the file too
+                late.add_field("datafile", IMAGE, filename="f.bin")
+                late.add_field("description", "x" * 5000)
+                async with http.post("/v3/firmware-images", data=late) as r:
+                    assert (await _json(r, 400))["fields"][0]["name"] == "description"
                 async with http.get("/v3/firmware-images") as r:
                     assert (await _json(r, 200))["data"] == []
             if not store_url:

@@ -167,7 +167,7 @@ class CampaignEngine:
         while query is not None:
             page = await self._store.list_devices(campaign.account_id, query=query, after=after, limit=1000)
             for device in page:
-                registered = self._gateway.registration(device.id) is not None
+                registered = device.state == "registered"  # in the directory: at this node or another
                 chosen.append(
                     CampaignDevice(
                         campaign_id=campaign.id,
@@ -374,6 +374,7 @@ class CampaignEngine:
                 if device.step == DOWNLOADING:
                     state = await self._read_int(device_id, object5.STATE)
                     result = await self._read_int(device_id, object5.UPDATE_RESULT)
+                    device = latest[0] = await self._noted(campaign, device, result)
                     verdict = object5.outcome(result)
                     if verdict.done and not verdict.success:
                         raise _Failed(verdict.reason)
@@ -386,6 +387,7 @@ class CampaignEngine:
                             raise _Failed(f"Update {object5.UPDATE} answered {_dotted(executed)}")
                 elif device.step == UPDATING:
                     result = await self._read_int(device_id, object5.UPDATE_RESULT)
+                    device = latest[0] = await self._noted(campaign, device, result)
                     verdict = object5.outcome(result)
                     came_back = device.executed_at is not None and registration.registered_at > device.executed_at
                     if verdict.done and not verdict.success:
@@ -402,6 +404,12 @@ class CampaignEngine:
                     return
             except DeviceError:
                 continue  # no answer now (rebooting, a lost datagram): asked again at the next check
+
+    async def _noted(self, campaign: Campaign, device: CampaignDevice, result: int) -> CampaignDevice:
+        """The device with its last Update Result stored (written only when it changed)."""
+        if device.update_result == result:
+            return device
+        return await self._save(campaign, device, update_result=result)
 
     async def _version(self, device_id: str) -> str:
         try:
