@@ -74,7 +74,7 @@ async def prepare(http: aiohttp.ClientSession, **fields: Any) -> str:
     return campaign_id
 
 
-def test_devices_are_updated_and_failures_are_named_by_their_update_result(tmp_path: Path) -> None:
+def test_devices_are_updated_and_failures_are_named_by_their_update_result(tmp_path: Path, store_url: str) -> None:
     faults = {
         "ok-1": FirmwareFaults(),
         "ok-2": FirmwareFaults(reboot_at=0.5),
@@ -84,7 +84,8 @@ def test_devices_are_updated_and_failures_are_named_by_their_update_result(tmp_p
     }
 
     async def scenario() -> None:
-        async with running_node(tmp_path, firmware_check_interval=0.05) as node, fleet(node, faults) as devices:
+        settings = {"redis_url": store_url, "firmware_check_interval": 0.05}
+        async with running_node(tmp_path, **settings) as node, fleet(node, faults) as devices:
             headers = {"Authorization": f"Bearer {node.dev_api_key}"}
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                 campaign_id = await prepare(http)

@@ -1,0 +1,22 @@
+"""The firmware rollout tests run on both stores: `store_url` is "" for the embedded SQLite store, else the URL of a
+real redis-server started once per test module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from support.redis_server import redis_server
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Both stores: "" is the embedded SQLite store, else a real redis-server's URL."""
+    return "" if request.param == "sqlite" else str(request.getfixturevalue("redis_url"))
