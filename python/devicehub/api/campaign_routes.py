@@ -268,7 +268,7 @@ async def create_campaign(request: web.Request) -> web.Response:
     service = campaigns(request)
     if body.campaign_strategy not in (None, "one-shot"):
         raise ValidationFailed("only one-shot campaigns", fields=(FieldError("campaign_strategy", "not one-shot"),))
-    campaign = await service.create(caller.account_id, _input(body))
+    campaign = await service.create(caller.account_id, _input(body), start=body.state == "scheduled")
     if body.state == "scheduled":
         campaign = await service.start(caller.account_id, campaign.id)
     return json_reply(campaign_model(request, campaign), 201)

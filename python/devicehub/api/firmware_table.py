@@ -138,6 +138,7 @@ FIRMWARE_ROUTES: tuple[Route, ...] = (
             Reply(201, "created", campaign_routes.CampaignModel),
             v3(400, "a bad field: an empty or unknown device filter, an unknown manifest (names it)"),
             E401,
+            v3(409, "created with `state: scheduled` but it cannot start (no manifest, its image not uploaded)"),
             v3(413, "the body is larger than the limit"),
         ),
         body=campaign_routes.CampaignPostBody,

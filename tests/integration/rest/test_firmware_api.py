@@ -130,6 +130,10 @@ def test_campaign_bad_input_is_a_clear_error_and_writes_nothing(tmp_path: Path, 
                 async with http.post("/v3/firmware-manifests", data=form(MANIFEST)) as r:
                     manifest = await _json(r, 201)
                 body = {"device_filter": "endpoint_type=nothing-here", "root_manifest_id": manifest["id"], "name": "c"}
+                async with http.post("/v3/update-campaigns", json={**body, "state": "scheduled"}) as r:
+                    assert "upload it first" in (await _json(r, 409))["message"]  # created to start: it cannot
+                async with http.get("/v3/update-campaigns") as r:
+                    assert (await _json(r, 200))["data"] == []  # … so nothing was created
                 async with http.post("/v3/update-campaigns", json=body) as r:
                     campaign = await _json(r, 201)
                 assert campaign["phase"] == "draft" and campaign["state"] == "draft"

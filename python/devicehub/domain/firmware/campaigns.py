@@ -84,7 +84,7 @@ class Campaigns:
     def _changes(given: CampaignInput) -> dict[str, object]:
         return {f: getattr(given, f) for f in CampaignInput.__dataclass_fields__ if getattr(given, f) is not None}
 
-    async def create(self, account_id: str, given: CampaignInput) -> Campaign:
+    async def create(self, account_id: str, given: CampaignInput, *, start: bool = False) -> Campaign:
         if given.device_filter is None:
             raise ValidationFailed("device_filter is required", fields=(FieldError("device_filter", "missing"),))
         await self._validated(account_id, given)
@@ -94,6 +94,8 @@ class Campaigns:
         fields.setdefault("name", campaign_id)
         fields.setdefault("root_manifest_id", "")
         campaign = Campaign(id=campaign_id, account_id=account_id, created_at=now, updated_at=now, **fields)  # type: ignore[arg-type]
+        if start:  # created to start at once (SDK 2.x `state: scheduled`): nothing is written unless it can
+            await self._check_startable(campaign)
         await self._store.put_campaign(campaign)
         return campaign
 
@@ -118,19 +120,23 @@ class Campaigns:
         await self._store.put_campaign(campaign)
         return campaign
 
+    async def _check_startable(self, campaign: Campaign) -> None:
+        """409 unless the campaign's manifest and the image it delivers are there (and push can carry it)."""
+        if not campaign.root_manifest_id:
+            raise PhaseConflict("the campaign has no root_manifest_id: set one before starting it")
+        manifest = await self._store.get_firmware_manifest(campaign.account_id, campaign.root_manifest_id)
+        if manifest is None:
+            raise PhaseConflict(f"the campaign's manifest {campaign.root_manifest_id} was deleted")
+        image = await self._catalog.image_for(campaign.account_id, manifest)
+        if campaign.delivery == "push" and image.datafile_size > MAX_PUSH:
+            raise PhaseConflict(f"push delivers images up to {MAX_PUSH} bytes; this one is {image.datafile_size}: pull")
+
     async def start(self, account_id: str, campaign_id: str) -> Campaign:
         """draft → starting, once its manifest and the image it delivers are there (409 otherwise, the campaign
         left a draft); the engine chooses the devices and makes it active."""
         campaign = await self.get(account_id, campaign_id)
         target = moved(campaign.phase, "start")
-        if not campaign.root_manifest_id:
-            raise PhaseConflict("the campaign has no root_manifest_id: set one before starting it")
-        manifest = await self._store.get_firmware_manifest(account_id, campaign.root_manifest_id)
-        if manifest is None:
-            raise PhaseConflict(f"the campaign's manifest {campaign.root_manifest_id} was deleted")
-        image = await self._catalog.image_for(account_id, manifest)
-        if campaign.delivery == "push" and image.datafile_size > MAX_PUSH:
-            raise PhaseConflict(f"push delivers images up to {MAX_PUSH} bytes; this one is {image.datafile_size}: pull")
+        await self._check_startable(campaign)
         now = self._clock.now()
         campaign = msgspec.structs.replace(campaign, phase=target, started_at=now, updated_at=now, autostop_reason="")
         await self._store.put_campaign(campaign)
