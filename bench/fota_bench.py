@@ -8,7 +8,10 @@ campaign's stop, the devices deployed, and the server process's CPU time (user +
 the baseline, same run: the server's CPU over an idle window of the same devices registered, just before, scaled to
 the campaign's duration (what the server spends anyway on those devices' Updates). Prints one summary line and
 writes bench/results/fota.json. `--smoke`: 20 devices, a 16 KiB image.
-Reproduce: `python bench/fota_bench.py --devices 300 --image-kb 64`.
+With `--corrupt-percent` and `--halt-percent`/`--halt-min`/`--pace` it shows the halt rule: how many devices a
+failing rollout reaches before it stops itself.
+Reproduce: `python bench/fota_bench.py --devices 1000 --image-kb 256` and `... --corrupt-percent 10 --halt-percent 5
+--halt-min 20 --pace 100`.
 """
 
 from __future__ import annotations
@@ -94,6 +97,17 @@ def file_server_counts(service: ServiceProcess) -> dict[str, float]:
     return {event: float(value) for event, value in found}
 
 
+def rules(args: argparse.Namespace) -> dict[str, Any]:
+    """The campaign's opt-in halt rule and pace, when asked for."""
+    given: dict[str, Any] = {}
+    if args.halt_percent is not None:
+        given["halt_failure_percent"] = args.halt_percent
+        given["halt_min_finished"] = args.halt_min
+    if args.pace is not None:
+        given["max_starts_per_minute"] = args.pace
+    return given
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
@@ -113,7 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         devices = simulator(
             service.coap_uri, "--count", str(args.devices), "--prefix", "fota-", "--endpoint-type", "fota-bench",
             "--flavor", "oma", "--rate", "0", "--lifetime", "600", "--firmware",
-            "--firmware-reboot-at", str(args.reboot_at),
+            "--firmware-reboot-at", str(args.reboot_at), "--firmware-corrupt-percent", str(args.corrupt_percent),
         )  # fmt: skip
         try:
             service.registered_devices(args.devices, within=120)
@@ -128,7 +142,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             status, campaign = service.api(
                 "POST",
                 "/v3/update-campaigns",
-                {"device_filter": "endpoint_type=fota-bench", "root_manifest_id": manifest["id"], "name": "bench"},
+                {
+                    "device_filter": "endpoint_type=fota-bench",
+                    "root_manifest_id": manifest["id"],
+                    "name": "bench",
+                    **rules(args),
+                },
             )
             assert status == 201, campaign
             cpu_before = cpu_seconds(pid)
@@ -143,6 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elapsed = time.monotonic() - started
             cpu = cpu_seconds(pid) - cpu_before
             _, metrics = service.api("GET", f"/v3/update-campaigns/{campaign['id']}/metrics")
+            finished = service.api("GET", f"/v3/update-campaigns/{campaign['id']}")[1]
             served = file_server_counts(service)
         finally:
             stop(devices)
@@ -154,6 +174,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "image_bytes": args.image_kb * 1024,
         "deployed": deployed,
         "failed": metrics["failed_count"],
+        "skipped": metrics["skipped_count"],
+        "stop_reason": finished["autostop_reason"],
         "seconds": round(elapsed, 2),
         "devices_per_minute": round(deployed / elapsed * 60, 1),
         "server_cpu_s": round(cpu, 3),
@@ -178,13 +200,17 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of the idle baseline")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--corrupt-percent", type=float, default=0.0, help="devices failing the integrity check")
+    parser.add_argument("--halt-percent", type=float, default=None, help="the campaign's halt_failure_percent")
+    parser.add_argument("--halt-min", type=int, default=20, help="the campaign's halt_min_finished")
+    parser.add_argument("--pace", type=int, default=None, help="the campaign's max_starts_per_minute")
     parser.add_argument("--smoke", action="store_true", help="20 devices, a 16 KiB image (seconds)")
     args = parser.parse_args()
     if args.smoke:
         args.devices, args.image_kb, args.idle, args.timeout = 20, 16, 1.0, 120.0
     result = run(args)
     RESULTS.mkdir(exist_ok=True)
-    name = "fota-smoke.json" if args.smoke else "fota.json"
+    name = "fota-smoke.json" if args.smoke else "fota-halt.json" if args.halt_percent is not None else "fota.json"
     (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
     print(
         f"fota: {result['deployed']}/{result['devices']} devices updated with {args.image_kb} KiB in "
@@ -192,7 +218,8 @@ def main() -> None:
         f"{result['server_cpu_ms_per_device']} ms per device ({result['update_cpu_ms_per_device']} ms over the idle "
         f"baseline of {result['baseline_idle_cpu_ms_per_device']} ms, {result['update_cpu_us_per_kib']} µs per KiB); "
         f"{result['downloads_from_byte_0']:.0f} downloads from byte 0, {result['blocks_served']:.0f} blocks served "
-        f"for {result['blocks_expected']}"
+        f"for {result['blocks_expected']}; {result['failed']} failed, {result['skipped']} skipped"
+        + (f"; {result['stop_reason']}" if result["stop_reason"] else "")
     )
 
 

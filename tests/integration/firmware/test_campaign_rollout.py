@@ -211,3 +211,22 @@ def test_push_delivers_the_package_in_one_block1_write(tmp_path: Path) -> None:
             assert [(t, v) for t, v in device.log.writes if t.startswith("/5/")] == [("/5/0/0", IMAGE)]
 
     run(scenario(), timeout=60)
+
+
+def test_a_device_silent_past_its_deadline_counts_as_failed(tmp_path: Path) -> None:
+    faults = {"stuck": FirmwareFaults(apply_s=60.0), "quick": FirmwareFaults()}  # "stuck" never finishes installing
+
+    async def scenario() -> None:
+        async with running_node(tmp_path, firmware_check_interval=0.05) as node, fleet(node, faults):
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                campaign_id = await prepare(http, device_deadline_seconds=2)
+                path = f"/v3/update-campaigns/{campaign_id}"
+                await until(http, path, lambda c: c["phase"] == "stopped")
+                async with http.get(f"{path}/campaign-device-metadata") as r:
+                    states = {d["name"]: d for d in (await r.json())["data"]}
+        assert states["quick"]["deployment_state"] == "deployed"
+        assert states["stuck"]["deployment_state"] == "failed_connector_channel_update"
+        assert states["stuck"]["description"] == "no result within the device deadline of 2 s"
+
+    run(scenario(), timeout=60)
