@@ -230,3 +230,29 @@ def test_a_device_silent_past_its_deadline_counts_as_failed(tmp_path: Path) -> N
         assert states["stuck"]["description"] == "no result within the device deadline of 2 s"
 
     run(scenario(), timeout=60)
+
+
+def test_a_stopped_campaign_lets_installing_devices_finish_and_skips_the_rest(tmp_path: Path) -> None:
+    faults = {f"dev-{i}": FirmwareFaults(apply_s=1.0) for i in range(4)}
+
+    async def scenario() -> None:
+        async with running_node(tmp_path, firmware_check_interval=0.05) as node, fleet(node, faults):
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                campaign_id = await prepare(http, max_starts_per_minute=2)
+                path = f"/v3/update-campaigns/{campaign_id}"
+                steps = f"{path}/campaign-device-metadata"
+                await until(http, steps, lambda p: sorted(d["step"] for d in p["data"])[-2:] == ["updating"] * 2)
+                async with http.post(f"{path}/stop") as r:
+                    assert r.status == 202 and (await r.json())["phase"] == "stopping"
+                async with http.post(f"{path}/stop") as r:
+                    assert r.status == 409  # stopping already
+                campaign = await until(http, path, lambda c: c["phase"] == "stopped")
+                async with http.get(steps) as r:
+                    states = sorted((d["deployment_state"], d["step"]) for d in (await r.json())["data"])
+                async with http.post(f"{path}/archive") as r:
+                    assert r.status == 200 and (await r.json())["phase"] == "archived"
+        assert campaign["state"] == "userstopped" and campaign["autostop_reason"] == "stopped by the user"
+        assert states == [("deployed", "done")] * 2 + [("pending", "skipped")] * 2
+
+    run(scenario(), timeout=60)

@@ -208,17 +208,9 @@ class CampaignEngine:
             return
         if campaign.phase != ACTIVE:
             return
-        deadline = campaign.device_deadline_s
         for device in devices:
-            task = self._tasks.get((campaign.id, device.device_id))
-            if device.step in (DOWNLOADING, UPDATING):
-                if deadline is not None and device.started_at is not None and now - device.started_at > deadline:
-                    if task is not None:
-                        task.cancel()
-                    await self._finish(
-                        campaign, device, False, f"no result within the device deadline of {deadline:g} s"
-                    )
-                elif task is None:  # started before a restart (or on the node that held the lease): go on
+            if device.step in (DOWNLOADING, UPDATING) and not await self._past_deadline(campaign, device):
+                if (campaign.id, device.device_id) not in self._tasks:  # started before a restart: go on
                     self._spawn(campaign, device)
         image = await self._image(campaign)
         if image is None:
@@ -237,6 +229,20 @@ class CampaignEngine:
         if counts.pending == 0:
             await self._set_phase(campaign, STOPPED, campaign.autostop_reason or "")
 
+    async def _past_deadline(self, campaign: Campaign, device: CampaignDevice) -> bool:
+        """Fail the device (and stop its update) when the campaign's per-device deadline passed since its start."""
+        deadline = campaign.device_deadline_s
+        key = (campaign.id, device.device_id)
+        if deadline is None or device.started_at is None or key in self._finished:
+            return False
+        if self._clock.now() - device.started_at <= deadline:
+            return False
+        task = self._tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+        await self._finish(campaign, device, False, f"no result within the device deadline of {deadline:g} s")
+        return True
+
     async def _wind_down(self, campaign: Campaign, devices: list[CampaignDevice]) -> None:
         """stopping: devices not started are skipped, downloads are cancelled (an empty Package URI resets the
         device's state machine, 5.xml State); devices already updating finish; then stopped."""
@@ -244,7 +250,11 @@ class CampaignEngine:
         for device in devices:
             if kind(device) != "pending":
                 continue
+            if (campaign.id, device.device_id) in self._finished:
+                continue  # finished by its update since the devices were read
             if device.step == UPDATING:
+                if await self._past_deadline(campaign, device):
+                    continue
                 busy = True
                 if (campaign.id, device.device_id) not in self._tasks:
                     self._spawn(campaign, device)
