@@ -30,6 +30,7 @@ from devicehub.domain.firmware.campaigns import Campaigns
 from devicehub.domain.firmware.catalog import FirmwareCatalog
 from devicehub.domain.firmware.engine import CampaignEngine
 from devicehub.domain.firmware.model import FirmwareImage
+from devicehub.domain.registration import TCP, Registration
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.coap.parameters import Limits
@@ -231,9 +232,18 @@ class Node:
         self.files = FileServer(self.store)
         self.lwm2m.files = self.files
         catalog = FirmwareCatalog(self.store, self.clock, settings.firmware_max_bytes)
-        base = settings.firmware_base_uri or f"coap://{settings.host}:{self.coap_port}"
 
-        def package_uri(image: FirmwareImage) -> str:
+        def package_uri(image: FirmwareImage, registration: Registration) -> str:
+            """Where the device downloads from: `--firmware-base-uri`, else this node's listener of the transport
+            it registered over (a DTLS device over its own DTLS session: coaps://, 5.xml Package URI)."""
+            base = settings.firmware_base_uri
+            if not base:
+                if registration.transport == TCP and self.coap_tcp_port:
+                    base = f"coap+tcp://{settings.host}:{self.coap_tcp_port}"
+                elif registration.secure and self.coaps_port:
+                    base = f"coaps://{settings.host}:{self.coaps_port}"
+                else:
+                    base = f"coap://{settings.host}:{self.coap_port}"
             return base.rstrip("/") + package_path(image)
 
         self.engine = CampaignEngine(

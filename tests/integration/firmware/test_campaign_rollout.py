@@ -14,6 +14,7 @@ import aiohttp
 
 from devicehub.clock import SystemClock
 from devicehub.config import ServeSettings
+from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
 from devicehub.sim.device import SimDevice
 from devicehub.sim.firmware import FirmwareFaults, SimFirmware
@@ -254,5 +255,42 @@ def test_a_stopped_campaign_lets_installing_devices_finish_and_skips_the_rest(tm
                     assert r.status == 200 and (await r.json())["phase"] == "archived"
         assert campaign["state"] == "userstopped" and campaign["autostop_reason"] == "stopped by the user"
         assert states == [("deployed", "done")] * 2 + [("pending", "skipped")] * 2
+
+    run(scenario(), timeout=60)
+
+
+def test_a_device_on_dtls_downloads_over_coaps_with_its_own_credentials(tmp_path: Path) -> None:
+    key = bytes(range(16))
+    name = "dtls-firmware-device-0001"
+
+    async def scenario() -> None:
+        settings: dict[str, Any] = {"coaps_port": free_udp_port(), "firmware_check_interval": 0.05}
+        async with running_node(tmp_path, dev=False, allow_nosec=False, **settings) as node:
+            assert node.coaps_port is not None
+            account = (await node.accounts.create_account("tenant")).id
+            await node.credentials.add_psk(account, name, key.hex())
+            _, api_key = await node.accounts.create_key(account, "fw", admin=True)
+            sim = SimDevice(
+                SystemClock(), ("127.0.0.1", node.coaps_port), name, endpoint_type="fw-test", flavor="oma",
+                security=ClientCredentials(psk_identity=name, psk_key=key),
+            )  # fmt: skip
+            sim.firmware = SimFirmware(sim)
+            await sim.start()
+            try:
+                await asyncio.wait_for(sim.registered.wait(), 10)
+                await node.lwm2m.flush()
+                headers = {"Authorization": f"Bearer {api_key}"}
+                async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                    campaign_id = await prepare(http)
+                    path = f"/v3/update-campaigns/{campaign_id}"
+                    await until(http, path, lambda c: c["phase"] == "stopped")
+                    async with http.get(f"{path}/campaign-device-metadata") as r:
+                        states = [d["deployment_state"] for d in (await r.json())["data"]]
+            finally:
+                await sim.stop()
+        assert states == ["deployed"]
+        uri = next(str(v) for t, v in sim.log.writes if t == "/5/0/1")
+        assert uri.startswith(f"coaps://127.0.0.1:{node.coaps_port}/fw/{account}/"), uri
+        assert node.files.stats.blocks == len(IMAGE) // 1024  # every block over the device's DTLS session
 
     run(scenario(), timeout=60)

@@ -41,6 +41,7 @@ from devicehub.domain.firmware.model import (
 )
 from devicehub.domain.firmware.rules import SKIPPED_STEP, kind, stop_reason, tally
 from devicehub.domain.ports import DeviceGateway
+from devicehub.domain.registration import Registration
 from devicehub.domain.storage.device_query import DeviceQuery
 from devicehub.domain.storage.store import Store
 
@@ -56,8 +57,8 @@ QUEUED, DOWNLOADING, UPDATING, DONE = "queued", "downloading", "updating", "done
 
 # the device filter, parsed with the directory's filter language (api/directory_filter.py); None: nothing matches
 ParseFilter = Callable[[str], DeviceQuery | None]
-# the package URI a device downloads `image` from (lwm2m/file_server.py)
-PackageUri = Callable[[FirmwareImage], str]
+# the package URI a device of this registration downloads `image` from (lwm2m/file_server.py)
+PackageUri = Callable[[FirmwareImage, Registration], str]
 
 
 @dataclass(slots=True)
@@ -349,7 +350,10 @@ class CampaignEngine:
         if campaign.delivery == "push":
             package = await self._store.read_image_data(campaign.account_id, image.id, 0, image.datafile_size)
             return await self._gateway.request(device_id, "PUT", object5.PACKAGE, package, OPAQUE)
-        uri = self._package_uri(image)
+        registration = self._gateway.registration(device_id)
+        if registration is None:
+            raise _Failed("the device is not registered here any more")
+        uri = self._package_uri(image, registration)
         return await self._gateway.request(device_id, "PUT", object5.PACKAGE_URI, uri.encode(), TEXT)
 
     async def _run_device(self, campaign: Campaign, latest: list[CampaignDevice], image: FirmwareImage | None) -> None:
