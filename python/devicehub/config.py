@@ -90,7 +90,7 @@ class ServeSettings:
         default="",
         metadata={
             "help": "how devices reach this node's CoAP file server in the Package URI they are given, e.g. "
-            "coap://dm.example.com:5683 (default: coap://<host>:<coap-port>)"
+            "coap://dm.example.com:5683 (default: this node's listener of the transport the device registered over)"
         },
     )
     firmware_concurrency: int = field(
