@@ -15,8 +15,8 @@ from aiohttp import web
 
 from devicehub import tasks
 from devicehub.api.app import create_app
-from devicehub.api.console_feed import ConsoleFeed
 from devicehub.api.campaign_routes import check_filter
+from devicehub.api.console_feed import ConsoleFeed
 from devicehub.api.context import Services
 from devicehub.api.directory_filter import parse_filters
 from devicehub.api.tls import server_context
@@ -38,8 +38,8 @@ from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.file_server import FileServer, package_path
 from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
-from devicehub.outages import OutageLog
 from devicehub.lwm2m.server_stats import vars_of
+from devicehub.outages import OutageLog
 from devicehub.private_files import write_private
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
