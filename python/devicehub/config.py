@@ -152,6 +152,13 @@ class ServeSettings:
             "(loopback, private, link-local and metadata addresses are refused otherwise; --dev allows loopback)"
         },
     )
+    callback_secret_overlap: float = field(
+        default=86400.0,
+        metadata={
+            "help": "seconds a callback signing secret keeps signing after POST /v2/notification/callback/secret "
+            "replaced it, so receivers switch over without refusing requests"
+        },
+    )
     callback_client_cert: str = field(
         default="", metadata={"help": "PEM certificate (with key) the service presents to callback servers"}
     )

@@ -228,6 +228,12 @@ class CallbackRegistration(msgspec.Struct, frozen=True, omit_defaults=True):
     url: Annotated[str, msgspec.Meta(pattern="^https?://[^\\s/]+", max_length=2048)]
     headers: dict[Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9-]+$")], str] = {}
     serialization: Serialization | None = None
+    # issue 34 #3: Standard Webhooks signing secret
+    secret: Annotated[str, msgspec.Meta(pattern="^whsec_[A-Za-z0-9+/=]+$")] | None = None
+
+
+class CallbackSecret(msgspec.Struct, frozen=True, omit_defaults=True):
+    secret: Annotated[str, msgspec.Meta(pattern="^whsec_[A-Za-z0-9+/=]+$")] | None = None
 
 
 class WebSocketRegistration(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from devicehub.api.body import decode, json_reply, read_body
 from devicehub.api.context import SERVICES, authenticate, bearer_token, principal, services
+from devicehub.channels import signing
 from devicehub.channels.callback import parse_registration
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
 from devicehub.channels.options import ChannelOptions
@@ -106,6 +107,18 @@ async def delete_callback(request: web.Request) -> web.Response:
     if not await services(request).hub.delete_channel(caller.key_id, CALLBACK):
         raise NotFound("no callback channel for this key")
     return web.Response(status=204)
+
+
+class SecretBody(msgspec.Struct, frozen=True):
+    secret: str
+
+
+async def post_callback_secret(request: web.Request) -> web.Response:
+    """issue 34 #3: rotate the callback channel's signing secret (the body may name it); answers the new one."""
+    caller = await principal(request)
+    raw = await _json_body(request, optional=True)
+    given = signing.parse(raw["secret"]) if raw is not None and raw.get("secret") is not None else None
+    return json_reply(SecretBody(await services(request).hub.rotate_secret(caller, given)))
 
 
 # ---- WebSocket (spec §4.6–4.7) -----------------------------------------------------------------------

@@ -342,6 +342,23 @@ ROUTES: tuple[Route, ...] = (
         (Reply(204, "deleted"), V2_401, v2(404, "no callback channel")),
     ),
     Route(
+        "POST",
+        "/v2/notification/callback/secret",
+        notification_routes.post_callback_secret,
+        "Rotate the callback channel's signing secret (Standard Webhooks); the previous one keeps signing for "
+        "--callback-secret-overlap seconds",
+        "notifications",
+        (
+            Reply(200, "the new secret", notification_routes.SecretBody),
+            v2(400, "a secret that is not whsec_ and base64 of 24…64 bytes"),
+            V2_401,
+            V2_413,
+            v2(404, "no callback channel"),
+        ),
+        body=models.CallbackSecret,
+        body_required=False,
+    ),
+    Route(
         "PUT",
         "/v2/notification/websocket",
         notification_routes.put_websocket,

@@ -10,17 +10,20 @@ import asyncio
 import logging
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import aiohttp
 import yarl
 
+from devicehub.channels import signing
 from devicehub.channels.channel import Channel
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.targets import PolicyResolver, TargetPolicy, TargetRefused
 from devicehub.clock import Clock
 from devicehub.config import ServeSettings
+from devicehub.domain.model import ChannelSecret
 from devicehub.errors import BadRequest, Conflict, FieldError, InvalidHeader, ValidationFailed
 
 log = logging.getLogger("devicehub.channels.callback")
@@ -66,6 +69,7 @@ class CallbackTarget:
     url: str
     headers: dict[str, str]
     options: ChannelOptions
+    secret: str | None = None  # issue 34 #3: sign deliveries (Standard Webhooks); None keeps the channel's secrets
 
 
 def parse_registration(raw: object) -> CallbackTarget:
@@ -97,7 +101,9 @@ def parse_registration(raw: object) -> CallbackTarget:
         raise _invalid("headers", f"may not set {', '.join(forbidden)} (framing and hop-by-hop headers)")
     if len(url) + sum(len(k) + len(v) for k, v in headers.items()) > MAX_TARGET_CHARS:
         raise _invalid("url", f"url and headers together exceed {MAX_TARGET_CHARS} characters")
-    return CallbackTarget(url=url, headers=dict(headers), options=ChannelOptions.from_wire(raw.get("serialization")))
+    secret = signing.parse(raw["secret"]) if raw.get("secret") is not None else None
+    options = ChannelOptions.from_wire(raw.get("serialization"))
+    return CallbackTarget(url=url, headers=dict(headers), options=options, secret=secret)
 
 
 def _invalid(name: str, message: str) -> ValidationFailed:
@@ -198,7 +204,9 @@ class CallbackClient:
         except (aiohttp.ClientError, OSError, ValueError) as error:
             return Answer(None, f"unreachable ({type(error).__name__}: {error})")
 
-    async def verify(self, url: str, headers: Mapping[str, str], key_id: str = "") -> None:
+    async def verify(
+        self, url: str, headers: Mapping[str, str], key_id: str = "", secrets: Sequence[ChannelSecret] = ()
+    ) -> None:
         """spec §4.5: PUT `{}` with the headers must be answered 200, else 400 naming what the URL answered.
 
         One verification per key at a time: a second one while the first waits is a 409.
@@ -207,7 +215,9 @@ class CallbackClient:
             raise Conflict("a callback verification for this key is already in progress", token="CONFLICT")
         self._verifying.add(key_id)
         try:
-            answer = await self.put(url, headers, b"{}")
+            body = b"{}"
+            signed = signing.headers(secrets, f"msg_verify_{uuid.uuid4().hex}", body) if secrets else {}
+            answer = await self.put(url, {**headers, **signed}, body)
         finally:
             self._verifying.discard(key_id)
         if answer.status == 200:
@@ -251,7 +261,10 @@ async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove
             await channel.wait_for_events()
             continue
         try:
-            answer = await client.put(channel.config.url, channel.config.headers, batch.body)
+            headers = channel.config.headers
+            if channel.config.secrets:  # issue 34 #3: a retry of the same batch keeps its webhook-id
+                headers = {**headers, **signing.headers(channel.config.secrets, channel.message_id(batch), batch.body)}
+            answer = await client.put(channel.config.url, headers, batch.body)
         except BaseException:
             channel.give_back(batch)
             raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -116,6 +117,8 @@ class Channel:
         self._journal = journal
         self._counters = counters
         self._in_flight: Batch | None = None
+        self._in_flight_first = 0  # ordinal (events pushed into `queue` before it) of the batch's first event
+        self._nonce = uuid.uuid4().hex[:16]  # this queue's webhook-id prefix: ids are unique across restarts
         self._behind = 0  # events that left from behind the batch that is out (see journal.py)
         self._seen_overflow = 0
         self._seen_expired = 0
@@ -163,7 +166,14 @@ class Channel:
         batch = self.queue.take_batch(self.options.max_chunk_size, now_ms, self.max_batch_bytes)
         self._account()
         self._in_flight = batch
+        if batch is not None:  # only the head leaves a queue, so what was pushed minus what is left locates it
+            self._in_flight_first = self.queue.pushed_total - len(self.queue) - batch.count
         return batch
+
+    def message_id(self, batch: Batch) -> str:
+        """The Standard Webhooks `webhook-id` of the batch that is out: the same for each retry of the same events
+        (a receiver deduplicates on it), different for any other batch."""
+        return f"msg_{self._nonce}_{self._in_flight_first}_{batch.count}"
 
     def delivered(self, batch: Batch, now: float) -> None:
         self._settle(batch)

@@ -180,6 +180,10 @@ class ChannelHub:
         """spec §4.5: verify the URL with a PUT answered 200, then store it (replacing the key's channel)."""
         await self._lifecycle.set_callback(caller, target)
 
+    async def rotate_secret(self, caller: Principal, secret: str | None) -> str:
+        """issue 34 #3: a new signing secret for the key's callback channel; the previous ones sign for the overlap."""
+        return await self._lifecycle.rotate_secret(caller, secret, self._settings.callback_secret_overlap)
+
     async def set_websocket(self, caller: Principal, options: ChannelOptions | None) -> tuple[Channel, bool]:
         """spec §4.6: the channel exists (disconnected) and stores events at once; True when it is new."""
         return await self._lifecycle.set_websocket(caller, options)

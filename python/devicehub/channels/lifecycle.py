@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 from aiohttp import web
 
-from devicehub.channels import callback
+from devicehub.channels import callback, signing
 from devicehub.channels.callback import CallbackClient, CallbackTarget
 from devicehub.channels.channel import CALLBACK, WEBSOCKET, Channel, Counters
 from devicehub.channels.journal import Journal
@@ -19,8 +21,9 @@ from devicehub.channels.registry import ChannelRegistry
 from devicehub.channels.websocket import GOING_AWAY, UNEXPECTED, WebSocketSession
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
-from devicehub.domain.model import ChannelConfig
+from devicehub.domain.model import ChannelConfig, ChannelSecret
 from devicehub.domain.storage.store import Store
+from devicehub.errors import NotFound
 
 log = logging.getLogger("devicehub.channels")
 
@@ -79,11 +82,35 @@ class ChannelLifecycle:
     async def set_callback(self, caller: Principal, target: CallbackTarget) -> None:
         """spec §4.5: verify the URL with a PUT answered 200, then store it (replacing the key's channel)."""
         assert self.client is not None, "ChannelHub.start() first"
-        await self.client.verify(target.url, target.headers, caller.key_id)
+        if target.secret is not None:
+            secrets = [ChannelSecret(target.secret)]
+        else:  # a registration without a secret keeps the channel's (applications re-register at start)
+            current = await self.store.get_channel(caller.key_id)
+            secrets = list(current.secrets) if current is not None and current.kind == CALLBACK else []
+        await self.client.verify(target.url, target.headers, caller.key_id, secrets)
         config = self.config(caller, CALLBACK, target.options, url=target.url, headers=target.headers)
+        config = msgspec.structs.replace(config, secrets=secrets)
         async with self.lock:
             channel = await self.install(config)
             self.start_deliverer(channel)
+
+    async def rotate_secret(self, caller: Principal, secret: str | None, overlap_s: float) -> str:
+        """issue 34 #3: a new signing secret for the key's callback channel (given or generated); the ones in force
+        keep signing for `overlap_s` more seconds. Returns the new secret."""
+        new = secret or signing.generate()
+        async with self.lock:
+            current = await self.store.get_channel(caller.key_id)
+            if current is None or current.kind != CALLBACK:
+                raise NotFound("no callback channel for this key")
+            secrets = signing.rotate(current.secrets, new, time.time(), overlap_s)
+            config = msgspec.structs.replace(current, secrets=secrets)
+            await self.store.put_channel(config)
+            channel = self._registry.get(caller.key_id)
+            if channel is not None and channel.kind == CALLBACK:
+                channel.config = config  # the deliverer reads it for each attempt; nothing else changes
+        if self.ownership is not None and (channel is None or channel.kind != CALLBACK):
+            await self.ownership.changed(caller.key_id)  # its owner hands it over and takes the new config
+        return new
 
     async def set_websocket(self, caller: Principal, options: ChannelOptions | None) -> tuple[Channel, bool]:
         """spec §4.6: the channel exists (disconnected) and stores events at once; True when it is new."""

@@ -74,6 +74,13 @@ class ChannelDrops(msgspec.Struct, frozen=True):
         return ChannelDrops(self.overflow + other.overflow, self.expired + other.expired, self.failed + other.failed)
 
 
+class ChannelSecret(msgspec.Struct, frozen=True, array_like=True):
+    """A callback signing secret (issue 34 #3): `whsec_…`, signing until `until` (wall-clock s; None: current)."""
+
+    value: str
+    until: float | None = None
+
+
 class ChannelConfig(msgspec.Struct, frozen=True, kw_only=True):
     key_id: str
     account_id: str
@@ -83,6 +90,7 @@ class ChannelConfig(msgspec.Struct, frozen=True, kw_only=True):
     serialization: dict[str, object] = {}  # wire-format.md channel serialization object, normalised
     free_tier: bool = False  # fixed at creation (spec §8: upgrades do not change existing channels)
     created_at: float
+    secrets: list[ChannelSecret] = []  # callback signing secrets, newest first (issue 34 #3); never shown
 
 
 class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):
