@@ -216,12 +216,14 @@ class SerializationCfg(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
     include_original_ep: bool | None = None
     deregistrations_as_object: bool | None = None
     use_endpoint_name: bool | None = None
+    include_cursor: bool | None = None  # issue 34 #1: every event carries "cursor" and "device_seq"
 
 
 class Serialization(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     type: Literal["v2", "V2"] = "v2"
     max_chunk_size: Annotated[int, msgspec.Meta(ge=100, le=20_000)] | None = None
     cfg: SerializationCfg | None = None
+    retention_s: Annotated[int, msgspec.Meta(ge=60, le=604_800)] | None = None  # issue 34 #1
 
 
 class CallbackRegistration(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -230,6 +232,10 @@ class CallbackRegistration(msgspec.Struct, frozen=True, omit_defaults=True):
     serialization: Serialization | None = None
     # issue 34 #3: Standard Webhooks signing secret
     secret: Annotated[str, msgspec.Meta(pattern="^whsec_[A-Za-z0-9+/=]+$")] | None = None
+
+
+class CallbackRedrive(msgspec.Struct, frozen=True, rename={"from_": "from"}):
+    from_: Annotated[int, msgspec.Meta(ge=0)]
 
 
 class CallbackSecret(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -15,7 +15,7 @@ from devicehub.channels.callback import parse_registration
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
-from devicehub.errors import BadRequest, NotFound, Unauthorized, ValidationFailed
+from devicehub.errors import BadRequest, FieldError, NotFound, Unauthorized, ValidationFailed
 
 _DELIVERY_MECHANISMS = {CALLBACK: "CALLBACK", WEBSOCKET: "WEB_SOCKET", PULL: "LONG_POLLING"}
 
@@ -109,6 +109,34 @@ async def delete_callback(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+def _cursor(request: web.Request) -> int | None:
+    """issue 34 #1: `?cursor=N`, the last event the application has (a non-negative integer)."""
+    raw = request.query.get("cursor")
+    if raw is None:
+        return None
+    if not raw.isdigit() or len(raw) > 18:
+        raise ValidationFailed(
+            "cursor: must be a non-negative integer", fields=(FieldError("cursor", "must be a non-negative integer"),)
+        )
+    return int(raw)
+
+
+class RedriveBody(msgspec.Struct, frozen=True):
+    lost: int  # events after `from` no longer retained (the first batch says so too)
+
+
+async def post_callback_redrive(request: web.Request) -> web.Response:
+    """issue 34 #1: `{"from": N}`: the callback channel delivers the retained events after cursor N again."""
+    caller = await principal(request)
+    raw = await _json_body(request) or {}
+    after = raw.get("from")
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ValidationFailed(
+            "from: must be a non-negative integer", fields=(FieldError("from", "must be a non-negative integer"),)
+        )
+    return json_reply(RedriveBody(await services(request).hub.redrive(caller, after)), status=202)
+
+
 class SecretBody(msgspec.Struct, frozen=True):
     secret: str
 
@@ -148,6 +176,7 @@ async def websocket_connect(request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,), autoping=False)
     if not ws.can_prepare(request).ok:
         raise BadRequest("WebSocket handshake headers are missing or invalid")
+    cursor = _cursor(request)  # checked before the upgrade: a bad one is a 400
     raw_key = key_from_protocols(request.headers.get("Sec-WebSocket-Protocol", "")) or bearer_token(request)
     await ws.prepare(request)
     try:
@@ -155,7 +184,7 @@ async def websocket_connect(request: web.Request) -> web.StreamResponse:
     except Unauthorized:
         await ws.close(code=POLICY_VIOLATION, message=b"invalid or missing API key")  # spec §5 rule 3, §7
         return ws
-    await services(request).hub.serve_websocket(caller, ws)
+    await services(request).hub.serve_websocket(caller, ws, cursor)
     return ws
 
 
@@ -178,7 +207,7 @@ async def get_pull(request: web.Request) -> web.StreamResponse:
         await response.write(body)
         await response.write_eof()
 
-    if await services(request).hub.pull(caller, send):
+    if await services(request).hub.pull(caller, send, _cursor(request)):
         return response
     return web.Response(status=204)
 

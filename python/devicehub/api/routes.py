@@ -58,6 +58,11 @@ ASYNC_ID = Param(
     "the id the async-response will carry; one still pending for the key is 400 DUPLICATE_ASYNC_ID",
     required=True,
 )
+CURSOR = Param(
+    "cursor",
+    {"type": "integer", "minimum": 0, "maximum": 999_999_999_999_999_999},
+    "issue 34: resume after this cursor (channels with serialization.cfg.include_cursor)",
+)
 RETRY = Param("retry", {"type": "integer", "minimum": 0, "maximum": 10}, "retries after a failed attempt")
 EXPIRY = Param(
     "expiry-seconds",
@@ -343,6 +348,25 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "POST",
+        "/v2/notification/callback/redrive",
+        notification_routes.post_callback_redrive,
+        "Deliver again the retained events after cursor `from` (channels with serialization.cfg.include_cursor)",
+        "notifications",
+        (
+            Reply(
+                202,
+                "redriving; `lost` counts the events after `from` no longer retained",
+                notification_routes.RedriveBody,
+            ),
+            v2(400, "`from` is not a non-negative integer, or the channel has no cursors (CURSORS_NOT_ENABLED)"),
+            V2_401,
+            V2_413,
+            v2(404, "no callback channel"),
+        ),
+        body=models.CallbackRedrive,
+    ),
+    Route(
+        "POST",
         "/v2/notification/callback/secret",
         notification_routes.post_callback_secret,
         "Rotate the callback channel's signing secret (Standard Webhooks); the previous one keeps signing for "
@@ -407,6 +431,7 @@ ROUTES: tuple[Route, ...] = (
             v2(400, "WebSocket handshake headers are missing or invalid"),
             v2(426, "not a WebSocket upgrade (UPGRADE_REQUIRED)"),
         ),
+        query=(CURSOR,),
         auth=False,
     ),
     Route(
@@ -432,6 +457,7 @@ ROUTES: tuple[Route, ...] = (
             v2(410, "the pull channel was deleted a moment ago (CHANNEL_DELETED)"),
             v2(503, "in Redis mode the channel's owner node did not hand it over (CHANNEL_BUSY)"),
         ),
+        query=(CURSOR,),
     ),
     Route(
         "DELETE",

@@ -261,10 +261,11 @@ async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove
             await channel.wait_for_events()
             continue
         try:
+            body = channel.body(batch)
             headers = channel.config.headers
             if channel.config.secrets:  # issue 34 #3: a retry of the same batch keeps its webhook-id
-                headers = {**headers, **signing.headers(channel.config.secrets, channel.message_id(batch), batch.body)}
-            answer = await client.put(channel.config.url, headers, batch.body)
+                headers = {**headers, **signing.headers(channel.config.secrets, channel.message_id(batch), body)}
+            answer = await client.put(channel.config.url, headers, body)
         except BaseException:
             channel.give_back(batch)
             raise

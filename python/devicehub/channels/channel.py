@@ -11,10 +11,14 @@ from typing import Protocol
 import msgspec
 
 from devicehub._core import DEFAULT_MAX_BYTES, Batch, ChannelQueue
+from devicehub.channels.cursors import CursorLog
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
 from devicehub.domain.model import ChannelConfig, ChannelDrops, StoredEvent
 from devicehub.domain.timefmt import rfc3339
+from devicehub.errors import BadRequest
+
+_BATCH_FIELDS_BYTES = 64  # `,"cursor":N,"lost":K` a cursor channel adds to a batch body
 
 CALLBACK = "callback"
 WEBSOCKET = "websocket"
@@ -45,6 +49,8 @@ class Outbox(Protocol):
     def take(self, now_ms: int) -> Batch | None: ...
 
     def give_back(self, batch: Batch) -> None: ...
+
+    def body(self, batch: Batch) -> bytes: ...
 
     def delivered(self, batch: Batch, now: float) -> None: ...
 
@@ -123,6 +129,16 @@ class Channel:
         self._seen_overflow = 0
         self._seen_expired = 0
         self._wake = asyncio.Event()
+        # issue 34 #1, #2: cursors (cursors.py) when the options ask for them; a change of that option waits for a
+        # moment with no batch out, when the journal is exactly the queue or exactly the retained events
+        self.cursors: CursorLog | None = None
+        self._cursor_mode_wanted = self.options.include_cursor
+        self._left_queue = 0  # events that left the queue since the channel began (a cursor channel's queue head)
+        self._uncounted_deliveries = 0  # deliveries not in the store's count (a channel without cursors)
+        self.pending_lost = 0  # events a resume asked for that were no longer retained: said in the next batch
+        self._body: bytes | None = None  # the batch that is out, as sent (a cursor channel adds to Rust's body)
+        if self._cursor_mode_wanted:
+            self.cursors = CursorLog(self.options.retention_s * 1000, max_bytes)
 
     @property
     def key_id(self) -> str:
@@ -140,11 +156,24 @@ class Channel:
         self.consecutive_failures = 0
         self.failing_since = None
         self.retry_at = None
+        self._cursor_mode_wanted = self.options.include_cursor
+        if self.cursors is not None:
+            self.cursors.retention_ms = self.options.retention_s * 1000
+        if self._in_flight is None:
+            self._switch_cursor_mode()
 
     # ---- queue operations ----------------------------------------------------------------------
-    def push(self, kind: int, data: bytes, now_ms: int) -> None:
+    def push(self, kind: int, data: bytes, now_ms: int, device: str = "") -> None:
+        """Queue one encoded event; `device` is the device it came from ("" when none: async-responses)."""
+        cursors = self.cursors
+        if cursors is not None:
+            data = cursors.stamp(data, device)
         dropped = self.queue.push(kind, data, now_ms)
-        self._journal.append(self.config.key_id, StoredEvent(kind, data, now_ms))
+        event = StoredEvent(kind, data, now_ms, device)
+        self._journal.append(self.config.key_id, event)
+        if cursors is not None:
+            cursors.keep(event)
+            self._evict(now_ms)
         queued = self._counters.queued_by_kind
         queued[kind] = queued.get(kind, 0) + 1
         self.last_data_at = now_ms / 1000
@@ -155,6 +184,9 @@ class Channel:
     def restore(self, events: list[StoredEvent], lost_before: ChannelDrops) -> None:
         """Refill the queue from the journal at start; only what the cap or the lifetime drops is journaled."""
         self.lost_before = lost_before
+        self._left_queue = lost_before.left_queue
+        if self.cursors is not None:
+            events = self.cursors.restore(events, lost_before.left_queue)
         for event in events:
             self.queue.push(event.kind, event.data, event.queued_at_ms)
         self._account()
@@ -163,12 +195,29 @@ class Channel:
         """The next batch (up to max_chunk_size events, spec §6 rule 1, and max_batch_bytes), or None when empty."""
         if self._in_flight is not None:
             raise RuntimeError(f"channel {self.key_id} already has a batch out")
-        batch = self.queue.take_batch(self.options.max_chunk_size, now_ms, self.max_batch_bytes)
+        self._switch_cursor_mode()
+        limit = self.max_batch_bytes
+        if self.cursors is not None and limit is not None:
+            limit = max(limit - _BATCH_FIELDS_BYTES, 1)  # room for the batch's own "cursor" and "lost"
+        batch = self.queue.take_batch(self.options.max_chunk_size, now_ms, limit)
         self._account()
         self._in_flight = batch
+        self._body = None
         if batch is not None:  # only the head leaves a queue, so what was pushed minus what is left locates it
             self._in_flight_first = self.queue.pushed_total - len(self.queue) - batch.count
+            if self.cursors is not None:
+                last = self.cursors.last - len(self.queue)
+                self._in_flight_first = last - batch.count + 1
+                extra = b',"cursor":%d' % last
+                if self.pending_lost:
+                    extra += b',"lost":%d' % self.pending_lost
+                self._body = batch.body[:-1] + extra + b"}"
         return batch
+
+    def body(self, batch: Batch) -> bytes:
+        """What to send for the batch that is out: Rust's NotificationMessage, with a cursor channel's top-level
+        `"cursor"` (its last event's) and, after a resume that came too late, `"lost"`."""
+        return self._body if self._body is not None and batch is self._in_flight else batch.body
 
     def message_id(self, batch: Batch) -> str:
         """The Standard Webhooks `webhook-id` of the batch that is out: the same for each retry of the same events
@@ -176,7 +225,9 @@ class Channel:
         return f"msg_{self._nonce}_{self._in_flight_first}_{batch.count}"
 
     def delivered(self, batch: Batch, now: float) -> None:
-        self._settle(batch)
+        self._settle(batch, delivered=True)
+        self.pending_lost = 0
+        self._evict(int(now * 1000))
         self._counters.events_delivered += batch.count
         if self._counters.on_delivered is not None:
             self._counters.on_delivered(batch, now)
@@ -187,7 +238,7 @@ class Channel:
 
     def discard(self, batch: Batch) -> None:
         """Free tier (spec §8): the batch's one attempt failed; it is dropped and the next batch goes."""
-        self._settle(batch)
+        self._settle(batch, delivered=False)
         self.dropped_failed += batch.count
         self._counters.dropped_failed += batch.count
         if not self.closed:
@@ -198,8 +249,9 @@ class Channel:
         if self._in_flight is not batch:
             return
         self._in_flight = None
+        self._body = None
         self.queue.put_back(batch)
-        if self._behind and not self.closed:
+        if self._behind and not self.closed and self.cursors is None:
             self._behind = 0
             self._account(journal=False)
             events = [StoredEvent(kind, data, at) for kind, data, at in self.queue.snapshot()]
@@ -219,6 +271,35 @@ class Channel:
     def expire(self, now_ms: int) -> None:
         self.queue.expire(now_ms)
         self._account()
+        self._evict(now_ms)
+
+    def rewind(self, after: int, now_ms: int) -> int:
+        """issue 34 #1: queue again every retained event after cursor `after` (a resume); the queue's other
+        events are among them. Returns how many after it are no longer retained (said as `"lost"` in the next
+        batch). The caller has stopped the transport: no batch is out."""
+        cursors = self.cursors
+        if cursors is None:
+            raise BadRequest(
+                "the channel's events carry no cursor: set serialization.cfg.include_cursor first",
+                token="CURSORS_NOT_ENABLED",
+            )
+        if self._in_flight is not None:
+            raise RuntimeError(f"channel {self.key_id} has a batch out")
+        after = max(0, min(after, cursors.last))
+        events, lost = cursors.after(after)
+        head_before = cursors.last - len(self.queue) + 1
+        self.queue.clear()
+        for event in events:
+            self.queue.push(event.kind, event.data, event.queued_at_ms)
+        self._account()
+        head_now = cursors.last - len(self.queue) + 1
+        if head_now != head_before and not self.closed:  # the store's count of what left the queue follows
+            self._left_queue += head_now - head_before
+            self._journal.count_lost(self.key_id, ChannelDrops(delivered=head_now - head_before))
+        self.pending_lost = lost
+        if len(self.queue):
+            self._wake.set()
+        return lost
 
     def close(self) -> None:
         """The channel is removed: nothing is journaled any more and waiters wake up."""
@@ -254,12 +335,48 @@ class Channel:
         )
 
     # ---- journal mirror --------------------------------------------------------------------------
-    def _settle(self, batch: Batch) -> None:
-        """The batch that was out leaves for good: it and whatever left behind it come off the journal's head."""
+    def _settle(self, batch: Batch, *, delivered: bool) -> None:
+        """The batch that was out leaves for good: it and whatever left behind it come off the journal's head
+        (a cursor channel's journal keeps them: it mirrors the retained events, and counts the delivery)."""
         self._in_flight = None
-        if not self.closed:
-            self._journal.drop(self.key_id, batch.count + self._behind)
+        self._body = None
+        self._left_queue += batch.count
+        if self.cursors is not None:
+            if delivered and not self.closed:
+                self._journal.count_lost(self.key_id, ChannelDrops(delivered=batch.count))
+        else:
+            if delivered:
+                self._uncounted_deliveries += batch.count
+            if not self.closed:
+                self._journal.drop(self.key_id, batch.count + self._behind)
         self._behind = 0
+
+    def _evict(self, now_ms: int) -> None:
+        """A cursor channel lets go of retained events past retention (or the cap) that have left the queue."""
+        cursors = self.cursors
+        if cursors is None:
+            return
+        in_flight = self._in_flight.count if self._in_flight is not None else 0
+        gone = cursors.evict(cursors.last - len(self.queue) - in_flight + 1, now_ms)
+        if gone and not self.closed:
+            self._journal.drop(self.key_id, gone)
+
+    def _switch_cursor_mode(self) -> None:
+        """Apply a change of include_cursor while no batch is out (the journal then mirrors exactly the queue, or
+        exactly the retained events)."""
+        if self._cursor_mode_wanted == (self.cursors is not None) or self._in_flight is not None or self.closed:
+            return
+        events = [StoredEvent(kind, data, at) for kind, data, at in self.queue.snapshot()]
+        if self._cursor_mode_wanted:  # the journal holds the queue: those events become the first retained ones
+            cursors = CursorLog(self.options.retention_s * 1000, self.queue.max_bytes)
+            cursors.assign(events, self._left_queue)
+            self.cursors = cursors
+            if self._uncounted_deliveries:  # the store's count of what left the queue catches up
+                self._journal.count_lost(self.key_id, ChannelDrops(delivered=self._uncounted_deliveries))
+                self._uncounted_deliveries = 0
+        else:  # the journal holds the retained events: it becomes the queue again
+            self.cursors = None
+            self._journal.rewrite(self.key_id, events)
 
     def _account(self, *, journal: bool = True) -> None:
         """Count what the cap and the lifetime dropped since the last look; all of it left from the head."""
@@ -274,7 +391,8 @@ class Channel:
         if self.closed:
             return
         self._journal.count_lost(self.key_id, ChannelDrops(overflow=overflow, expired=expired))
-        if not journal:
+        self._left_queue += overflow + expired
+        if not journal or self.cursors is not None:  # a cursor channel's journal keeps them while retained
             return
         if self._in_flight is not None:
             self._behind += overflow + expired  # they were queued behind the batch that is out

@@ -109,7 +109,7 @@ class EventEncoder:
             )
         if isinstance(event, DeregistrationEvent):
             ep = event.endpoint_name if options.use_endpoint_name else event.device_id
-            if not options.deregistrations_as_object:
+            if not options.deregistrations_as_object and not options.include_cursor:
                 return self._encoder.encode(ep)
             return self._encoder.encode(
                 _Deregistration(

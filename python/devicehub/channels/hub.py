@@ -192,14 +192,20 @@ class ChannelHub:
         """REST delete of the key's channel of this kind: queue dropped, open socket closed 1001 (spec §7)."""
         return await self._lifecycle.delete_channel(key_id, kind)
 
-    async def serve_websocket(self, caller: Principal, ws: web.WebSocketResponse) -> None:
-        """Bind an opened socket to the key's channel and serve it until it closes (spec §3.3, §4.7)."""
-        await self._lifecycle.serve_websocket(caller, ws)
+    async def serve_websocket(self, caller: Principal, ws: web.WebSocketResponse, cursor: int | None = None) -> None:
+        """Bind an opened socket to the key's channel and serve it until it closes (spec §3.3, §4.7); with
+        `cursor` (issue 34 #1) the retained events after it come first."""
+        await self._lifecycle.serve_websocket(caller, ws, cursor)
+
+    async def redrive(self, caller: Principal, after: int) -> int:
+        """issue 34 #1: the callback channel delivers the retained events after cursor `after` again."""
+        return await self._lifecycle.redrive(caller, after)
 
     # ---- pull (deprecated, spec §4.8) ---------------------------------------------------------------
-    async def pull(self, caller: Principal, send: Send) -> bool:
-        """Long poll: `send` the next batch at once or when one arrives; False after the poll time-out."""
-        return await self._pull.pull(caller, send)
+    async def pull(self, caller: Principal, send: Send, cursor: int | None = None) -> bool:
+        """Long poll: `send` the next batch at once or when one arrives; False after the poll time-out. With
+        `cursor` (issue 34 #1) the retained events after it come first."""
+        return await self._pull.pull(caller, send, cursor)
 
     async def delete_pull(self, caller: Principal) -> str:
         """`REMOVED`, or `ALREADY_DELETED` when the key has no pull channel (a 2xx either way)."""

@@ -18,7 +18,7 @@ from devicehub.channels.channel import CALLBACK, WEBSOCKET, Channel, Counters
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.registry import ChannelRegistry
-from devicehub.channels.websocket import GOING_AWAY, UNEXPECTED, WebSocketSession
+from devicehub.channels.websocket import GOING_AWAY, POLICY_VIOLATION, UNEXPECTED, WebSocketSession
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
 from devicehub.domain.model import ChannelConfig, ChannelSecret
@@ -111,6 +111,25 @@ class ChannelLifecycle:
         if self.ownership is not None and (channel is None or channel.kind != CALLBACK):
             await self.ownership.changed(caller.key_id)  # its owner hands it over and takes the new config
         return new
+
+    async def redrive(self, caller: Principal, after: int) -> int:
+        """issue 34 #1: the callback channel delivers again every retained event after cursor `after`; returns how
+        many after it are no longer retained."""
+        channel = self._registry.get(caller.key_id)
+        if channel is None and self.ownership is not None:
+            config = await self.store.get_channel(caller.key_id)
+            if config is not None and config.kind == CALLBACK:
+                channel = await self.ownership.own(caller.key_id, take_over=True)
+        async with self.lock:
+            if channel is None or self._registry.get(caller.key_id) is not channel or channel.kind != CALLBACK:
+                raise NotFound("no callback channel for this key")
+            if channel.cursors is None:
+                channel.rewind(after, 0)  # raises: the channel has no cursors
+            await self.stop_transport(channel, GOING_AWAY, "redrive")  # its batch that was out is back
+            lost = channel.rewind(after, int(self._clock.now() * 1000))
+            channel.reconfigure(channel.config)  # a fresh start: no retry wait from earlier failures
+            self.start_deliverer(channel)
+        return lost
 
     async def set_websocket(self, caller: Principal, options: ChannelOptions | None) -> tuple[Channel, bool]:
         """spec §4.6: the channel exists (disconnected) and stores events at once; True when it is new."""
@@ -243,8 +262,9 @@ class ChannelLifecycle:
         channel.deliverer.add_done_callback(_report_crash)
 
     # ---- WebSocket ----------------------------------------------------------------------------------
-    async def serve_websocket(self, caller: Principal, ws: web.WebSocketResponse) -> None:
-        """Bind an opened socket to the key's channel and serve it until it closes (spec §3.3, §4.7)."""
+    async def serve_websocket(self, caller: Principal, ws: web.WebSocketResponse, cursor: int | None = None) -> None:
+        """Bind an opened socket to the key's channel and serve it until it closes (spec §3.3, §4.7); with
+        `cursor`, the events after it are queued again first (issue 34 #1)."""
         channel = self._registry.get(caller.key_id)
         if channel is None and self.ownership is not None:
             config = await self.store.get_channel(caller.key_id)
@@ -266,6 +286,11 @@ class ChannelLifecycle:
         if self._registry.get(caller.key_id) is not channel or channel.kind != WEBSOCKET:
             await ws.close(code=UNEXPECTED, message=b"no websocket channel for this key")
             return
+        if cursor is not None:
+            if channel.cursors is None:
+                await ws.close(code=POLICY_VIOLATION, message=b"the channel's events carry no cursor")
+                return
+            channel.rewind(cursor, int(self._clock.now() * 1000))  # the previous socket's batch is back: none out
         sockets = self._sockets
         session = WebSocketSession(
             ws,

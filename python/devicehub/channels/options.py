@@ -8,6 +8,8 @@ import msgspec
 
 from devicehub.errors import FieldError, ValidationFailed
 
+DEFAULT_RETENTION_S = 24 * 3600  # spec §8: events are kept 24 hours
+
 MIN_CHUNK_SIZE = 100  # wire-format.md
 MAX_CHUNK_SIZE = 20_000  # spec §6 rule 1, §8
 DEFAULT_CHUNK_SIZE = 10_000  # spec §8
@@ -20,7 +22,11 @@ CFG_FLAGS = (
     "deregistrations_as_object",
     "use_endpoint_name",
 )
-_TOP_KEYS = frozenset({"type", "max_chunk_size", "cfg"})
+# issue 34: opt-in flags beyond the spec's, shown only when set (a Pelion client sees the spec's object)
+EXTRA_FLAGS = ("include_cursor",)
+MIN_RETENTION_S = 60
+MAX_RETENTION_S = 7 * 24 * 3600
+_TOP_KEYS = frozenset({"type", "max_chunk_size", "cfg", "retention_s"})
 
 
 class ChannelOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,9 +38,11 @@ class ChannelOptions(msgspec.Struct, frozen=True, kw_only=True):
     include_original_ep: bool = False
     deregistrations_as_object: bool = False
     use_endpoint_name: bool = False
+    include_cursor: bool = False  # issue 34 #1, #2: cursors and per-device sequences (cursors.py)
+    retention_s: int = DEFAULT_RETENTION_S  # issue 34 #1: how long delivered events stay for a resume
 
     @property
-    def encoding(self) -> tuple[bool, bool, bool, bool, bool]:
+    def encoding(self) -> tuple[bool, bool, bool, bool, bool, bool]:
         """The options that change event bytes (channels with equal tuples share one encoding)."""
         return (
             self.include_timestamp,
@@ -42,15 +50,17 @@ class ChannelOptions(msgspec.Struct, frozen=True, kw_only=True):
             self.include_original_ep,
             self.deregistrations_as_object,
             self.use_endpoint_name,
+            self.include_cursor,  # deregistrations become objects, to carry their cursor
         )
 
     def to_wire(self) -> dict[str, object]:
         """The normalised serialization object, as stored in ChannelConfig and shown by the GETs."""
-        return {
-            "type": SERIALIZATION_TYPE,
-            "max_chunk_size": self.max_chunk_size,
-            "cfg": {name: getattr(self, name) for name in CFG_FLAGS},
-        }
+        cfg: dict[str, object] = {name: getattr(self, name) for name in CFG_FLAGS}
+        cfg.update({name: True for name in EXTRA_FLAGS if getattr(self, name)})
+        wire: dict[str, object] = {"type": SERIALIZATION_TYPE, "max_chunk_size": self.max_chunk_size, "cfg": cfg}
+        if self.retention_s != DEFAULT_RETENTION_S:
+            wire["retention_s"] = self.retention_s
+        return wire
 
     @classmethod
     def from_wire(cls, raw: object, field: str = "serialization") -> ChannelOptions:
@@ -75,11 +85,16 @@ class ChannelOptions(msgspec.Struct, frozen=True, kw_only=True):
         if cfg is not None:
             if not isinstance(cfg, Mapping):
                 raise _invalid(f"{field}.cfg", "must be an object")
-            unknown = sorted(set(cfg) - set(CFG_FLAGS))
+            unknown = sorted(set(cfg) - set(CFG_FLAGS) - set(EXTRA_FLAGS))
             if unknown:
                 raise _invalid(f"{field}.cfg.{unknown[0]}", "unknown field")
             flags = {name: _bool(value, f"{field}.cfg.{name}") for name, value in cfg.items() if value is not None}
-        return cls(max_chunk_size=chunk, **flags)
+        retention = DEFAULT_RETENTION_S
+        if raw.get("retention_s") is not None:
+            retention = _int(raw["retention_s"], f"{field}.retention_s")
+            if not MIN_RETENTION_S <= retention <= MAX_RETENTION_S:
+                raise _invalid(f"{field}.retention_s", f"must be {MIN_RETENTION_S}…{MAX_RETENTION_S} seconds")
+        return cls(max_chunk_size=chunk, retention_s=retention, **flags)
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, object]) -> ChannelOptions:

@@ -100,7 +100,8 @@ class ClusterOwnership:
                 if uid is None and options.include_uid:
                     uid = self._uid_source()
                 data = encoded[options.encoding] = self._encoder.encode(event, options, now_ms, uid)
-            self._outbox.setdefault(key_id, []).append(StoredEvent(event.kind, data, now_ms))
+            device = getattr(event, "device_id", "")  # issue 34 #2: the owner gives per-device sequences
+            self._outbox.setdefault(key_id, []).append(StoredEvent(event.kind, data, now_ms, device))
         if self._outbox and (self._forwarder is None or self._forwarder.done()):
             self._forwarder = asyncio.create_task(self._forward_outbox(), name="cluster-forward")
 
@@ -216,7 +217,7 @@ class ClusterOwnership:
             if channel is None:
                 continue  # handed over meanwhile: the events stay for the next owner
             for event in events:
-                channel.push(event.kind, event.data, event.queued_at_ms)
+                channel.push(event.kind, event.data, event.queued_at_ms, event.device)
             taken[key_id] = len(events)
         if taken:
             await self._journal.flush()

@@ -57,6 +57,7 @@ class Publisher:
         uid: str | None = None  # one identity for every channel of this event, made only if one shows it
         encoded: dict[tuple[bool, ...], bytes] = {}  # channels with equal options share one encoding
         kind = event.kind
+        device = getattr(event, "device_id", "")  # issue 34 #2: per-device sequences (none for async-responses)
         for channel in channels:
             options = channel.options.encoding
             data = encoded.get(options)
@@ -64,4 +65,4 @@ class Publisher:
                 if uid is None and channel.options.include_uid:
                     uid = self._uid_source()
                 data = encoded[options] = self._encoder.encode(event, channel.options, now_ms, uid)
-            channel.push(kind, data, now_ms)
+            channel.push(kind, data, now_ms, device)

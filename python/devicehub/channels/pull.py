@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+import msgspec
+
 from devicehub.channels.channel import PULL, Channel
 from devicehub.channels.lifecycle import ChannelLifecycle
 from devicehub.channels.options import ChannelOptions
@@ -17,11 +19,13 @@ from devicehub.errors import BadRequest, Conflict, Gone
 Send = Callable[[bytes], Awaitable[None]]
 
 
-async def long_poll(channel: Channel, clock: Clock, timeout: float, send: Send) -> bool:
+async def long_poll(channel: Channel, clock: Clock, timeout: float, send: Send, cursor: int | None = None) -> bool:
     """`send` the channel's next batch at once or when one arrives; False after `timeout` clock seconds (or when
-    the channel's transport goes away meanwhile)."""
+    the channel's transport goes away meanwhile). With `cursor`, the events after it are queued again first."""
     if channel.polling:
         raise Conflict("a pull request is already waiting", token="CONCURRENT_PULL_REQUEST_RECEIVED")
+    if cursor is not None:
+        channel.rewind(cursor, int(clock.now() * 1000))  # no batch is out between polls
     channel.polling = True
     channel.poll_idle.clear()
     channel.last_polled_at = clock.now()
@@ -35,7 +39,7 @@ async def long_poll(channel: Channel, clock: Clock, timeout: float, send: Send) 
             if batch is None:
                 return False
         try:
-            await send(batch.body)
+            await send(channel.body(batch))
         except BaseException:
             channel.give_back(batch)
             raise
@@ -71,11 +75,26 @@ class PullChannels:
         self._gone_s = gone_s
         self._gone: dict[str, float] = {}  # key → until when GET pull answers 410
 
-    async def pull(self, caller: Principal, send: Send) -> bool:
+    async def pull(self, caller: Principal, send: Send, cursor: int | None = None) -> bool:
         """Long poll: `send` the next batch at once or when one arrives; False after the poll time-out."""
-        return await long_poll(await self._channel(caller), self._clock, self._timeout, send)
+        channel = await self._channel(caller, cursors=cursor is not None)
+        return await long_poll(channel, self._clock, self._timeout, send, cursor)
 
-    async def _channel(self, caller: Principal) -> Channel:
+    async def _channel(self, caller: Principal, *, cursors: bool) -> Channel:
+        """The key's pull channel, made on the first GET; a GET with `?cursor=` opts it into cursors (issue 34
+        #1: a pull channel has no registration body to ask for them in)."""
+        channel = await self._pull_channel(caller)
+        if cursors and not channel.options.include_cursor:
+            async with self._lifecycle.lock:
+                options = msgspec.structs.replace(channel.options, include_cursor=True)
+                config = msgspec.structs.replace(channel.config, serialization=options.to_wire())
+                await self._lifecycle.store.put_channel(config)
+                channel.reconfigure(config)  # no batch is out between polls: cursors start at once
+            if self._lifecycle.ownership is not None:
+                await self._lifecycle.ownership.changed(caller.key_id)  # other nodes encode for the new options
+        return channel
+
+    async def _pull_channel(self, caller: Principal) -> Channel:
         lifecycle = self._lifecycle
         if lifecycle.ownership is not None and caller.key_id not in self._registry:
             config = await lifecycle.store.get_channel(caller.key_id)

@@ -132,7 +132,7 @@ class WebSocketSession:
                 continue
             try:
                 # spec §6 rule 6: no application acknowledgement; the transport taking the frame is delivery
-                await self.ws.send_frame(batch.body, WSMsgType.TEXT)
+                await self.ws.send_frame(channel.body(batch), WSMsgType.TEXT)
             except BaseException:
                 channel.give_back(batch)
                 raise

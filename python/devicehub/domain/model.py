@@ -69,9 +69,20 @@ class ChannelDrops(msgspec.Struct, frozen=True):
     overflow: int = 0  # the byte cap (spec §8)
     expired: int = 0  # the lifetime
     failed: int = 0  # free tier: a batch whose one attempt failed
+    delivered: int = 0  # issue 34 #1: cursor channels count deliveries too, so a restart knows the queue's head
 
     def __add__(self, other: ChannelDrops) -> ChannelDrops:
-        return ChannelDrops(self.overflow + other.overflow, self.expired + other.expired, self.failed + other.failed)
+        return ChannelDrops(
+            self.overflow + other.overflow,
+            self.expired + other.expired,
+            self.failed + other.failed,
+            self.delivered + other.delivered,
+        )
+
+    @property
+    def left_queue(self) -> int:
+        """Events that left the queue from its head, by any cause."""
+        return self.overflow + self.expired + self.failed + self.delivered
 
 
 class ChannelSecret(msgspec.Struct, frozen=True, array_like=True):
@@ -140,12 +151,13 @@ class SnapshotResource(msgspec.Struct, frozen=True, kw_only=True):
     subscribed: bool = False
 
 
-class StoredEvent(msgspec.Struct, frozen=True, array_like=True):
+class StoredEvent(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     """One queued channel event as the journal keeps it."""
 
     kind: int
     data: bytes
     queued_at_ms: int
+    device: str = ""  # issue 34 #2: the device it came from (per-device sequences); "" when none
 
 
 class RegistrationLink(msgspec.Struct, frozen=True, array_like=True, gc=False):

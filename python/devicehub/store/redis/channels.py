@@ -39,14 +39,21 @@ class RedisChannels(RedisConnection):
 
     async def add_channel_drops(self, key_id: str, drops: ChannelDrops) -> None:
         async with self.redis.pipeline(transaction=True) as tx:
-            for field, count in (("overflow", drops.overflow), ("expired", drops.expired), ("failed", drops.failed)):
+            for field, count in (
+                ("overflow", drops.overflow),
+                ("expired", drops.expired),
+                ("failed", drops.failed),
+                ("delivered", drops.delivered),
+            ):
                 if count:
                     tx.hincrby(self._k("drops", key_id), field, count)
             await tx.execute()
 
     async def get_channel_drops(self, key_id: str) -> ChannelDrops:
         counts = {text(k): int(v) for k, v in (await self.redis.hgetall(self._k("drops", key_id))).items()}
-        return ChannelDrops(counts.get("overflow", 0), counts.get("expired", 0), counts.get("failed", 0))
+        return ChannelDrops(
+            counts.get("overflow", 0), counts.get("expired", 0), counts.get("failed", 0), counts.get("delivered", 0)
+        )
 
     async def append_events(self, key_id: str, events: Sequence[StoredEvent]) -> None:
         if events:

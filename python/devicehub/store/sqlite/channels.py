@@ -42,10 +42,11 @@ class SqliteChannels(SqliteWriter):
     async def add_channel_drops(self, key_id: str, drops: ChannelDrops) -> None:
         def work(db: sqlite3.Connection) -> None:
             db.execute(
-                "INSERT INTO channel_drops (key_id, overflow, expired, failed) VALUES (?, ?, ?, ?)"
+                "INSERT INTO channel_drops (key_id, overflow, expired, failed, delivered) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (key_id) DO UPDATE SET overflow = overflow + excluded.overflow,"
-                " expired = expired + excluded.expired, failed = failed + excluded.failed",
-                (key_id, drops.overflow, drops.expired, drops.failed),
+                " expired = expired + excluded.expired, failed = failed + excluded.failed,"
+                " delivered = delivered + excluded.delivered",
+                (key_id, drops.overflow, drops.expired, drops.failed, drops.delivered),
             )
 
         await self._write(work)
@@ -53,7 +54,7 @@ class SqliteChannels(SqliteWriter):
     async def get_channel_drops(self, key_id: str) -> ChannelDrops:
         def work(db: sqlite3.Connection) -> ChannelDrops:
             row = db.execute(
-                "SELECT overflow, expired, failed FROM channel_drops WHERE key_id = ?", (key_id,)
+                "SELECT overflow, expired, failed, delivered FROM channel_drops WHERE key_id = ?", (key_id,)
             ).fetchone()
             return ChannelDrops(*map(int, row)) if row else ChannelDrops()
 
@@ -64,8 +65,8 @@ class SqliteChannels(SqliteWriter):
             row = db.execute("SELECT MAX(seq) FROM channel_events WHERE key_id = ?", (key_id,)).fetchone()
             start = (row[0] if row[0] is not None else -1) + 1
             db.executemany(
-                "INSERT INTO channel_events (key_id, seq, kind, data, queued_at_ms) VALUES (?, ?, ?, ?, ?)",
-                [(key_id, start + i, e.kind, e.data, e.queued_at_ms) for i, e in enumerate(events)],
+                "INSERT INTO channel_events (key_id, seq, kind, data, queued_at_ms, device) VALUES (?, ?, ?, ?, ?, ?)",
+                [(key_id, start + i, e.kind, e.data, e.queued_at_ms, e.device) for i, e in enumerate(events)],
             )
 
         if events:
@@ -74,9 +75,10 @@ class SqliteChannels(SqliteWriter):
     async def load_events(self, key_id: str) -> list[StoredEvent]:
         return await self._read(
             lambda db: [
-                StoredEvent(int(r[0]), bytes(r[1]), int(r[2]))
+                StoredEvent(int(r[0]), bytes(r[1]), int(r[2]), str(r[3]))
                 for r in db.execute(
-                    "SELECT kind, data, queued_at_ms FROM channel_events WHERE key_id = ? ORDER BY seq", (key_id,)
+                    "SELECT kind, data, queued_at_ms, device FROM channel_events WHERE key_id = ? ORDER BY seq",
+                    (key_id,),
                 )
             ]
         )

@@ -27,10 +27,11 @@ CREATE TABLE IF NOT EXISTS presubscriptions (key_id TEXT PRIMARY KEY, account_id
 CREATE INDEX IF NOT EXISTS presubscriptions_account ON presubscriptions (account_id);
 CREATE TABLE IF NOT EXISTS channels (key_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS channel_drops (
-    key_id TEXT PRIMARY KEY, overflow INTEGER NOT NULL, expired INTEGER NOT NULL, failed INTEGER NOT NULL);
+    key_id TEXT PRIMARY KEY, overflow INTEGER NOT NULL, expired INTEGER NOT NULL, failed INTEGER NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS channel_events (
     key_id TEXT NOT NULL, seq INTEGER NOT NULL, kind INTEGER NOT NULL, data BLOB NOT NULL,
-    queued_at_ms INTEGER NOT NULL, PRIMARY KEY (key_id, seq)) WITHOUT ROWID;
+    queued_at_ms INTEGER NOT NULL, device TEXT NOT NULL DEFAULT '', PRIMARY KEY (key_id, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshot (
     device_id TEXT NOT NULL, path TEXT NOT NULL, reported BLOB, desired BLOB, subscribed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (device_id, path)) WITHOUT ROWID;
@@ -79,6 +80,19 @@ CREATE INDEX IF NOT EXISTS devices_gateway ON devices (account_id, host_gateway,
 CREATE INDEX IF NOT EXISTS devices_created ON devices (account_id, created_at);
 CREATE INDEX IF NOT EXISTS devices_updated ON devices (account_id, updated_at);
 """
+
+
+# issue 34 #1: columns the channel journal gained for cursors (delivered events; each event's device)
+_CHANNEL_COLUMNS = {
+    ("channel_drops", "delivered"): "INTEGER NOT NULL DEFAULT 0",
+    ("channel_events", "device"): "TEXT NOT NULL DEFAULT ''",
+}
+
+
+def add_channel_columns(db: sqlite3.Connection) -> None:
+    for (table, name), spec in _CHANNEL_COLUMNS.items():
+        if name not in {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")}:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {spec}")
 
 
 def add_device_columns(db: sqlite3.Connection) -> None:

@@ -17,7 +17,7 @@ from devicehub.store.sqlite.endpoint_directory import EndpointDirectory
 from devicehub.store.sqlite.health import WriteHealth
 from devicehub.store.sqlite.read_cache import ReadCache
 from devicehub.store.sqlite.request_file import REQUESTS_FILE, RequestFile
-from devicehub.store.sqlite.schema import DEVICE_INDEXES, SCHEMA, add_device_columns
+from devicehub.store.sqlite.schema import DEVICE_INDEXES, SCHEMA, add_channel_columns, add_device_columns
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
 log = logging.getLogger("devicehub.store")
@@ -222,6 +222,7 @@ class SqliteWriter:
             db.execute("PRAGMA foreign_keys=OFF")
             db.executescript(SCHEMA)
             add_device_columns(db)
+            add_channel_columns(db)
             db.executescript(DEVICE_INDEXES)
             db.isolation_level = "DEFERRED"
             self._db = db
