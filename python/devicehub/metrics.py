@@ -328,6 +328,11 @@ class _NodeCollector(Collector):
             dropped.add_metric([cause], v(hub, f"dropped_{cause}_total"))
         yield dropped
         yield _counter("devicehub_channels_removed", "Channels removed", v(hub, "channels_removed_total"))
+        yield _counter(
+            "devicehub_channels_removed_gone",
+            "Callback channels removed because the receiver answered 410 Gone (delivery.remove_on_gone)",
+            v(hub, "channels_removed_gone_total"),
+        )
 
         channels = GaugeMetricFamily(
             "devicehub_channels", "Notification channels on this node, by kind", labels=["kind"]

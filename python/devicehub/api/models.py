@@ -226,10 +226,33 @@ class Serialization(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omi
     retention_s: Annotated[int, msgspec.Meta(ge=60, le=604_800)] | None = None  # issue 34 #1
 
 
+class DeliveryControl(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """issue 34 #4: opt-in delivery control of a callback channel."""
+
+    retry_after: bool | None = None
+    remove_on_gone: bool | None = None
+    max_rate: Annotated[float, msgspec.Meta(ge=0, le=100_000)] | None = None
+    circuit_breaker: bool | None = None
+    events: (
+        list[
+            Literal[
+                "notifications",
+                "registrations",
+                "reg-updates",
+                "de-registrations",
+                "registrations-expired",
+                "async-responses",
+            ]
+        ]
+        | None
+    ) = None
+
+
 class CallbackRegistration(msgspec.Struct, frozen=True, omit_defaults=True):
     url: Annotated[str, msgspec.Meta(pattern="^https?://[^\\s/]+", max_length=2048)]
     headers: dict[Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9-]+$")], str] = {}
     serialization: Serialization | None = None
+    delivery: DeliveryControl | None = None  # issue 34 #4
     # issue 34 #3: Standard Webhooks signing secret
     secret: Annotated[str, msgspec.Meta(pattern="^whsec_[A-Za-z0-9+/=]+$")] | None = None
 

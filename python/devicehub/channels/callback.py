@@ -12,13 +12,14 @@ import re
 import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 import yarl
 
-from devicehub.channels import signing
+from devicehub.channels import delivery, signing
 from devicehub.channels.channel import Channel
+from devicehub.channels.delivery import DeliveryOptions
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.targets import PolicyResolver, TargetPolicy, TargetRefused
 from devicehub.clock import Clock
@@ -70,6 +71,7 @@ class CallbackTarget:
     headers: dict[str, str]
     options: ChannelOptions
     secret: str | None = None  # issue 34 #3: sign deliveries (Standard Webhooks); None keeps the channel's secrets
+    delivery: DeliveryOptions = field(default_factory=DeliveryOptions)  # issue 34 #4
 
 
 def parse_registration(raw: object) -> CallbackTarget:
@@ -103,7 +105,8 @@ def parse_registration(raw: object) -> CallbackTarget:
         raise _invalid("url", f"url and headers together exceed {MAX_TARGET_CHARS} characters")
     secret = signing.parse(raw["secret"]) if raw.get("secret") is not None else None
     options = ChannelOptions.from_wire(raw.get("serialization"))
-    return CallbackTarget(url=url, headers=dict(headers), options=options, secret=secret)
+    control = DeliveryOptions.from_wire(raw.get("delivery"))
+    return CallbackTarget(url=url, headers=dict(headers), options=options, secret=secret, delivery=control)
 
 
 def _invalid(name: str, message: str) -> ValidationFailed:
@@ -118,6 +121,7 @@ class Answer:
     text: str
     timed_out: bool = False
     refused: bool = False  # the target policy refused the address: nothing was sent
+    retry_after: str | None = None  # the answer's Retry-After header (issue 34 #4)
 
     @property
     def ok(self) -> bool:
@@ -194,7 +198,8 @@ class CallbackClient:
                 url, data=body, allow_redirects=False, headers={"Content-Type": "application/json", **headers}
             ) as response:
                 await _skim(response)
-                return Answer(response.status, f"{response.status} {response.reason or ''}".strip())
+                text = f"{response.status} {response.reason or ''}".strip()
+                return Answer(response.status, text, retry_after=response.headers.get("Retry-After"))
         except TargetRefused as error:
             return Answer(None, str(error), refused=True)
         except aiohttp.ClientConnectorError as error:
@@ -261,6 +266,13 @@ async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove
             await channel.wait_for_events()
             continue
         try:
+            control = channel.delivery
+            if control.max_rate and channel.rate is not None:  # issue 34 #4: the channel's events a second
+                pause = channel.rate.wait(batch.count, clock.now())
+                if pause > 0:
+                    channel.retry_at = clock.now() + pause
+                    await clock.sleep(pause)
+                    channel.retry_at = None
             body = channel.body(batch)
             headers = channel.config.headers
             if channel.config.secrets:  # issue 34 #3: a retry of the same batch keeps its webhook-id
@@ -272,8 +284,9 @@ async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove
         now = clock.now()
         if answer.ok:
             channel.delivered(batch, now)
+            channel.breaker_open = False
             continue
-        channel.failed(now)
+        channel.failed(now, answer.text)
         if channel.consecutive_failures & (channel.consecutive_failures - 1) == 0:  # 1st, 2nd, 4th, 8th…: bounded
             log.info(
                 "callback %s of key %s failed (%s), attempt %d in a row",
@@ -286,6 +299,11 @@ async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove
             channel.discard(batch)  # spec §8: free tier sends once; the next batch goes
         else:
             channel.give_back(batch)
+        if answer.status == 410 and control.remove_on_gone:  # issue 34 #4: the receiver is gone for good
+            log.warning("callback %s of key %s answered 410 Gone: channel removed", channel.config.url, channel.key_id)
+            channel.removed_gone = True
+            await remove(channel, "the callback receiver answered 410 Gone")
+            return
         assert channel.failing_since is not None
         if now - channel.failing_since >= FAIL_TIMEOUT_S:
             await remove(channel, "callback delivery failing for 24 hours")
@@ -293,6 +311,13 @@ async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove
         if channel.config.free_tier:
             continue
         wait = retry_wait(channel.consecutive_failures)
+        if control.retry_after and answer.status in (429, 503):  # RFC 9110 §10.2.3, RFC 6585 §4
+            asked = delivery.retry_after(answer.retry_after)
+            if asked is not None:
+                wait = max(wait, min(asked, delivery.MAX_RETRY_AFTER_S))
+        if control.circuit_breaker and channel.consecutive_failures >= delivery.BREAKER_FAILURES:
+            channel.breaker_open = True  # the next attempt, after the open time, is the probe
+            wait = max(wait, delivery.BREAKER_OPEN_S)
         channel.retry_at = now + wait
         await clock.sleep(wait)
         channel.retry_at = None

@@ -12,11 +12,12 @@ import msgspec
 
 from devicehub._core import DEFAULT_MAX_BYTES, Batch, ChannelQueue
 from devicehub.channels.cursors import CursorLog
+from devicehub.channels.delivery import DeliveryOptions, RateLimit
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
 from devicehub.domain.model import ChannelConfig, ChannelDrops, StoredEvent
 from devicehub.domain.timefmt import rfc3339
-from devicehub.errors import BadRequest
+from devicehub.errors import BadRequest, ValidationFailed
 
 _BATCH_FIELDS_BYTES = 64  # `,"cursor":N,"lost":K` a cursor channel adds to a batch body
 
@@ -67,6 +68,7 @@ class Counters:
     dropped_failed: int = 0  # free tier: a batch whose one attempt failed (spec §8)
     delivery_failures: int = 0
     channels_removed: int = 0
+    channels_removed_gone: int = 0  # issue 34 #4: a callback receiver answered 410 (remove_on_gone)
     # observer of each delivered batch and when it went (seconds): one call per batch, not per event
     on_delivered: Callable[[Batch, float], None] | None = None
     queued_by_kind: dict[int, int] = field(default_factory=dict)  # event kind → events queued (/metrics)
@@ -85,6 +87,13 @@ class ChannelStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     next_retry_at: str | None = None
 
 
+def _delivery(config: ChannelConfig) -> DeliveryOptions:
+    try:
+        return DeliveryOptions.from_wire(config.delivery or None)
+    except ValidationFailed:
+        return DeliveryOptions()
+
+
 class Channel:
     """Queue and delivery state of one key; at most one batch is out for delivery at a time."""
 
@@ -101,6 +110,12 @@ class Channel:
         self.config = config
         self.max_batch_bytes = max_batch_bytes  # a receiver's frame/body limit (None: events alone bound it)
         self.options = ChannelOptions.from_stored(config.serialization)
+        self.delivery = _delivery(config)
+        self.rate = RateLimit(self.delivery.max_rate, now) if self.delivery.max_rate else None
+        self._kinds = self.delivery.kinds
+        self.breaker_open = False  # issue 34 #4: the circuit breaker stopped attempts; the next one probes
+        self.removed_gone = False  # the receiver answered 410 and the channel went (issue 34 #4)
+        self.last_error: str | None = None  # what the last failed attempt got
         self.queue = ChannelQueue(max_bytes)  # spec §8: 50 MB per key, oldest dropped beyond
         self.closed = False
         self.last_data_at = now  # spec §8: 48 h without incoming data removes the channel
@@ -152,6 +167,10 @@ class Channel:
         """A new config for the same key: the queue stays, new events use the new options."""
         self.config = config
         self.options = ChannelOptions.from_stored(config.serialization)
+        self.delivery = _delivery(config)
+        self.rate = RateLimit(self.delivery.max_rate, self.last_data_at) if self.delivery.max_rate else None
+        self._kinds = self.delivery.kinds
+        self.breaker_open = False
         self.stopping = False
         self.consecutive_failures = 0
         self.failing_since = None
@@ -165,6 +184,8 @@ class Channel:
     # ---- queue operations ----------------------------------------------------------------------
     def push(self, kind: int, data: bytes, now_ms: int, device: str = "") -> None:
         """Queue one encoded event; `device` is the device it came from ("" when none: async-responses)."""
+        if self._kinds is not None and kind not in self._kinds:
+            return  # issue 34 #4: the channel's event-type filter
         cursors = self.cursors
         if cursors is not None:
             data = cursors.stamp(data, device)
@@ -261,8 +282,9 @@ class Channel:
         if len(self.queue):
             self._wake.set()
 
-    def failed(self, now: float) -> None:
+    def failed(self, now: float, error: str = "") -> None:
         """A delivery attempt failed (the batch is given back or discarded separately)."""
+        self.last_error = error or None
         self.consecutive_failures += 1
         self._counters.delivery_failures += 1
         if self.failing_since is None:

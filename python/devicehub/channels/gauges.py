@@ -28,4 +28,5 @@ def channel_figures(
         "dropped_failed_total": counters.dropped_failed,
         "delivery_failures_total": counters.delivery_failures,
         "channels_removed_total": counters.channels_removed,
+        "channels_removed_gone_total": counters.channels_removed_gone,
     }

@@ -89,7 +89,7 @@ class ChannelLifecycle:
             secrets = list(current.secrets) if current is not None and current.kind == CALLBACK else []
         await self.client.verify(target.url, target.headers, caller.key_id, secrets)
         config = self.config(caller, CALLBACK, target.options, url=target.url, headers=target.headers)
-        config = msgspec.structs.replace(config, secrets=secrets)
+        config = msgspec.structs.replace(config, secrets=secrets, delivery=msgspec.to_builtins(target.delivery))
         async with self.lock:
             channel = await self.install(config)
             self.start_deliverer(channel)
@@ -239,6 +239,8 @@ class ChannelLifecycle:
         self._registry.discard(channel)
         channel.close()
         self._counters.channels_removed += 1
+        if channel.removed_gone:
+            self._counters.channels_removed_gone += 1
         await self.stop_transport(channel, code, close_reason)
         await self._journal.forget(channel.key_id)
 

@@ -102,6 +102,7 @@ class ChannelConfig(msgspec.Struct, frozen=True, kw_only=True):
     free_tier: bool = False  # fixed at creation (spec §8: upgrades do not change existing channels)
     created_at: float
     secrets: list[ChannelSecret] = []  # callback signing secrets, newest first (issue 34 #3); never shown
+    delivery: dict[str, object] = {}  # issue 34 #4: opt-in delivery control (channels/delivery.py), normalised
 
 
 class DeviceRequest(msgspec.Struct, frozen=True, kw_only=True):

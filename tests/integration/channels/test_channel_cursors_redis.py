@@ -194,6 +194,8 @@ def test_a_resume_on_another_node_after_the_owner_is_killed_gets_each_missed_eve
                     await ws.close()
                     await asyncio.gather(*(device(d, 10, 2) for d in devices[:15]))
 
+                    # node B adopts the channel once the dead owner's lease runs out (cluster.py LEASE_TTL)
+                    await _until(lambda: b.hub.channel(key_id) is not None, within=20.0)
                     ws = await http.ws_connect(b.ws_url(cursor=300), protocols=("wss", f"pelion_{secret}"))
                     again = await frames(ws, 230)
                     assert [e["cursor"] for e in again] == list(range(301, 531))
