@@ -276,10 +276,26 @@ def _add_edge(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_edge_command(sub, _edge)
 
 
+def _channels(args: argparse.Namespace) -> int:
+    from devicehub.channels.inspect import show
+    from devicehub.config import ChannelsSettings
+
+    return _run(show(build(ChannelsSettings, args)))
+
+
+def _add_channels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from devicehub.config import ChannelsSettings
+
+    channels = sub.add_parser("channels", help="a key's notification channel: state, queue, rate, errors, drops")
+    add_arguments(channels, ChannelsSettings)
+    channels.set_defaults(run=_channels)
+
+
 _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_serve,
     _add_simulate,
     _add_edge,
+    _add_channels,
 ]
 
 

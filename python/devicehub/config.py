@@ -376,6 +376,16 @@ class StoreSettings:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelsSettings:
+    """`devicehub channels`: a running service's view of an API key's notification channel (issue 34 #5)."""
+
+    url: str = field(
+        default="http://127.0.0.1:8000", metadata={"url": ("http", "https"), "help": "the service's HTTP API"}
+    )
+    api_key: str = field(default="", metadata={"help": "the API key whose channel to show"})
+
+
 S = TypeVar("S")
 
 

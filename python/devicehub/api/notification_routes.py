@@ -12,7 +12,7 @@ from devicehub.api.body import decode, json_reply, read_body
 from devicehub.api.context import SERVICES, authenticate, bearer_token, principal, services
 from devicehub.channels import signing
 from devicehub.channels.callback import parse_registration
-from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
+from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel, ChannelState
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
 from devicehub.errors import BadRequest, FieldError, NotFound, Unauthorized, ValidationFailed
@@ -48,6 +48,11 @@ class WebSocketChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defau
 
 class DeliveryMechanism(msgspec.Struct, frozen=True):
     delivery_mechanism: str
+
+
+class ChannelIntrospection(msgspec.Struct, frozen=True):
+    delivery_mechanism: str
+    status: ChannelState
 
 
 _any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
@@ -193,6 +198,9 @@ async def get_channel(request: web.Request) -> web.Response:
     channel = services(request).hub.channel(caller.key_id)
     if channel is None:
         raise NotFound("no notification channel for this key")
+    if request.query.get("include") == "status":  # issue 34 #5: the spec's answer plus the channel's state
+        state = channel.state(services(request).clock.now())
+        return json_reply(ChannelIntrospection(_DELIVERY_MECHANISMS[channel.kind], state))
     return json_reply(DeliveryMechanism(_DELIVERY_MECHANISMS[channel.kind]))
 
 

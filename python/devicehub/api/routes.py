@@ -58,6 +58,9 @@ ASYNC_ID = Param(
     "the id the async-response will carry; one still pending for the key is 400 DUPLICATE_ASYNC_ID",
     required=True,
 )
+INCLUDE_STATUS = Param(
+    "include", {"type": "string", "enum": ["status"]}, "status: the channel's state, queue, rate, errors and drops"
+)
 CURSOR = Param(
     "cursor",
     {"type": "integer", "minimum": 0, "maximum": 999_999_999_999_999_999},
@@ -438,9 +441,14 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v2/notification/channel",
         notification_routes.get_channel,
-        "Which kind of channel the key has",
+        "Which kind of channel the key has; with include=status also its state, queue and drops (issue 34)",
         "notifications",
-        (Reply(200, "the delivery mechanism", notification_routes.DeliveryMechanism), V2_401, v2(404, "no channel")),
+        (
+            Reply(200, "the delivery mechanism", notification_routes.DeliveryMechanism),
+            V2_401,
+            v2(404, "no channel"),
+        ),
+        query=(INCLUDE_STATUS,),
     ),
     Route(
         "GET",

@@ -94,6 +94,33 @@ def _delivery(config: ChannelConfig) -> DeliveryOptions:
         return DeliveryOptions()
 
 
+class ChannelDropCounts(msgspec.Struct, frozen=True, kw_only=True):
+    byte_cap: int
+    lifetime: int
+    failed: int  # free tier: a batch whose one attempt failed
+
+
+class ChannelState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """issue 34 #5: what an operator needs to see why a queue grows (GET /v2/notification/channel?include=status)."""
+
+    kind: str
+    state: str  # connected | disconnected | polling | idle | delivering | retrying | breaker-open
+    queue_size: int
+    queue_bytes: int
+    oldest_age_s: float | None = None
+    delivery_rate: float  # events a second delivered over the last full minute
+    delivered: int  # events delivered by this node since it took the channel
+    last_error: str | None = None
+    next_retry_at: str | None = None
+    consecutive_failures: int
+    drops: ChannelDropCounts
+    cursor: int | None = None  # the last cursor given (cursor channels)
+    retained: int | None = None  # events retained for a resume (cursor channels)
+
+
+_RATE_WINDOW_S = 60.0
+
+
 class Channel:
     """Queue and delivery state of one key; at most one batch is out for delivery at a time."""
 
@@ -152,6 +179,8 @@ class Channel:
         self._uncounted_deliveries = 0  # deliveries not in the store's count (a channel without cursors)
         self.pending_lost = 0  # events a resume asked for that were no longer retained: said in the next batch
         self._body: bytes | None = None  # the batch that is out, as sent (a cursor channel adds to Rust's body)
+        self.delivered_total = 0
+        self._window = (now, 0, 0.0)  # (start, events delivered in it, the previous full window's rate)
         if self._cursor_mode_wanted:
             self.cursors = CursorLog(self.options.retention_s * 1000, max_bytes)
 
@@ -250,6 +279,12 @@ class Channel:
         self.pending_lost = 0
         self._evict(int(now * 1000))
         self._counters.events_delivered += batch.count
+        self.delivered_total += batch.count
+        start, count, rate = self._window
+        if now - start >= _RATE_WINDOW_S:  # a window ended: its rate (or 0 if more than one passed) is shown
+            rate = count / _RATE_WINDOW_S if now - start < 2 * _RATE_WINDOW_S else 0.0
+            start, count = now, 0
+        self._window = (start, count + batch.count, rate)
         if self._counters.on_delivered is not None:
             self._counters.on_delivered(batch, now)
         self.last_delivery_at = now
@@ -355,6 +390,45 @@ class Channel:
             last_delivery_at=rfc3339(self.last_delivery_at) if self.last_delivery_at is not None else None,
             next_retry_at=rfc3339(self.retry_at) if self.retry_at is not None else None,
         )
+
+    def state(self, now: float) -> ChannelState:
+        """issue 34 #5: the channel as an operator sees it. The oldest event's age copies the queue's events
+        (snapshot): an operator's call, not a per-event one."""
+        head = self.queue.snapshot()[:1] if len(self.queue) else []
+        in_flight = self._in_flight.events()[:1] if self._in_flight is not None else []
+        oldest = (in_flight or head)[0] if in_flight or head else None
+        start, _, rate = self._window
+        if now - start >= 2 * _RATE_WINDOW_S:
+            rate = 0.0
+        status = self.status()
+        return ChannelState(
+            kind=self.kind,
+            state=self._state_name(),
+            queue_size=status.queue_size,
+            queue_bytes=status.queue_bytes,
+            oldest_age_s=round(now - oldest[2] / 1000, 3) if oldest is not None else None,
+            delivery_rate=round(rate, 3),
+            delivered=self.delivered_total,
+            last_error=self.last_error,
+            next_retry_at=status.next_retry_at,
+            consecutive_failures=self.consecutive_failures,
+            drops=ChannelDropCounts(
+                byte_cap=status.dropped_overflow, lifetime=status.dropped_expired, failed=status.dropped_failed
+            ),
+            cursor=self.cursors.last if self.cursors is not None else None,
+            retained=len(self.cursors.events) if self.cursors is not None else None,
+        )
+
+    def _state_name(self) -> str:
+        if self.kind == WEBSOCKET:
+            return "connected" if self.session is not None else "disconnected"
+        if self.kind == PULL:
+            return "polling" if self.polling else "idle"
+        if self.breaker_open:
+            return "breaker-open"
+        if self.retry_at is not None and self.consecutive_failures:
+            return "retrying"
+        return "delivering" if self._in_flight is not None else "idle"
 
     # ---- journal mirror --------------------------------------------------------------------------
     def _settle(self, batch: Batch, *, delivered: bool) -> None:
