@@ -241,3 +241,34 @@ def test_per_device_order_holds_under_concurrent_load_on_every_channel_kind(tmp_
             check(received)
 
     run(main(), timeout=90)
+
+
+def test_opting_in_and_out_with_events_queued_keeps_every_event_once(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with serving(tmp_path) as h:
+            assert (await h.call("PUT", "/v2/notification/websocket"))[0] == 201
+            for n in range(1, 4):
+                await h.hub.publish([h.key_id], note(n))  # queued while no socket is connected, without cursors
+            assert (await h.call("PUT", "/v2/notification/websocket", json=CURSORS))[0] == 200
+            await h.hub.publish([h.key_id], note(4))
+            ws = await connect(h)
+            first = await read(ws, 4)
+            assert values(first) == [1, 2, 3, 4]
+            assert [e.get("cursor") for e in first] == [None, None, None, 4]  # numbered 1…3, encoded before
+            await ws.close()
+            ws = await connect(h, cursor=1)
+            assert values(await read(ws, 3)) == [2, 3, 4]
+            await ws.close()
+
+            off = {"serialization": {"cfg": {"include_cursor": False}}}
+            assert (await h.call("PUT", "/v2/notification/websocket", json=off))[0] == 200
+            await h.hub.publish([h.key_id], note(5))
+            secret, caller = h.secret, h.caller
+        async with serving(tmp_path) as h:
+            h.secret, h.caller = secret, caller
+            ws = await connect(h)
+            message = await ws.receive(timeout=5)
+            assert payloads(str(message.data).encode()) == [5]  # only the undelivered event, after a restart
+            await ws.close()
+
+    run(main())
