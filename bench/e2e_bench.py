@@ -16,6 +16,9 @@ the machine's other load) over the measurement windows, and the bench prints the
 CPU-second to the relay's (`--no-relay` skips the baseline). Prints one summary line and writes
 bench/results/e2e-<channel>.json. `--smoke` runs a few seconds.
 Reproduce: `python bench/e2e_bench.py --channel websocket --devices 200 --rate 30000 --seconds 5 --runs 3 --non`.
+`--trusted` (issue 34) measures the same load twice, each on a fresh one-node service: the channel without and then
+with cursors (`include_cursor`) and, for a callback, Standard Webhooks signatures; it prints the on/off ratios and
+writes bench/results/e2e-<channel>-trusted.json.
 """
 
 from __future__ import annotations
@@ -374,19 +377,23 @@ async def _measure_relay(args: argparse.Namespace) -> tuple[Windows, list[float]
 
 
 async def _measure(
-    service: ServiceProcess, devices_node: ServiceProcess, args: argparse.Namespace
+    service: ServiceProcess, devices_node: ServiceProcess, args: argparse.Namespace, trusted: bool = False
 ) -> tuple[Windows, list[float], list[dict[str, float]]]:
     """`service` holds the application's channel; the devices talk to `devices_node` (the same one, or
     another node of the cluster in `--redis` mode)."""
     headers = {"Authorization": f"Bearer {service.api_key}"}
     collector = Collector(args.devices)
-    serialization = {"serialization": {"type": "v2", "max_chunk_size": 10000, "cfg": {"include_timestamp": True}}}
+    cfg: dict[str, Any] = {"include_timestamp": True, **({"include_cursor": True} if trusted else {})}
+    serialization: dict[str, Any] = {"serialization": {"type": "v2", "max_chunk_size": 10000, "cfg": cfg}}
+    if trusted:  # issue 34: cursors and per-device sequences, and (callback) Standard Webhooks signatures
+        serialization["secret"] = "whsec_" + base64.b64encode(os.urandom(32)).decode()
     receiver: web.AppRunner | None = None
     async with aiohttp.ClientSession(service.base_url, headers=headers) as http:
         async with http.put("/v2/subscriptions", json=[{"resource-path": ["/3/0/9"]}]) as r:
             assert r.status == 202, r.status
         if args.channel == "websocket":
-            async with http.put("/v2/notification/websocket", json=serialization) as r:
+            socket_body = {"serialization": serialization["serialization"]}
+            async with http.put("/v2/notification/websocket", json=socket_body) as r:
                 assert r.status in (200, 201), await r.text()
             ws = await http.ws_connect("/v2/notification/websocket-connect")
 
@@ -448,10 +455,18 @@ def main() -> None:
         "--redis", action="store_true", help="two nodes on one redis-server: devices on node A, the channel on B"
     )
     parser.add_argument("--no-relay", action="store_true", help="skip the bare relay baseline")
+    parser.add_argument(
+        "--trusted",
+        action="store_true",
+        help="issue 34: the same load with cursors and (callback) signatures off, then on, one node each; the ratio",
+    )
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
         args.devices, args.rate, args.seconds, args.warmup, args.runs = 5, 200.0, 1.0, 2.0, 1
+    if args.trusted:
+        _trusted(args)
+        return
     relay: Windows | None = None
     if not args.no_relay:
         relay, relay_latencies = uvloop.run(_measure_relay(args))
@@ -524,6 +539,48 @@ def main() -> None:
             if baseline is not None
             else ""
         )
+    )
+
+
+def _trusted(args: argparse.Namespace) -> None:
+    """issue 34: delivered events/s, latency and CPU per event with cursors and signatures off, then on, each on a
+    fresh one-node service under the same load, in this run; the on/off ratios."""
+    figures: dict[str, dict[str, Any]] = {}
+    for mode in ("off", "on"):
+        with tempfile.TemporaryDirectory() as tmp:
+            service = ServiceProcess(data_dir=Path(tmp) / "data").start()
+            try:
+                seen, latencies, _ = uvloop.run(_measure(service, service, args, trusted=mode == "on"))
+            finally:
+                service.stop()
+        p50, p99 = _p50_p99(latencies)
+        figures[mode] = {
+            "delivered_per_s": seen.rates,
+            "median": statistics.median(seen.rates),
+            "cpu_us_per_event_median": statistics.median(seen.cpu_us),
+            "latency_p50_ms": p50,
+            "latency_p99_ms": p99,
+        }
+    off, on = figures["off"], figures["on"]
+    result = {
+        "channel": args.channel,
+        "devices": args.devices,
+        "offered_per_s": args.rate,
+        "confirmable": not args.non,
+        "off": off,
+        "on": on,
+        "throughput_ratio": on["median"] / off["median"] if off["median"] else None,
+        "cpu_ratio": off["cpu_us_per_event_median"] / on["cpu_us_per_event_median"],
+        "smoke": args.smoke,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"e2e-{args.channel}-trusted.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"e2e {args.channel}, cursors{' and signatures' if args.channel == 'callback' else ''} on vs off: "
+        f"{on['median']:,.0f} vs {off['median']:,.0f} notifications/s delivered (ratio "
+        f"{result['throughput_ratio'] or 0:.2f}), p99 {on['latency_p99_ms']:.1f} vs {off['latency_p99_ms']:.1f} ms, "
+        f"{on['cpu_us_per_event_median']:.1f} vs {off['cpu_us_per_event_median']:.1f} µs CPU per event "
+        f"(events per CPU-second ratio {result['cpu_ratio']:.2f})"
     )
 
 

@@ -14,6 +14,8 @@ for bench in bench/micro/*.py bench/*_bench.py bench/rest_load.py; do
 done
 echo "-- bench/e2e_bench.py --channel callback"
 python3 bench/e2e_bench.py --smoke --channel callback
+echo "-- bench/e2e_bench.py --channel callback --trusted"
+python3 bench/e2e_bench.py --smoke --channel callback --trusted
 echo "-- bench/e2e_bench.py --redis"
 python3 bench/e2e_bench.py --smoke --redis
 echo "-- bench/scale_bench.py --redis"
