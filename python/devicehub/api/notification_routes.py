@@ -142,6 +142,42 @@ async def post_callback_redrive(request: web.Request) -> web.Response:
     return json_reply(RedriveBody(await services(request).hub.redrive(caller, after)), status=202)
 
 
+class DeadLettersBody(msgspec.Struct, frozen=True):
+    """The OpenAPI shape of GET /v2/notification/dead-letters (the body is joined from the stored event bytes)."""
+
+    count: int
+    dead_letters: list[dict[str, Any]]  # {"cursor", "cause": "byte_cap" | "lifetime", "queued_at", "event"}
+
+
+async def get_dead_letters(request: web.Request) -> web.Response:
+    """issue 34 #5: the retained events the byte cap or the lifetime took off the queue (cursor channels)."""
+    caller = await principal(request)
+    channel = services(request).hub.channel(caller.key_id)
+    if channel is None:
+        raise NotFound("no notification channel for this key")
+    if channel.cursors is None:
+        raise BadRequest(
+            "dead letters are kept for channels with serialization.cfg.include_cursor", token="CURSORS_NOT_ENABLED"
+        )
+    items = [
+        b'{"cursor":%d,"cause":"%s","queued_at":%d,"event":%s}'
+        % (item.cursor, cause.encode(), item.event.queued_at_ms, item.event.data)
+        for item, cause in channel.dead_letters.select(channel.cursors.events)
+    ]
+    body = b'{"count":%d,"dead_letters":[%s]}' % (len(items), b",".join(items))
+    return web.Response(body=body, content_type="application/json")
+
+
+class DeadLettersRedriven(msgspec.Struct, frozen=True):
+    redriven: int  # dead letters queued again, each with a new cursor
+
+
+async def post_dead_letters_redrive(request: web.Request) -> web.Response:
+    """issue 34 #5: queue the retained dead letters again, as new events."""
+    caller = await principal(request)
+    return json_reply(DeadLettersRedriven(await services(request).hub.redrive_dead_letters(caller)), status=202)
+
+
 class SecretBody(msgspec.Struct, frozen=True):
     secret: str
 

@@ -369,6 +369,34 @@ ROUTES: tuple[Route, ...] = (
         body=models.CallbackRedrive,
     ),
     Route(
+        "GET",
+        "/v2/notification/dead-letters",
+        notification_routes.get_dead_letters,
+        "Events the byte cap or the lifetime took off the channel's queue, still retained (cursor channels)",
+        "notifications",
+        (
+            Reply(
+                200, "the dead letters, oldest first, with cursor, cause and event", notification_routes.DeadLettersBody
+            ),
+            v2(400, "the channel has no cursors (CURSORS_NOT_ENABLED)"),
+            V2_401,
+            v2(404, "no channel"),
+        ),
+    ),
+    Route(
+        "POST",
+        "/v2/notification/dead-letters/redrive",
+        notification_routes.post_dead_letters_redrive,
+        "Queue the retained dead letters again, each with a new cursor and its original device_seq",
+        "notifications",
+        (
+            Reply(202, "how many were queued again", notification_routes.DeadLettersRedriven),
+            v2(400, "the channel has no cursors (CURSORS_NOT_ENABLED)"),
+            V2_401,
+            v2(404, "no channel"),
+        ),
+    ),
+    Route(
         "POST",
         "/v2/notification/callback/secret",
         notification_routes.post_callback_secret,
@@ -459,7 +487,7 @@ ROUTES: tuple[Route, ...] = (
         (
             Reply(200, "a batch of events", models.NotificationBatch),
             Reply(204, "no events before the poll time-out"),
-            v2(400, "the key has another kind of channel (NOTIFICATION_CHANNEL_EXISTS)"),
+            v2(400, "the key has another kind of channel (NOTIFICATION_CHANNEL_EXISTS), or `cursor` is not an integer"),
             V2_401,
             v2(409, "another poll of this key is waiting (CONCURRENT_PULL_REQUEST_RECEIVED)"),
             v2(410, "the pull channel was deleted a moment ago (CHANNEL_DELETED)"),

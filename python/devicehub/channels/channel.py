@@ -11,6 +11,7 @@ from typing import Protocol
 import msgspec
 
 from devicehub._core import DEFAULT_MAX_BYTES, Batch, ChannelQueue
+from devicehub.channels import deadletters
 from devicehub.channels.cursors import CursorLog
 from devicehub.channels.delivery import DeliveryOptions, RateLimit
 from devicehub.channels.journal import Journal
@@ -177,6 +178,7 @@ class Channel:
         self._cursor_mode_wanted = self.options.include_cursor
         self._left_queue = 0  # events that left the queue since the channel began (a cursor channel's queue head)
         self._uncounted_deliveries = 0  # deliveries not in the store's count (a channel without cursors)
+        self.dead_letters = deadletters.DeadLetters()  # cursor channels: what the cap or the lifetime took
         self.pending_lost = 0  # events a resume asked for that were no longer retained: said in the next batch
         self._body: bytes | None = None  # the batch that is out, as sent (a cursor channel adds to Rust's body)
         self.delivered_total = 0
@@ -215,14 +217,16 @@ class Channel:
         """Queue one encoded event; `device` is the device it came from ("" when none: async-responses)."""
         if self._kinds is not None and kind not in self._kinds:
             return  # issue 34 #4: the channel's event-type filter
-        cursors = self.cursors
-        if cursors is not None:
-            data = cursors.stamp(data, device)
-        dropped = self.queue.push(kind, data, now_ms)
-        event = StoredEvent(kind, data, now_ms, device)
+        if self.cursors is not None:
+            data = self.cursors.stamp(data, device)
+        self._queue_stamped(StoredEvent(kind, data, now_ms, device), now_ms)
+
+    def _queue_stamped(self, event: StoredEvent, now_ms: int) -> None:
+        kind = event.kind
+        dropped = self.queue.push(kind, event.data, now_ms)
         self._journal.append(self.config.key_id, event)
-        if cursors is not None:
-            cursors.keep(event)
+        if self.cursors is not None:
+            self.cursors.keep(event)
             self._evict(now_ms)
         queued = self._counters.queued_by_kind
         queued[kind] = queued.get(kind, 0) + 1
@@ -237,6 +241,13 @@ class Channel:
         self._left_queue = lost_before.left_queue
         if self.cursors is not None:
             events = self.cursors.restore(events, lost_before.left_queue)
+        elif lost_before.delivered and events:
+            # the journal was a cursor channel's (its options changed while another node or no process held it):
+            # it retains delivered events too, which must not come back; from now on it is the queue again
+            retained = len(events)
+            events = CursorLog(0, self.queue.max_bytes).restore(events, lost_before.left_queue)
+            if len(events) != retained:
+                self._journal.rewrite(self.key_id, events)
         for event in events:
             self.queue.push(event.kind, event.data, event.queued_at_ms)
         self._account()
@@ -250,7 +261,7 @@ class Channel:
         if self.cursors is not None and limit is not None:
             limit = max(limit - _BATCH_FIELDS_BYTES, 1)  # room for the batch's own "cursor" and "lost"
         batch = self.queue.take_batch(self.options.max_chunk_size, now_ms, limit)
-        self._account()
+        self._account(taken=batch.count if batch is not None else 0)
         self._in_flight = batch
         self._body = None
         if batch is not None:  # only the head leaves a queue, so what was pushed minus what is left locates it
@@ -330,6 +341,21 @@ class Channel:
         self._account()
         self._evict(now_ms)
 
+    def redrive_dead_letters(self, now_ms: int) -> int:
+        """issue 34 #5: queue the retained dead letters again as new events (deadletters.py); returns how many."""
+        cursors = self.cursors
+        if cursors is None:
+            raise BadRequest(
+                "dead letters are kept for channels with serialization.cfg.include_cursor", token="CURSORS_NOT_ENABLED"
+            )
+        found = self.dead_letters.select(cursors.events)
+        self.dead_letters.clear()
+        for item, _ in found:
+            event = item.event
+            data = cursors.restamp(event.data)
+            self._queue_stamped(StoredEvent(event.kind, data, now_ms, event.device), now_ms)
+        return len(found)
+
     def rewind(self, after: int, now_ms: int) -> int:
         """issue 34 #1: queue again every retained event after cursor `after` (a resume); the queue's other
         events are among them. Returns how many after it are no longer retained (said as `"lost"` in the next
@@ -344,15 +370,14 @@ class Channel:
             raise RuntimeError(f"channel {self.key_id} has a batch out")
         after = max(0, min(after, cursors.last))
         events, lost = cursors.after(after)
-        head_before = cursors.last - len(self.queue) + 1
         self.queue.clear()
         for event in events:
             self.queue.push(event.kind, event.data, event.queued_at_ms)
         self._account()
-        head_now = cursors.last - len(self.queue) + 1
-        if head_now != head_before and not self.closed:  # the store's count of what left the queue follows
-            self._left_queue += head_now - head_before
-            self._journal.count_lost(self.key_id, ChannelDrops(delivered=head_now - head_before))
+        moved = cursors.last - len(self.queue) - self._left_queue  # the queue's head is cursor left_queue + 1
+        if moved and not self.closed:  # the store's count of what left the queue follows
+            self._left_queue += moved
+            self._journal.count_lost(self.key_id, ChannelDrops(delivered=moved))
         self.pending_lost = lost
         if len(self.queue):
             self._wake.set()
@@ -453,7 +478,7 @@ class Channel:
         if cursors is None:
             return
         in_flight = self._in_flight.count if self._in_flight is not None else 0
-        gone = cursors.evict(cursors.last - len(self.queue) - in_flight + 1, now_ms)
+        gone = cursors.evict(cursors.last - len(self.queue) - in_flight + 1, now_ms, self.queue.bytes_used)
         if gone and not self.closed:
             self._journal.drop(self.key_id, gone)
 
@@ -474,12 +499,17 @@ class Channel:
             self.cursors = None
             self._journal.rewrite(self.key_id, events)
 
-    def _account(self, *, journal: bool = True) -> None:
-        """Count what the cap and the lifetime dropped since the last look; all of it left from the head."""
+    def _account(self, *, journal: bool = True, taken: int = 0) -> None:
+        """Count what the cap and the lifetime dropped since the last look; all of it left from the head (before
+        the `taken` events of a batch just taken)."""
         overflow = self.queue.dropped_overflow - self._seen_overflow
         expired = self.queue.dropped_expired - self._seen_expired
         if not overflow and not expired:
             return
+        if self.cursors is not None:  # issue 34 #5: their cursors end just before the queue's head (and the batch)
+            end = self.cursors.last - len(self.queue) - taken
+            self.dead_letters.add(end - overflow - expired + 1, end - overflow, deadletters.LIFETIME)
+            self.dead_letters.add(end - overflow + 1, end, deadletters.BYTE_CAP)
         self._seen_overflow += overflow
         self._seen_expired += expired
         self._counters.dropped_overflow += overflow

@@ -55,20 +55,31 @@ class CursorLog:
             return b'%s,"cursor":%d,"device_seq":%d}' % (data[:-1], self.last, seq)
         return b'%s,"cursor":%d}' % (data[:-1], self.last)
 
+    def restamp(self, data: bytes) -> bytes:
+        """A retained event queued again as a new one (a dead letter redriven): the next cursor, its device_seq
+        kept (it says where the event stands among its device's)."""
+        self.last += 1
+        match = _TAIL.search(data)
+        if match is None:
+            return data
+        seq = b',"device_seq":%s' % match[2] if match[2] is not None else b""
+        return b'%s,"cursor":%d%s}' % (data[: match.start()], self.last, seq)
+
     def keep(self, event: StoredEvent) -> None:
         """Retain the event just stamped."""
         self.events.append(Retained(self.last, event))
         self.bytes += len(event.data) + EVENT_OVERHEAD_BYTES
 
-    def evict(self, queue_head: int, now_ms: int) -> int:
+    def evict(self, queue_head: int, now_ms: int, queued_bytes: int) -> int:
         """Let go of the oldest events that have left the queue (cursor below `queue_head`) and are past the
-        retention time or beyond the byte cap; returns how many. An event still queued is never let go here: the
-        queue's own rules (cap, lifetime) decide about it."""
+        retention time, or beyond the byte cap counting only such events (the queue holds `queued_bytes` under its
+        own cap: a channel holds at most twice its cap); returns how many. An event still queued is never let go
+        here: the queue's own rules (cap, lifetime) decide about it."""
         count = 0
         events = self.events
         while events and events[0].cursor < queue_head:
             head = events[0]
-            if self.bytes <= self.max_bytes and now_ms - head.event.queued_at_ms <= self.retention_ms:
+            if self.bytes - queued_bytes <= self.max_bytes and now_ms - head.event.queued_at_ms <= self.retention_ms:
                 break
             events.popleft()
             self.bytes -= len(head.event.data) + EVENT_OVERHEAD_BYTES

@@ -201,6 +201,10 @@ class ChannelHub:
         """issue 34 #1: the callback channel delivers the retained events after cursor `after` again."""
         return await self._lifecycle.redrive(caller, after)
 
+    async def redrive_dead_letters(self, caller: Principal) -> int:
+        """issue 34 #5: the key's channel (any kind) queues its retained dead letters again; returns how many."""
+        return await self._lifecycle.redrive_dead_letters(caller)
+
     # ---- pull (deprecated, spec §4.8) ---------------------------------------------------------------
     async def pull(self, caller: Principal, send: Send, cursor: int | None = None) -> bool:
         """Long poll: `send` the next batch at once or when one arrives; False after the poll time-out. With

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from devicehub.channels import callback, signing
 from devicehub.channels.callback import CallbackClient, CallbackTarget
-from devicehub.channels.channel import CALLBACK, WEBSOCKET, Channel, Counters
+from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel, Counters
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.registry import ChannelRegistry
@@ -115,13 +115,9 @@ class ChannelLifecycle:
     async def redrive(self, caller: Principal, after: int) -> int:
         """issue 34 #1: the callback channel delivers again every retained event after cursor `after`; returns how
         many after it are no longer retained."""
-        channel = self._registry.get(caller.key_id)
-        if channel is None and self.ownership is not None:
-            config = await self.store.get_channel(caller.key_id)
-            if config is not None and config.kind == CALLBACK:
-                channel = await self.ownership.own(caller.key_id, take_over=True)
+        channel = await self._owned(caller, (CALLBACK,))
         async with self.lock:
-            if channel is None or self._registry.get(caller.key_id) is not channel or channel.kind != CALLBACK:
+            if channel is None or self._registry.get(caller.key_id) is not channel:
                 raise NotFound("no callback channel for this key")
             if channel.cursors is None:
                 channel.rewind(after, 0)  # raises: the channel has no cursors
@@ -130,6 +126,24 @@ class ChannelLifecycle:
             channel.reconfigure(channel.config)  # a fresh start: no retry wait from earlier failures
             self.start_deliverer(channel)
         return lost
+
+    async def redrive_dead_letters(self, caller: Principal) -> int:
+        """issue 34 #5: the key's channel queues its retained dead letters again; returns how many."""
+        channel = await self._owned(caller, (CALLBACK, WEBSOCKET, PULL))
+        if channel is None:
+            raise NotFound("no notification channel for this key")
+        return channel.redrive_dead_letters(int(self._clock.now() * 1000))
+
+    async def _owned(self, caller: Principal, kinds: tuple[str, ...]) -> Channel | None:
+        """The key's channel of one of `kinds`, owned by this node (taken over in Redis mode), or None."""
+        channel = self._registry.get(caller.key_id)
+        if channel is None and self.ownership is not None:
+            config = await self.store.get_channel(caller.key_id)
+            if config is not None and config.kind in kinds:
+                channel = await self.ownership.own(caller.key_id, take_over=True)
+                if channel is not None and channel.kind == CALLBACK and channel.deliverer is None:
+                    self.start_deliverer(channel)
+        return channel if channel is not None and channel.kind in kinds else None
 
     async def set_websocket(self, caller: Principal, options: ChannelOptions | None) -> tuple[Channel, bool]:
         """spec §4.6: the channel exists (disconnected) and stores events at once; True when it is new."""

@@ -272,3 +272,84 @@ def test_opting_in_and_out_with_events_queued_keeps_every_event_once(tmp_path: P
             await ws.close()
 
     run(main())
+
+
+def test_a_journal_kept_with_cursors_restored_without_them_does_not_deliver_again(tmp_path: Path) -> None:
+    """The options changed while no process held the channel (in Redis mode: on another node): the journal holds
+    delivered events kept for resumes, and they must not come back as new ones."""
+
+    async def main() -> None:
+        async with serving(tmp_path) as h:
+            assert (await h.call("PUT", "/v2/notification/websocket", json=CURSORS))[0] == 201
+            ws = await connect(h)
+            for n in range(1, 4):
+                await h.hub.publish([h.key_id], note(n))
+            await read(ws, 3)
+            await ws.close()
+            await h.hub.publish([h.key_id], note(4))
+            secret, caller = h.secret, h.caller
+            config = await h.store.get_channel(h.key_id)
+            assert config is not None
+        plain = msgspec.structs.replace(config, serialization={"type": "v2", "max_chunk_size": 10000, "cfg": {}})
+        async with serving(tmp_path) as h:
+            await h.store.put_channel(plain)
+        async with serving(tmp_path) as h:
+            h.secret, h.caller = secret, caller
+            ws = await connect(h)
+            message = await ws.receive(timeout=5)
+            assert payloads(str(message.data).encode()) == [4]
+            await ws.close()
+
+    run(main())
+
+
+def test_events_the_byte_cap_took_are_listed_as_dead_letters(tmp_path: Path) -> None:
+    async def main() -> None:
+        # room for about 10 events: the byte cap takes the oldest while no socket reads
+        async with serving(tmp_path, queue_max_bytes=10 * 300) as h:
+            assert (await h.call("PUT", "/v2/notification/websocket", json=CURSORS))[0] == 201
+            for n in range(1, 31):
+                await h.hub.publish([h.key_id], note(n))
+            status, body = await h.call("GET", "/v2/notification/dead-letters")
+            assert status == 200
+            listed = msgspec.json.decode(body)
+            dead = [d["cursor"] for d in listed["dead_letters"]]
+            assert listed["count"] == len(dead) > 0
+            first, last = dead[0], dead[-1]  # the newest of those the cap took that are still retained
+            assert dead == list(range(first, last + 1))
+            channel = h.hub.channel(h.key_id)
+            assert channel is not None and channel.queue.dropped_overflow == last
+            assert {d["cause"] for d in listed["dead_letters"]} == {"byte_cap"}
+            assert values([d["event"] for d in listed["dead_letters"]]) == dead
+            ws = await connect(h)
+            assert values(await read(ws, 30 - last)) == list(range(last + 1, 31))  # what the cap left
+            await ws.close()
+
+    run(main())
+
+
+def test_dead_letters_of_the_lifetime_are_redriven_as_new_events(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with serving(tmp_path) as h:
+            body = {"serialization": {"retention_s": 604_800, "cfg": {"include_cursor": True}}}
+            assert (await h.call("PUT", "/v2/notification/websocket", json=body))[0] == 201
+            for n in range(1, 6):
+                await h.hub.publish([h.key_id], note(n))
+            await h.clock.advance(24 * 3600 + 1)
+            await h.hub.sweep()  # spec §8: events older than 24 hours leave the queue
+            listed = msgspec.json.decode((await h.call("GET", "/v2/notification/dead-letters"))[1])
+            assert [(d["cursor"], d["cause"]) for d in listed["dead_letters"]] == [(n, "lifetime") for n in range(1, 6)]
+            for n in range(6, 9):
+                await h.hub.publish([h.key_id], note(n))
+            ws = await connect(h)
+            assert values(await read(ws, 3)) == [6, 7, 8]
+            status, answer = await h.call("POST", "/v2/notification/dead-letters/redrive")
+            assert (status, msgspec.json.decode(answer)) == (202, {"redriven": 5})
+            again = await read(ws, 5)  # queued again at the tail, each with a new cursor
+            assert values(again) == [1, 2, 3, 4, 5]
+            assert [e["cursor"] for e in again] == [9, 10, 11, 12, 13]
+            assert [e["device_seq"] for e in again] == [1, 2, 3, 4, 5]  # where each stands among its device's
+            await ws.close()
+            assert msgspec.json.decode((await h.call("GET", "/v2/notification/dead-letters"))[1])["count"] == 0
+
+    run(main())
