@@ -76,7 +76,11 @@ class DeliveryOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
             raise _invalid(f"{field}.max_rate", f"must be a number of events a second, 0…{MAX_RATE:g}")
         events = raw.get("events")
         if events is not None:
-            if not isinstance(events, list) or not events or any(e not in EVENT_KINDS for e in events):
+            if (
+                not isinstance(events, list)
+                or not events
+                or any(not isinstance(e, str) or e not in EVENT_KINDS for e in events)
+            ):
                 raise _invalid(f"{field}.events", f"must be a non-empty list of {', '.join(EVENT_KINDS)}")
             events = sorted(set(events))
         return cls(max_rate=float(rate), events=events, **flags)

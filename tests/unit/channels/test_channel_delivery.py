@@ -34,6 +34,7 @@ def test_the_rate_bucket_holds_one_seconds_worth() -> None:
         ({"max_rate": True}, "delivery.max_rate"),
         ({"events": []}, "delivery.events"),
         ({"events": ["notifications", "x"]}, "delivery.events"),
+        ({"events": [{}]}, "delivery.events"),  # schemathesis found this one a 500
     ],
 )
 def test_a_bad_delivery_object_names_its_field(raw: object, field: str) -> None:
