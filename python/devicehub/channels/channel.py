@@ -219,7 +219,17 @@ class Channel:
             return  # issue 34 #4: the channel's event-type filter
         if self.cursors is not None:
             data = self.cursors.stamp(data, device)
-        self._queue_stamped(StoredEvent(kind, data, now_ms, device), now_ms)
+            self._queue_stamped(StoredEvent(kind, data, now_ms, device), now_ms)
+            return
+        # the per-event path of every other channel, as it was before cursors (fleet load: issue 15)
+        dropped = self.queue.push(kind, data, now_ms)
+        self._journal.append(self.config.key_id, StoredEvent(kind, data, now_ms))
+        queued = self._counters.queued_by_kind
+        queued[kind] = queued.get(kind, 0) + 1
+        self.last_data_at = now_ms / 1000
+        if dropped:
+            self._account()
+        self._wake.set()
 
     def _queue_stamped(self, event: StoredEvent, now_ms: int) -> None:
         kind = event.kind
