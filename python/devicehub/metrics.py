@@ -60,6 +60,7 @@ DELIVERY_BOUNDS_MS = [
     300_000,
     3_600_000,
 ]
+CHANNEL_KINDS = ("callback", "websocket", "pull")  # channels/channel.py CALLBACK, WEBSOCKET, PULL
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -118,8 +119,9 @@ class NodeMetrics:
             registry=self.registry,
         )
         # counted per delivered batch in the Rust core (Batch.count_waits), exported by _NodeCollector
-        self.delivery_waits = [0] * (len(DELIVERY_BOUNDS_MS) + 1)
-        self.delivery_wait_sum_ms = 0
+        # per channel kind (issue 34 #6); the unlabelled histogram is their sum
+        self.delivery_waits_by_kind = {k: [0] * (len(DELIVERY_BOUNDS_MS) + 1) for k in CHANNEL_KINDS}
+        self.delivery_wait_sum_ms_by_kind = dict.fromkeys(CHANNEL_KINDS, 0)
         self.pending_requests = 0  # refreshed before each scrape (a store read, so async)
         ProcessCollector(namespace="devicehub", registry=self.registry)  # memory, CPU seconds, open files
         self.registry.register(_NodeCollector(self))
@@ -132,10 +134,22 @@ class NodeMetrics:
             cause = "timeout" if timed_out else "unreachable" if status is None else f"{status // 100}xx"
             self.callback_failures.labels(cause).inc()
 
-    def events_delivered(self, batch: Batch, now: float) -> None:
-        """Hook of the channel hub: one call per delivered batch."""
-        self.delivery_waits, waited_ms = batch.count_waits(int(now * 1000), DELIVERY_BOUNDS_MS, self.delivery_waits)
-        self.delivery_wait_sum_ms += waited_ms
+    def events_delivered(self, batch: Batch, now: float, kind: str) -> None:
+        """Hook of the channel hub: one call per delivered batch, with the channel's kind."""
+        waits = self.delivery_waits_by_kind.get(kind)
+        if waits is None:
+            return
+        waits, waited_ms = batch.count_waits(int(now * 1000), DELIVERY_BOUNDS_MS, waits)
+        self.delivery_waits_by_kind[kind] = waits
+        self.delivery_wait_sum_ms_by_kind[kind] += waited_ms
+
+    @property
+    def delivery_waits(self) -> list[int]:
+        return [sum(column) for column in zip(*self.delivery_waits_by_kind.values(), strict=True)]
+
+    @property
+    def delivery_wait_sum_ms(self) -> int:
+        return sum(self.delivery_wait_sum_ms_by_kind.values())
 
     async def scrape(self) -> bytes:
         self.pending_requests = await self.services.store.count_pending_requests()
@@ -194,11 +208,26 @@ class _NodeCollector(Collector):
             sum_value=m.delivery_wait_sum_ms / 1000,
         )
 
+    def _delivery_latency_by_kind(self) -> HistogramMetricFamily:
+        m = self._metrics
+        family = HistogramMetricFamily(
+            "devicehub_event_delivery_latency_by_kind_seconds",
+            "devicehub_event_delivery_latency_seconds by channel kind (callback, websocket, pull)",
+            labels=["kind"],
+        )
+        for kind, waits in m.delivery_waits_by_kind.items():
+            cumulative = list(itertools.accumulate(waits))
+            buckets = [(repr(b / 1000), c) for b, c in zip(DELIVERY_BOUNDS_MS, cumulative, strict=False)]
+            buckets.append(("+Inf", cumulative[-1]))
+            family.add_metric([kind], buckets, sum_value=m.delivery_wait_sum_ms_by_kind[kind] / 1000)
+        return family
+
     def collect(self) -> Iterator[Metric]:
         services = self._metrics.services
         lw = services.extra_metrics() if services.extra_metrics is not None else {}
         hub = services.hub.metrics()
         yield self._delivery_latency()
+        yield self._delivery_latency_by_kind()
 
         def v(values: dict[str, Any], name: str) -> float:
             return float(values.get(name, 0))

@@ -70,8 +70,8 @@ class Counters:
     delivery_failures: int = 0
     channels_removed: int = 0
     channels_removed_gone: int = 0  # issue 34 #4: a callback receiver answered 410 (remove_on_gone)
-    # observer of each delivered batch and when it went (seconds): one call per batch, not per event
-    on_delivered: Callable[[Batch, float], None] | None = None
+    # observer of each delivered batch, when it went (seconds) and the channel's kind: one call per batch
+    on_delivered: Callable[[Batch, float, str], None] | None = None
     queued_by_kind: dict[int, int] = field(default_factory=dict)  # event kind → events queued (/metrics)
 
 
@@ -307,7 +307,7 @@ class Channel:
             start, count = now, 0
         self._window = (start, count + batch.count, rate)
         if self._counters.on_delivered is not None:
-            self._counters.on_delivered(batch, now)
+            self._counters.on_delivered(batch, now, self.kind)
         self.last_delivery_at = now
         self.consecutive_failures = 0
         self.failing_since = None

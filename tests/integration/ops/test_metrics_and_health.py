@@ -97,6 +97,13 @@ def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> No
         )
         assert value(during, f"{latency}_count") - value(before, f"{latency}_count") == delivered
         assert value(during, f"{latency}_bucket", le="10.0") == value(during, f"{latency}_count")
+        by_kind = "devicehub_event_delivery_latency_by_kind_seconds"  # issue 34 #6: per channel kind
+        assert types[by_kind] == "histogram"
+        assert (
+            value(during, f"{by_kind}_count", kind="websocket") - value(before, f"{by_kind}_count", kind="websocket")
+            == delivered
+        )
+        assert value(during, f"{by_kind}_count", kind="callback") == 0
         assert value(during, "devicehub_websocket_connections") == 1
         assert value(during, "devicehub_events_dropped_total", cause="overflow") == 0
         assert types["devicehub_events_dropped"] == "counter"
