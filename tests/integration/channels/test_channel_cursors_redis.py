@@ -1,12 +1,15 @@
-"""issue 34 #1, #2 in Redis mode on a real Redis: per-device order for 200 devices whose events come in through
-two nodes (each a channel hub and the notification API, in one process), and a resume with a cursor on another
-node after the owner node, a `devicehub serve` process, is killed with SIGKILL."""
+"""issue 34 in Redis mode on a real Redis: per-device order for 200 devices whose events come in through two nodes
+(each a channel hub and the notification API, in one process); a resume with a cursor on another node after the
+owner node, a `devicehub serve` process, is killed with SIGKILL; a signing secret rotated through a node that does
+not own the callback channel."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
+import os
 import random
 import signal
 from collections.abc import AsyncIterator, Iterator
@@ -63,10 +66,10 @@ class Node:
 
 
 @contextlib.asynccontextmanager
-async def node(redis_url: str, prefix: str, name: str, tmp_path: Path) -> AsyncIterator[Node]:
+async def node(redis_url: str, prefix: str, name: str, tmp_path: Path, callback_allow: str = "") -> AsyncIterator[Node]:
     store = RedisStore(redis_url, prefix=prefix)
     await store.open()
-    settings = ServeSettings(data_dir=tmp_path / name, flush_interval_ms=20)
+    settings = ServeSettings(data_dir=tmp_path / name, flush_interval_ms=20, callback_allow=callback_allow)
     clock = SystemClock()
     hub = ChannelHub(
         store,
@@ -217,3 +220,46 @@ async def _until(predicate: Any, within: float = 10.0) -> None:
     while not predicate():
         assert loop.time() < end, "condition not reached in time"
         await asyncio.sleep(0.01)
+
+
+def test_a_secret_rotated_through_another_node_signs_the_owners_deliveries(redis_url: str, tmp_path: Path) -> None:
+    """issue 34 #3 in Redis mode: the callback channel is owned by node A; the rotation is asked of node B; the
+    owner's next delivery carries both secrets' signatures (checked with the standardwebhooks package)."""
+    from channel_harness import LOOPBACK, Receiver
+    from standardwebhooks.webhooks import Webhook
+
+    old = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+
+    async def main() -> None:
+        prefix = f"sig{next(_prefixes)}:"
+        async with (
+            Receiver() as receiver,
+            node(redis_url, prefix, "node-a", tmp_path, callback_allow=LOOPBACK) as a,
+            node(redis_url, prefix, "node-b", tmp_path, callback_allow=LOOPBACK) as b,
+            aiohttp.ClientSession() as http,
+        ):
+            accounts = AccountService(a.store, SystemClock())
+            account = await accounts.create_account("acme", tier="commercial")
+            _, secret = await accounts.create_key(account.id)
+            key_id = (await accounts.authenticate(secret)).key_id
+            auth = {"Authorization": f"Bearer {secret}"}
+            body = {"url": receiver.url, "secret": old}
+            async with http.put(a.base + "/v2/notification/callback", json=body, headers=auth) as r:
+                assert r.status == 204, await r.text()
+            await receiver.next()
+            async with http.post(b.base + "/v2/notification/callback/secret", headers=auth) as r:
+                assert r.status == 200, await r.text()
+                new = (await r.json())["secret"]
+
+            # the owner hands the channel over to take the new config; whoever owns it next delivers
+            def rotated() -> bool:
+                return any((c := n.hub.channel(key_id)) is not None and len(c.config.secrets) == 2 for n in (a, b))
+
+            await _until(rotated, within=20.0)
+            await a.hub.publish([key_id], note(1))
+            delivery = await receiver.next(within=20.0)
+            assert payloads(delivery.body) == [1]
+            Webhook(new).verify(delivery.body, delivery.headers)
+            Webhook(old).verify(delivery.body, delivery.headers)
+
+    run(main(), timeout=60)
