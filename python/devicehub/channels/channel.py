@@ -213,13 +213,16 @@ class Channel:
             self._switch_cursor_mode()
 
     # ---- queue operations ----------------------------------------------------------------------
-    def push(self, kind: int, data: bytes, now_ms: int, device: str = "") -> None:
-        """Queue one encoded event; `device` is the device it came from ("" when none: async-responses)."""
+    def push(self, kind: int, data: bytes, now_ms: int, device: str = "", origin: str = "") -> None:
+        """Queue one encoded event; `device` is the device it came from ("" when none: async-responses), `origin`
+        its id from the forwarding node (Redis mode, cursor channels)."""
         if self._kinds is not None and kind not in self._kinds:
             return  # issue 34 #4: the channel's event-type filter
         if self.cursors is not None:
+            if origin and not self.cursors.first_time(origin):
+                return  # drained again after an owner died between journaling it and trimming the inbox
             data = self.cursors.stamp(data, device)
-            self._queue_stamped(StoredEvent(kind, data, now_ms, device), now_ms)
+            self._queue_stamped(StoredEvent(kind, data, now_ms, device, origin), now_ms)
             return
         # the per-event path of every other channel, as it was before cursors (fleet load: issue 15)
         dropped = self.queue.push(kind, data, now_ms)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from devicehub._core import EVENT_OVERHEAD_BYTES
 from devicehub.domain.model import StoredEvent
 
+RECENT_ORIGINS = 20_000  # ids of the newest forwarded events kept: an owner drains at most DRAIN_BATCH a key at once
 _TAIL = re.compile(rb',"cursor":(\d+)(?:,"device_seq":(\d+))?}\Z')
 
 
@@ -39,6 +40,17 @@ class CursorLog:
         self.events: deque[Retained] = deque()
         self.bytes = 0
         self._devices: dict[str, int] = {}
+        self._origins: dict[str, None] = {}  # the newest forwarded events' ids, oldest first (Redis mode)
+
+    def first_time(self, origin: str) -> bool:
+        """Whether a forwarded event with this id is new here (and remember it)."""
+        origins = self._origins
+        if origin in origins:
+            return False
+        origins[origin] = None
+        if len(origins) > RECENT_ORIGINS:
+            del origins[next(iter(origins))]
+        return True
 
     def stamp(self, data: bytes, device: str) -> bytes:
         """Give the next cursor (and the device's next sequence number) and return the event's bytes with them.
@@ -101,6 +113,9 @@ class CursorLog:
             if match is not None:
                 head = int(match[1]) - index
                 break
+        for event in events[-RECENT_ORIGINS:]:
+            if event.origin:
+                self._origins[event.origin] = None
         for index, event in enumerate(events):
             self.events.append(Retained(head + index, event))
             self.bytes += len(event.data) + EVENT_OVERHEAD_BYTES

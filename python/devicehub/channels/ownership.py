@@ -7,8 +7,10 @@ leases to run out, which are wall-clock facts shared with the other nodes, not r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
 
 from devicehub import tasks
@@ -60,6 +62,8 @@ class ClusterOwnership:
         self._adopting: dict[str, asyncio.Lock] = {}
         self._outbox: dict[str, list[StoredEvent]] = {}
         self._forwarder: asyncio.Task[None] | None = None
+        self._origin_prefix = uuid.uuid4().hex[:12] + "."  # this process's events: unique across restarts
+        self._origin_seq = itertools.count()
 
     async def start(self) -> None:
         await self._refresh_configs()
@@ -101,7 +105,10 @@ class ClusterOwnership:
                     uid = self._uid_source()
                 data = encoded[options.encoding] = self._encoder.encode(event, options, now_ms, uid)
             device = getattr(event, "device_id", "")  # issue 34 #2: the owner gives per-device sequences
-            self._outbox.setdefault(key_id, []).append(StoredEvent(event.kind, data, now_ms, device))
+            # issue 34 #1: an inbox event the owner journaled but did not trim before it died is drained again by
+            # the next owner; its id tells the cursor channel it has it already (it would get a second cursor)
+            origin = f"{self._origin_prefix}{next(self._origin_seq)}" if options.include_cursor else ""
+            self._outbox.setdefault(key_id, []).append(StoredEvent(event.kind, data, now_ms, device, origin))
         if self._outbox and (self._forwarder is None or self._forwarder.done()):
             self._forwarder = asyncio.create_task(self._forward_outbox(), name="cluster-forward")
 
@@ -217,7 +224,7 @@ class ClusterOwnership:
             if channel is None:
                 continue  # handed over meanwhile: the events stay for the next owner
             for event in events:
-                channel.push(event.kind, event.data, event.queued_at_ms, event.device)
+                channel.push(event.kind, event.data, event.queued_at_ms, event.device, event.origin)
             taken[key_id] = len(events)
         if taken:
             await self._journal.flush()

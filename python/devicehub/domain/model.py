@@ -159,6 +159,7 @@ class StoredEvent(msgspec.Struct, frozen=True, array_like=True, omit_defaults=Tr
     data: bytes
     queued_at_ms: int
     device: str = ""  # issue 34 #2: the device it came from (per-device sequences); "" when none
+    origin: str = ""  # Redis mode, cursor channels: the forwarding node's id of it, so a re-drained one is known
 
 
 class RegistrationLink(msgspec.Struct, frozen=True, array_like=True, gc=False):
