@@ -104,6 +104,10 @@ class SqliteDevices(SqliteSnapshot):  # a registration writes the snapshot's ent
         # a value is written with its entry (one row write, not the empty row now and the value a flush later),
         # unless the write-behind holds an older value of it: then it goes after that one, as set_reported
         valued, later = self._reported.split_held(reported)
+        if valued and self._log.holds_any():  # and unless the log holds one the fold would put back over it
+            logged = self._log.holds
+            later += [item for item in valued if logged(item[0], item[1])]
+            valued = [item for item in valued if not logged(item[0], item[1])]
         with_value = {(device_id, path) for device_id, path, _ in valued} if devices else set()
 
         def work(db: sqlite3.Connection) -> None:
@@ -234,9 +238,13 @@ class SqliteDevices(SqliteSnapshot):  # a registration writes the snapshot's ent
             for table in ("device_ids", "devices", "subscriptions", "snapshot"):
                 column = "id" if table in ("devices", "device_ids") else "device_id"
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
+            if logged:  # a scan of the unindexed log: only when it holds the device's values (the fold would
+                db.execute("DELETE FROM reported_log WHERE device_id = ?", (device_id,))  # put its rows back)
             return names
 
+        logged = self._log.logged(device_id)
         names = await self._read(work)
+        self._log.forget(device_id)
         self._directory.deleted(device_id, names)  # its name may mint a new id
         self._cache.forget(device_id)
 

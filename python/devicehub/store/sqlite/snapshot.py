@@ -108,8 +108,9 @@ class SqliteSnapshot(SqliteWriter):
             except StorageUnavailable:
                 pass  # served from memory: the values the store could not take are laid over what it holds
             snapshot = await self._read(work)
-        unwritten = self._reported.pending_for(device_id)
-        if unwritten:  # laid over the rows; a value of a path with no row yet is the row its flush will insert
+        # appended to the log and not folded yet (reported_log.py), then pending and in flight: newest last
+        unwritten = {**self._log.values_for(device_id), **self._reported.pending_for(device_id)}
+        if unwritten:  # laid over the rows; a value of a path with no row yet is the row its fold will insert
             rows = {r.path: r for r in snapshot}
             for path, value in unwritten.items():
                 row = rows.get(path)

@@ -16,6 +16,7 @@ from devicehub.store.sqlite.codec import T, decode, encode
 from devicehub.store.sqlite.endpoint_directory import EndpointDirectory
 from devicehub.store.sqlite.health import WriteHealth
 from devicehub.store.sqlite.read_cache import ReadCache
+from devicehub.store.sqlite.reported_log import ReportedLog, fold
 from devicehub.store.sqlite.request_file import REQUESTS_FILE, RequestFile
 from devicehub.store.sqlite.schema import DEVICE_INDEXES, SCHEMA, add_channel_columns, add_device_columns
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
@@ -59,6 +60,7 @@ class SqliteWriter:
         self._reader_dbs: list[sqlite3.Connection] = []
         self._cache = ReadCache()  # devices and snapshots in memory: this process is the database's one writer
         self._reported = ReportedWriteBehind(self._write_reported, reported_flush_s)
+        self._log = ReportedLog()  # the flushes' values appended, folded into `snapshot` now and then
         self.write_health = WriteHealth()
         self._requests = RequestFile(self._path.parent, self.write_health)  # the device-request queue's own file
         self._waiting: list[_Work] = []  # work for the writer thread's next transaction
@@ -232,11 +234,19 @@ class SqliteWriter:
             self._directory.load(db.execute("SELECT endpoint_name, account_id FROM enrollments"), ids)
 
         await asyncio.get_running_loop().run_in_executor(self._thread, connect)
+        await self._write(fold)  # what the log held when the last run stopped (a crash: a graceful stop folds)
+        self._log.folded()
         await self._requests.open()
         await self._move_requests_table()
 
     async def close(self) -> None:
         await self._reported.close()
+        if self._log.holds_any():
+            try:
+                await self._write(fold)
+                self._log.folded()
+            except StorageUnavailable:
+                pass  # the log keeps them: the next open folds them
         if self._combiner is not None:  # what callers were told to wait for is written before closing
             await asyncio.wait([self._combiner])  # (a failure went to those callers: not raised here)
         await self._requests.close()
@@ -278,13 +288,9 @@ class SqliteWriter:
         rows = [
             (device_id, path, encode(value)) for device_id, values in pending.items() for path, value in values.items()
         ]
-        await self._write(
-            lambda db: db.executemany(
-                "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"
-                " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported",
-                rows,
-            )
-        )
+        folding = self._log.due(len(rows))
+        await self._write(lambda db: ReportedLog.append(db, rows, folding))
+        self._log.appended(pending, len(rows), folding)
 
     async def _one(self, kind: type[T], sql: str, args: tuple[object, ...], *, reader: bool = False) -> T | None:
         def work(db: sqlite3.Connection) -> T | None:

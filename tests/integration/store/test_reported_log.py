@@ -1,0 +1,153 @@
+"""Issue 30 #1: the embedded store's reported values cost the same whether a device notifies often or rarely.
+
+A flush upserted each (device, path) of its interval into `snapshot`: with many devices each value dirtied a page
+of its own and the commit wrote them all to the WAL. Values are now appended to `reported_log` and folded into
+`snapshot` now and then (store/sqlite/reported_log.py); these tests hold the pages a flush writes, and the snapshot's
+durability and read-your-writes across the log: a value appended and not folded is read back, survives a crash,
+and neither a newer value written another way nor a delete is undone by a later fold."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import msgspec
+
+from devicehub.domain.model import ReportedValue, ResourceInfo, SnapshotResource
+from devicehub.store.sqlite.reported_log import ReportedLog
+from devicehub.store.sqlite.store import SqliteStore
+from devicehub.store.sqlite.writer import DB_FILE
+from support.stores import device
+
+DEVICES = 3000
+PATHS = [f"/3/0/{r}" for r in range(19)]  # a Pelion device's resources: rows of the snapshot per device
+
+
+def _value(text: str, at: float = 1.0) -> ReportedValue:
+    return ReportedValue(value=text.encode(), content_type="text/plain", reported_at=at)
+
+
+def _side(tmp_path: Path) -> sqlite3.Connection:
+    """A second connection on the store's file, as a reader or an inspector would open one."""
+    return sqlite3.connect(tmp_path / DB_FILE, isolation_level=None)
+
+
+def _crash(store: SqliteStore) -> None:
+    """What a crash after the last flush leaves: `close` without its fold (the log keeps its rows)."""
+    store._log.holds_any = lambda: False  # type: ignore[method-assign]
+
+
+def test_a_flush_of_many_devices_values_writes_a_few_pages_not_a_page_per_device(tmp_path: Path) -> None:
+    async def scenario() -> int:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            with _side(tmp_path) as side:  # the fleet's snapshot rows, written outside the store for speed
+                side.executemany(
+                    "INSERT INTO snapshot (device_id, path) VALUES (?, ?)",
+                    [(f"{n:032x}", path) for n in range(DEVICES) for path in PATHS],
+                )
+                side.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            store._log = ReportedLog(clock=lambda: 0.0)  # no fold falls due in this flush (the seeding takes seconds)
+            await store.set_reported_many([(f"{n:032x}", "/3/0/9", _value(str(n))) for n in range(DEVICES)])
+            await store._reported.flush()
+            with _side(tmp_path) as side:  # (busy, frames in the WAL, checkpointed): what the flush wrote
+                frames = int(side.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+            return frames
+        finally:
+            await store.close()
+
+    frames = asyncio.run(asyncio.wait_for(scenario(), 60))
+    # one upsert per value into snapshot pages of ~3 devices each wrote ~900 pages; appended, ~50
+    assert frames < DEVICES // 20, frames
+
+
+def test_values_in_the_log_are_read_back_survive_a_crash_and_are_folded_on_open(tmp_path: Path) -> None:
+    async def before_the_crash() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.ensure_resources("d1", ["/3/0/9", "/3/0/0"])
+            await store.set_reported("d1", "/3/0/9", _value("old"))
+            await store._reported.flush()
+            await store.set_reported("d1", "/3/0/9", _value("new", 2.0))
+            await store.set_reported("d1", "/3303/0/5700", _value("21.5"))  # a path with no row yet
+            await store._reported.flush()
+            store._cache.forget("d1")  # read from the file, not from memory
+            assert await store.get_snapshot("d1") == [
+                SnapshotResource(path="/3/0/0"),
+                SnapshotResource(path="/3/0/9", reported=_value("new", 2.0)),
+                SnapshotResource(path="/3303/0/5700", reported=_value("21.5")),
+            ]
+            _crash(store)
+        finally:
+            await store.close()
+
+    async def after() -> list[SnapshotResource]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            return await store.get_snapshot("d1")
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(before_the_crash(), 20))
+    with _side(tmp_path) as side:  # the values were in the log only, and durable there
+        assert side.execute("SELECT count(*) FROM snapshot WHERE reported IS NOT NULL").fetchone()[0] == 0
+        assert side.execute("SELECT count(*) FROM reported_log").fetchone()[0] == 3
+    assert asyncio.run(asyncio.wait_for(after(), 20)) == [
+        SnapshotResource(path="/3/0/0"),
+        SnapshotResource(path="/3/0/9", reported=_value("new", 2.0)),
+        SnapshotResource(path="/3303/0/5700", reported=_value("21.5")),
+    ]
+    with _side(tmp_path) as side:
+        assert side.execute("SELECT count(*) FROM reported_log").fetchone()[0] == 0
+
+
+def test_a_registration_s_value_is_not_undone_by_the_fold_of_an_older_one(tmp_path: Path) -> None:
+    registered = msgspec.structs.replace(device("d1", "ep-1"), resources=(ResourceInfo(path="/3/0/9"),))
+
+    async def scenario() -> list[SnapshotResource]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.set_reported("d1", "/3/0/9", _value("older"))
+            await store._reported.flush()  # in the log, not folded
+            await store.put_registered_devices([registered], [], [("d1", "/3/0/9", _value("announced", 2.0))])
+            await store._reported.flush()
+        finally:
+            await store.close()  # folds the log
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            return await store.get_snapshot("d1")
+        finally:
+            await store.close()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 20)) == [
+        SnapshotResource(path="/3/0/9", reported=_value("announced", 2.0))
+    ]
+
+
+def test_a_deleted_device_s_values_in_the_log_are_not_folded_back(tmp_path: Path) -> None:
+    async def scenario() -> list[SnapshotResource]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.put_registered_devices([device("d1", "ep-1")], [], [])
+            await store.set_reported("d1", "/3/0/9", _value("v"))
+            await store._reported.flush()
+            await store.delete_device("d1")
+        finally:
+            await store.close()
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            return await store.get_snapshot("d1")
+        finally:
+            await store.close()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 20)) == []
+    with _side(tmp_path) as side:
+        assert side.execute("SELECT count(*) FROM snapshot").fetchone()[0] == 0
