@@ -9,6 +9,7 @@ and neither a newer value written another way nor a delete is undone by a later 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -28,9 +29,9 @@ def _value(text: str, at: float = 1.0) -> ReportedValue:
     return ReportedValue(value=text.encode(), content_type="text/plain", reported_at=at)
 
 
-def _side(tmp_path: Path) -> sqlite3.Connection:
-    """A second connection on the store's file, as a reader or an inspector would open one."""
-    return sqlite3.connect(tmp_path / DB_FILE, isolation_level=None)
+def _side(tmp_path: Path) -> contextlib.closing[sqlite3.Connection]:
+    """A second connection on the store's file, as a reader or an inspector would open one (closed after)."""
+    return contextlib.closing(sqlite3.connect(tmp_path / DB_FILE, isolation_level=None))
 
 
 def _crash(store: SqliteStore) -> None:
@@ -44,10 +45,12 @@ def test_a_flush_of_many_devices_values_writes_a_few_pages_not_a_page_per_device
         await store.open()
         try:
             with _side(tmp_path) as side:  # the fleet's snapshot rows, written outside the store for speed
+                side.execute("BEGIN")
                 side.executemany(
                     "INSERT INTO snapshot (device_id, path) VALUES (?, ?)",
                     [(f"{n:032x}", path) for n in range(DEVICES) for path in PATHS],
                 )
+                side.execute("COMMIT")
                 side.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             store._log = ReportedLog(clock=lambda: 0.0)  # no fold falls due in this flush (the seeding takes seconds)
             await store.set_reported_many([(f"{n:032x}", "/3/0/9", _value(str(n))) for n in range(DEVICES)])
