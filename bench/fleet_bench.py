@@ -111,7 +111,7 @@ async def _fleet(service: ServiceProcess, devices: int, args: argparse.Namespace
             devices,
             *("--rate", str(args.rate / devices), "--register-rate", str(args.register_rate)),
             *("--hot-path", "--non", "--workers", str(workers), "--bind", "127.0.0.0/24", "--lifetime", "600"),
-            *("--duration", str(60 + 3 * ramp + args.warmup + args.runs * args.seconds + 30)),  # past the deadline
+            *("--duration", str(60 + 5 * ramp + args.warmup + args.runs * args.seconds + 30)),  # past the deadline
             *("--app", stub_url, "--api-key", "stub"),
         )
         errors = tempfile.TemporaryFile()  # not a pipe: a chatty simulator would block on a full one
@@ -120,7 +120,7 @@ async def _fleet(service: ServiceProcess, devices: int, args: argparse.Namespace
         )
         try:
             started = time.perf_counter()
-            deadline = started + 60 + 3 * ramp
+            deadline = started + 60 + 5 * ramp
             registered, last, settled = 0.0, -1.0, 0
             # all registered, or nearly all and no more for 5 s: on a busy machine a few devices give up (their
             # CoAP retransmissions time out) and do not come back within a run
@@ -128,8 +128,8 @@ async def _fleet(service: ServiceProcess, devices: int, args: argparse.Namespace
                 registered = await _metric(http, "devicehub_registered_devices")
                 settled = settled + 1 if registered == last else 0
                 last = registered
-                if time.perf_counter() > deadline and registered >= 0.9 * devices:
-                    break  # a busy machine's ramp that trickles on: measured with what registered (in the JSON)
+                if time.perf_counter() > deadline and registered >= 0.5 * devices:
+                    break  # a busy machine's ramp that trickles on: measured with what registered (`registered`)
                 if simulate.returncode is not None or time.perf_counter() > deadline:
                     errors.seek(0)
                     raise SystemExit(f"{devices} devices did not register: {errors.read()[-3000:].decode()}")
