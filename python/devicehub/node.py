@@ -129,7 +129,7 @@ class Node:
         if is_shared(self.store):  # issue 15: a key revoked on any node stops working here at once
             accounts = self.accounts
             self._revocations = RevocationListener(
-                self.store.redis, self.store.prefix, accounts.forget_key, accounts.forget_all_keys
+                self.store.shard, self.store.prefix, accounts.forget_key, accounts.forget_all_keys
             )
             await self._revocations.start()
         default_account: str | None = None
@@ -138,7 +138,7 @@ class Node:
         self.node_id = settings.node_id or f"{socket.gethostname()}:{os.getpid()}"
         cluster = None
         if is_shared(self.store):  # several nodes: channels are owned across them (cluster.py)
-            cluster = ClusterLink(self.store.redis, self.store.prefix, self.node_id)
+            cluster = ClusterLink(self.store.redis, self.store.shard, self.store.prefix, self.node_id)
             # and device-bound work taken by any node reaches the node holding the device (issue 31 #1)
             self.holders = HolderLink(self.store.redis, self.store.prefix, self.node_id)
         self.hub = ChannelHub(self.store, self.clock, settings, pull_timeout=settings.pull_timeout, cluster=cluster)

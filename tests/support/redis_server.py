@@ -1,4 +1,5 @@
-"""A real `redis-server` (Debian package) on a free loopback port, for tests that need Redis."""
+"""A real `redis-server` (Debian package) on a free loopback port, for tests that need Redis; and a Redis Cluster of
+three primaries on loopback (issue 31 #2), which the store and the nodes reach through any one of them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 from support.ports import free_tcp_port
 from support.waiting import wait_until
@@ -25,13 +26,17 @@ def _answers_ping(port: int) -> bool:
         return False
 
 
+CLUSTER_PRIMARIES = 3
+CLUSTER_TIMEOUT = 30.0
+
+
 @contextmanager
-def redis_server() -> Iterator[str]:
+def redis_server(*extra: str, port: int | None = None) -> Iterator[str]:
     """Start redis-server without persistence in a temporary directory; yield its URL; always stop it."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed (scripts/test.sh installs the Debian package)")
-    port = free_tcp_port()
+    port = port or free_tcp_port()
     with tempfile.TemporaryDirectory() as workdir:
         process = subprocess.Popen(
             [
@@ -48,6 +53,7 @@ def redis_server() -> Iterator[str]:
                 workdir,
                 "--protected-mode",
                 "yes",
+                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -62,6 +68,74 @@ def redis_server() -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (the port + 10000) is free too."""
+    while True:
+        port = free_tcp_port()
+        if port + 10000 < 65536:
+            try:
+                with socket.socket() as bus:
+                    bus.bind(("127.0.0.1", port + 10000))
+                return port
+            except OSError:
+                continue
+
+
+def _cluster_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+            conn.sendall(b"CLUSTER INFO\r\n")
+            return b"cluster_state:ok" in conn.recv(4096)
+    except OSError:
+        return False
+
+
+@contextmanager
+def redis_cluster() -> Iterator[str]:
+    """Start a Redis Cluster of three primaries without replicas on loopback (`redis-server --cluster-enabled yes`,
+    `redis-cli --cluster create`); yield the URL of its first node (a client finds the others from it); always stop
+    it."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        raise RuntimeError("redis-cli is not installed (the Debian package redis-tools)")
+    with ExitStack() as nodes, tempfile.TemporaryDirectory() as workdir:
+        ports = [_cluster_port() for _ in range(CLUSTER_PRIMARIES)]
+        urls = [
+            nodes.enter_context(
+                redis_server(
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    f"{workdir}/nodes-{port}.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                    port=port,
+                )
+            )
+            for port in ports
+        ]
+        subprocess.run(
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in ports),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=CLUSTER_TIMEOUT,
+        )
+        for port in ports:
+            wait_until(
+                lambda p=port: _cluster_ok(p), within=CLUSTER_TIMEOUT, what=f"cluster_state:ok on {port}", every=0.05
+            )
+        yield urls[0]
 
 
 def _wait_started(process: subprocess.Popen[bytes], port: int) -> None:

@@ -5,7 +5,9 @@ lease (where its WebSocket is connected, or that adopted its callback or pull ch
 its local queue, writes them to the key's journal in Redis, and only then trims the inbox — so a node that dies
 loses no queued event (delivery stays at least once). Ownership moves by a control message: the node taking over
 asks the owner to release; the owner closes its socket with 1001, writes its journal and drops the lease.
-A dead owner's lease runs out after `LEASE_TTL` seconds and the next node takes it.
+A dead owner's lease runs out after `LEASE_TTL` seconds and the next node takes it. Control messages go on a sharded
+pub/sub channel (SPUBLISH, Redis 7.0): on Redis Cluster only the shard of the channel's slot carries them, where
+classic PUBLISH is broadcast to every node of the cluster (issue 31 #2).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -39,15 +42,22 @@ ControlHandler = Callable[[str, str, str], Awaitable[None]]  # (verb, key id, se
 class ClusterLink:
     """The Redis side of channel ownership: inboxes, leases and control messages between nodes."""
 
-    def __init__(self, redis: aioredis.Redis, prefix: str, node_id: str) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis | RedisCluster,
+        shard: Callable[[str], aioredis.Redis],
+        prefix: str,
+        node_id: str,
+    ) -> None:
         self._redis = redis
+        self._shard = shard  # the server holding a name's slot (SharedStore.shard)
         self._prefix = prefix
         self.node_id = node_id
         self._listener: asyncio.Task[None] | None = None
         self._pubsub: Any = None
 
     def _inbox(self, key_id: str) -> str:
-        return f"{self._prefix}inbox:{key_id}"
+        return f"{self._prefix}inbox:{{key:{key_id}}}"  # the key's slot (store/redis/keys.py)
 
     @property
     def _control(self) -> str:
@@ -80,11 +90,11 @@ class ClusterLink:
 
     # ---- control messages ---------------------------------------------------------------------
     async def send(self, verb: str, key_id: str) -> None:
-        await self._redis.publish(self._control, f"{verb} {key_id} {self.node_id}")
+        await self._shard(self._control).spublish(self._control, f"{verb} {key_id} {self.node_id}")
 
     async def listen(self, handler: ControlHandler) -> None:
-        self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await self._pubsub.subscribe(self._control)
+        self._pubsub = self._shard(self._control).pubsub(ignore_subscribe_messages=True)
+        await self._pubsub.ssubscribe(self._control)
         self._listener = asyncio.create_task(self._listen(handler), name="cluster-control")
 
     async def _listen(self, handler: ControlHandler) -> None:

@@ -9,6 +9,7 @@ from devicehub.domain.storage.store import Store
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
 
 __all__ = ["SharedStore", "is_shared", "open_store"]
 
@@ -18,7 +19,12 @@ class SharedStore(Store, Protocol):
     ownership, held devices), under the store's key prefix."""
 
     @property
-    def redis(self) -> Redis: ...
+    def redis(self) -> Redis | RedisCluster: ...
+
+    def shard(self, key: str) -> Redis:
+        """The server holding `key`'s slot (the one Redis, or that slot's primary in a cluster): for a transaction
+        or a sharded pub/sub channel."""
+        ...
 
     @property
     def prefix(self) -> str: ...

@@ -138,8 +138,10 @@ def test_devices_stored_before_the_filter_indexes_are_found_by_filters(make_stor
 async def _forget_filter_indexes(store: Store) -> None:
     """Turn the data into what the previous release wrote."""
     if is_shared(store):
-        keys = [k async for k in store.redis.scan_iter(match=store.prefix + "devices_by:*")]
-        await store.redis.delete(*keys, store.prefix + "device_index_version")
+        # the value indexes lost (keys.py: in the account's slot), and the mark that they were filled
+        for key in [k async for k in store.redis.scan_iter(match=store.prefix + "devices_by:*")]:
+            await store.redis.delete(key)
+        await store.redis.delete(store.prefix + "device_indexes")
     else:
         assert isinstance(store, SqliteStore)
 

@@ -67,7 +67,7 @@ def test_work_taken_by_another_node_reaches_the_holder_and_is_acknowledged(redis
                 assert await b.received(1) == [observe]
                 assert a.done == []
                 await eventually(lambda: b.link.taken == 1)
-                pending = await client.xpending(f"{prefix}work:node-b", GROUP)
+                pending = await client.xpending(f"{prefix}work:{{node:node-b}}", GROUP)
                 assert pending["pending"] == 0  # acknowledged once done
                 assert (a.link.sent, a.link.orphaned, b.link.taken) == (1, 0, 1)
                 assert not await a.link.hand_over(DeviceWork(REQUESTS, "unknown"))  # held by no node
@@ -91,9 +91,9 @@ def test_a_device_taken_by_another_node_is_released_by_its_old_holder(redis_url:
                 assert await a.link.hand_over(DeviceWork(REQUESTS, "d1"))  # so A hands its work to B now
                 assert await b.received(1) == [DeviceWork(REQUESTS, "d1")]
                 await a.link.released("d1")  # no longer A's: B's record stays
-                assert await client.get(f"{prefix}holder:d1") == b"node-b"
+                assert await client.get(f"{prefix}holder:{{dev:d1}}") == b"node-b"
                 await b.link.released("d1")
-                assert await client.get(f"{prefix}holder:d1") is None
+                assert await client.get(f"{prefix}holder:{{dev:d1}}") is None
             finally:
                 for node in (a, b):
                     await node.link.close()
@@ -114,7 +114,9 @@ def test_work_for_a_holder_that_is_gone_is_not_handed_over_and_is_counted(redis_
                 assert (a.link.sent, a.link.orphaned) == (0, 1)
                 await a.link.took(["d1"])  # the device's next contact, on node A
                 assert a.link.holds("d1")
-                assert not await client.exists(f"{prefix}work:node-b")  # nothing is left for a node that is gone
+                assert not await client.exists(
+                    f"{prefix}work:{{node:node-b}}"
+                )  # nothing is left for a node that is gone
             finally:
                 await a.link.close()
 
@@ -130,25 +132,25 @@ def test_work_handed_over_while_the_holder_was_cut_off_or_unacknowledged_at_a_cr
             await a.link.start(a.handle)
             # node B as it stands cut off from Redis: it holds d1, its group exists, its heartbeat has not run out
             # yet, and nothing reads its stream
-            await client.set(f"{prefix}holder:d1", "node-b")
-            await client.xgroup_create(f"{prefix}work:node-b", GROUP, id="0", mkstream=True)
-            await client.set(f"{prefix}alive:node-b", "1", px=5000)
+            await client.set(f"{prefix}holder:{{dev:d1}}", "node-b")
+            await client.xgroup_create(f"{prefix}work:{{node:node-b}}", GROUP, id="0", mkstream=True)
+            await client.set(f"{prefix}alive:{{node:node-b}}", "1", px=5000)
             first, second = DeviceWork(REQUESTS, "d1"), DeviceWork(OBSERVE, "d1", "k1", "/3/0/9", "x2")
             assert await a.link.hand_over(first)
             assert await a.link.hand_over(second)
             # the first is read and never acknowledged (B crashed while doing it)
-            read = await client.xreadgroup(GROUP, "node-b", {f"{prefix}work:node-b": ">"}, count=1)
+            read = await client.xreadgroup(GROUP, "node-b", {f"{prefix}work:{{node:node-b}}": ">"}, count=1)
             assert len(read[0][1]) == 1
             back = Node(client, prefix, "node-b")  # node B back, same node id
             await back.link.start(back.handle)
             try:
                 assert await back.received(2) == [first, second]
                 await eventually(lambda: back.link.taken == 2)
-                assert (await client.xpending(f"{prefix}work:node-b", GROUP))["pending"] == 0
+                assert (await client.xpending(f"{prefix}work:{{node:node-b}}", GROUP))["pending"] == 0
             finally:
                 await back.link.close()
                 await a.link.close()
             # all done: the streams went with their nodes (a node id made per process is never seen again)
-            assert await client.exists(f"{prefix}work:node-a", f"{prefix}work:node-b") == 0
+            assert await client.exists(f"{prefix}work:{{node:node-a}}", f"{prefix}work:{{node:node-b}}") == 0
 
     run(scenario)

@@ -1,9 +1,10 @@
 """Two nodes writing one device at once through one Redis: whichever writes last, the indexes and the
 endpoint-name key left behind are those of the record left behind.
 
-Each test holds node A's write after it has read what it replaces (the record, its subscriptions) and before its
-MULTI reaches Redis, lets node B change the device meanwhile, then lets A finish: the interleaving in which A would
-remove only the index entries of the record it read, not those B added."""
+Each race holds node A's write after it has read what the account's indexes hold (`devix`) and the records, and before
+its MULTI reaches Redis (issue 31 #2: the record is written first, in the device's slot; the indexes after, in the
+account's), lets node B change the device meanwhile, then lets A finish: the interleaving in which A would make the
+indexes follow a record that is no longer the one stored."""
 
 from __future__ import annotations
 
@@ -117,9 +118,9 @@ async def indexes_holding(store: RedisStore, device_id: str) -> set[str]:
 
 
 async def names_pointing_at(store: RedisStore, device_id: str) -> set[str]:
-    """Every endpoint-name key whose value is the device's id."""
+    """Every endpoint name's ids per account whose entry for the account is the device's id."""
     keys = [k.decode() async for k in store.redis.scan_iter(match=store.prefix + "device_ep:*")]
-    return {k for k in keys if await store.redis.get(k) == device_id.encode()}
+    return {k for k in keys if await store.redis.hget(k, A) == device_id.encode()}
 
 
 async def assert_indexes_follow(store: RedisStore, device_id: str) -> None:
@@ -127,7 +128,7 @@ async def assert_indexes_follow(store: RedisStore, device_id: str) -> None:
     (none of either once it is deleted)."""
     stored = await store.get_device(device_id)
     expected_indexes = set() if stored is None else set(store._device_indexes(stored))
-    expected_names = set() if stored is None else {store.prefix + f"device_ep:{A}:{stored.endpoint_name}"}
+    expected_names = set() if stored is None else {store.keys.ep("device_ep", stored.endpoint_name)}
     assert await indexes_holding(store, device_id) == expected_indexes
     assert await names_pointing_at(store, device_id) == expected_names
 
@@ -137,9 +138,9 @@ def gateway_is(value: str) -> DeviceQuery:
 
 
 def test_a_device_written_by_two_nodes_at_once_is_indexed_as_the_last_write_left_it(redis_url: str) -> None:
-    """Node A expires the device (state deregistered) while node B stores its Update naming gateway g1: A writes
-    last, so the device is deregistered behind no gateway, and neither the state index nor the gateway filter
-    finds it under a value B wrote."""
+    """Node A expires the device (state deregistered) while node B stores its Update naming gateway g1: B's record
+    is written last, so the device is registered behind g1, and A's index write, which read A's record, does not
+    leave it found as deregistered."""
     expired = msgspec.structs.replace(BASE, state="deregistered", updated_at=3.0)
     behind_g1 = msgspec.structs.replace(BASE, host_gateway="g1", updated_at=3.0)
 
@@ -150,18 +151,18 @@ def test_a_device_written_by_two_nodes_at_once_is_indexed_as_the_last_write_left
         await node_b.put_device(behind_g1)
 
     async def check(_: RedisStore, node_b: RedisStore) -> None:
-        assert await node_b.get_device("d1") == expired
-        assert await node_b.count_devices(A, query=gateway_is("g1")) == 0
-        assert await node_b.count_devices(A, state="registered") == 0
+        assert await node_b.get_device("d1") == behind_g1
+        assert await node_b.count_devices(A, query=gateway_is("g1")) == 1
+        assert await node_b.count_devices(A, state="deregistered") == 0
         await assert_indexes_follow(node_b, "d1")
 
     race(redis_url, a_writes, b_writes, check)
 
 
 def test_a_batch_of_registrations_racing_another_nodes_write_leaves_no_stale_index_or_name(redis_url: str) -> None:
-    """Node A stores a batch of registrations (`put_registered_devices`) with the device as it first was, while
-    node B stores it under another endpoint name behind gateway g1: A writes last, so neither B's name nor B's
-    gateway still leads to the device."""
+    """Node A stores a batch of registrations (`put_registered_devices`) with the device as it first was and a new
+    one, while node B stores the device under another endpoint name behind gateway g1: B's record is the last, so
+    A's name and A's indexes no longer lead to the device; B's do."""
     renamed = msgspec.structs.replace(BASE, endpoint_name="ep-2", host_gateway="g1", updated_at=3.0)
     registered = msgspec.structs.replace(BASE, lifetime=60, updated_at=4.0)
     other = msgspec.structs.replace(BASE, id="d2", endpoint_name="ep-other", updated_at=4.0)
@@ -173,41 +174,43 @@ def test_a_batch_of_registrations_racing_another_nodes_write_leaves_no_stale_ind
         await node_b.put_device(renamed)
 
     async def check(_: RedisStore, node_b: RedisStore) -> None:
-        assert await node_b.get_device("d1") == registered
-        assert await node_b.find_device(A, "ep-2") is None
-        assert await node_b.find_device(A, "ep-1") == registered
-        assert await node_b.count_devices(A, query=gateway_is("g1")) == 0
+        assert await node_b.get_device("d1") == renamed
+        assert await node_b.find_device(A, "ep-2") == renamed
+        assert await node_b.find_device(A, "ep-1") is None
+        assert await node_b.count_devices(A, query=gateway_is("g1")) == 1
         await assert_indexes_follow(node_b, "d1")
         await assert_indexes_follow(node_b, "d2")
 
     race(redis_url, a_writes, b_writes, check)
 
 
-def test_a_registration_batch_drops_a_subscription_added_while_it_was_read(redis_url: str) -> None:
-    """A full registration drops the device's subscriptions and their snapshot marks: one another node adds after
-    the batch read the subscriber set goes with the marks, or both stay; a subscription is never left without
-    its mark."""
+def test_a_registration_batch_drops_a_subscription_with_its_mark_whatever_runs_between(redis_url: str) -> None:
+    """A full registration drops the device's subscriptions and their snapshot marks in one step (issue 31 #2: one
+    script in the device's slot, so there is no read to race): however another node's subscription interleaves,
+    a subscription is never left without its mark."""
     registered = msgspec.structs.replace(BASE, lifetime=60, updated_at=4.0)
 
-    async def a_writes(node_a: RedisStore, _: RedisStore) -> None:
-        await node_a.put_registered_devices([registered])
+    async def main() -> None:
+        async with two_nodes(redis_url) as (node_a, node_b):
+            await node_b.put_device(BASE)
 
-    async def b_writes(_: RedisStore, node_b: RedisStore) -> None:
-        await node_b.add_subscription("k1", "d1", "/3/0/0")
-        await node_b.set_subscribed("d1", "/3/0/0", True)
+            async def subscribe() -> None:
+                await node_b.add_subscription("k1", "d1", "/3/0/0")
+                await node_b.set_subscribed("d1", "/3/0/0", True)
 
-    async def check(_: RedisStore, node_b: RedisStore) -> None:
-        assert await node_b.subscribers("d1") == []  # A's registration came last: it drops what was there
-        assert await node_b.list_subscriptions("k1", "d1") == []
-        assert [(e.path, e.subscribed) for e in await node_b.get_snapshot("d1")] == [("/3/0/0", False)]
+            for _ in range(20):
+                await asyncio.gather(node_a.put_registered_devices([registered]), subscribe())
+                marks = {e.path: e.subscribed for e in await node_b.get_snapshot("d1")}
+                for _, path in await node_b.subscribers("d1"):
+                    assert marks.get(path) is True
 
-    race(redis_url, a_writes, b_writes, check)
+    asyncio.run(asyncio.wait_for(main(), 20))
 
 
 def test_a_device_deleted_while_another_node_writes_it_leaves_nothing_behind(redis_url: str) -> None:
     """`DELETE /v3/devices/{id}` on node A while node B stores an Update naming gateway g1, adds a subscription and
-    queues a request for the device: A deletes last, so no index, name, subscription or request of the device is
-    left."""
+    queues a request for the device: B's record comes after the delete, so the device is back with B's values, and
+    A's index write (after its delete) does not take it out of the indexes its record names."""
     behind_g1 = msgspec.structs.replace(BASE, host_gateway="g1", updated_at=3.0)
     queued = DeviceRequest(
         async_id="r1",
@@ -229,13 +232,37 @@ def test_a_device_deleted_while_another_node_writes_it_leaves_nothing_behind(red
         await node_b.enqueue_request(queued)
 
     async def check(_: RedisStore, node_b: RedisStore) -> None:
-        assert await node_b.get_device("d1") is None
-        assert await node_b.count_devices(A, query=gateway_is("g1")) == 0
-        assert await node_b.list_subscriptions("k1", "d1") == []
-        assert await node_b.all_pending_requests() == [] and await node_b.find_request("k1", "r1") is None
+        assert await node_b.get_device("d1") == behind_g1
+        assert await node_b.count_devices(A, query=gateway_is("g1")) == 1
+        assert await node_b.list_subscriptions("k1", "d1") == ["/3/0/0"]
+        assert await node_b.all_pending_requests() == [queued]
         await assert_indexes_follow(node_b, "d1")
 
     race(redis_url, a_deletes, b_writes, check)
+
+
+def test_a_deleted_device_leaves_nothing_behind(redis_url: str) -> None:
+    """A delete takes the device out of its slot, its indexes, its name, the last-seen index and the queue."""
+    behind_g1 = msgspec.structs.replace(BASE, host_gateway="g1", updated_at=3.0)
+    queued = DeviceRequest(
+        async_id="r1", key_id="k1", account_id=A, device_id="d1", method="GET", uri="/3/0/0", created_at=3.0,
+        expires_at=9.0,
+    )  # fmt: skip
+
+    async def main() -> None:
+        async with two_nodes(redis_url) as (node_a, node_b):
+            await node_b.put_device(behind_g1)
+            await node_b.add_subscription("k1", "d1", "/3/0/0")
+            await node_b.enqueue_request(queued)
+            await node_a.delete_device("d1")
+            assert await node_b.get_device("d1") is None
+            assert await node_b.count_devices(A, query=gateway_is("g1")) == 0
+            assert await node_b.list_subscriptions("k1", "d1") == []
+            assert await node_b.all_pending_requests() == [] and await node_b.find_request("k1", "r1") is None
+            assert await node_b.devices_last_seen_before(1e9) == []
+            await assert_indexes_follow(node_b, "d1")
+
+    asyncio.run(asyncio.wait_for(main(), 20))
 
 
 def registration(updated_at: float) -> RegistrationRecord:
@@ -253,34 +280,35 @@ def registration(updated_at: float) -> RegistrationRecord:
 
 
 async def observation_keys(store: RedisStore) -> set[str]:
-    """Every stored observation record's key (`obs:<token>`), pointed to by a registration's token set or not."""
+    """Every stored observation record's key (`obs:{obs:<token>}`), pointed to by a registration's token set or not."""
     return {k.decode() async for k in store.redis.scan_iter(match=store.prefix + "obs:*")}
 
 
-def test_a_register_ends_an_observation_another_node_stored_while_it_was_read(redis_url: str) -> None:
-    """A Register (`put_registrations(fresh=...)`) ends the device's earlier observations, record and token alike:
-    one node B stores after node A read the device's token set and before A's MULTI goes too, so no `obs:<token>`
-    record is left that no token set names (a key leak per race, found again by a notification's token lookup)."""
+def test_a_register_and_another_nodes_observation_leave_no_record_that_no_token_names(redis_url: str) -> None:
+    """A Register (`put_registrations(fresh=...)`) ends the device's earlier observations, record and token alike,
+    while node B stores an observation at the same time: whichever comes first, every `obs` record left is named by
+    the device's token set and every token names a record (a record no token names is a key leak, found again by a
+    notification's token lookup)."""
     earlier = ObservationRecord(token=b"\x01", device_id="d1", path="/3/0/0")
-    observed_meanwhile = ObservationRecord(token=b"\x02", device_id="d1", path="/3/0/1")
     after_register = ObservationRecord(token=b"\x03", device_id="d1", path="/3/0/0", auto=True)
 
-    async def b_registered(_: RedisStore, node_b: RedisStore) -> None:
-        await node_b.put_registrations([registration(100.0)], [earlier])
+    async def main() -> None:
+        async with two_nodes(redis_url) as (node_a, node_b):
+            for n in range(20):
+                await node_b.put_registrations([registration(100.0 + n)], [earlier])
+                meanwhile = ObservationRecord(token=bytes([0x10 + n]), device_id="d1", path="/3/0/1")
+                await asyncio.gather(
+                    node_a.put_registrations([registration(200.0 + n)], [after_register], fresh=["d1"]),
+                    node_b.put_observation(meanwhile),
+                )
+                named = {node_b.keys.named("obs", o.token.hex()) for o in await node_b.device_observations("d1")}
+                tokens = await node_b.redis.smembers(node_b.keys.dev("reg_obs", "d1"))
+                assert len(named) == len(tokens)
+                assert await observation_keys(node_b) == named
+                assert after_register in await node_b.device_observations("d1")
+                assert await node_b.get_observation(earlier.token) is None
 
-    async def a_registers(node_a: RedisStore, _: RedisStore) -> None:
-        await node_a.put_registrations([registration(200.0)], [after_register], fresh=["d1"])
-
-    async def b_observes(_: RedisStore, node_b: RedisStore) -> None:
-        await node_b.put_observation(observed_meanwhile)
-
-    async def check(_: RedisStore, node_b: RedisStore) -> None:
-        assert await node_b.get_registration("d1") == registration(200.0)
-        assert await node_b.device_observations("d1") == [after_register]
-        assert await node_b.get_observation(observed_meanwhile.token) is None
-        assert await observation_keys(node_b) == {node_b.prefix + "obs:03"}
-
-    race(redis_url, a_registers, b_observes, check, prepare=b_registered)
+    asyncio.run(asyncio.wait_for(main(), 20))
 
 
 def test_the_index_backfill_adds_no_entry_of_a_value_another_node_replaced_meanwhile(redis_url: str) -> None:
@@ -292,7 +320,7 @@ def test_the_index_backfill_adds_no_entry_of_a_value_another_node_replaced_meanw
 
     async def as_the_previous_release_left_it(_: RedisStore, node_b: RedisStore) -> None:
         value_indexes = [k async for k in node_b.redis.scan_iter(match=node_b.prefix + "devices_by:*")]
-        await node_b.redis.delete(*value_indexes, node_b.prefix + "device_index_version")
+        await node_b.redis.delete(*value_indexes, node_b.prefix + "device_indexes")
 
     async def a_backfills(node_a: RedisStore, _: RedisStore) -> None:
         await node_a._index_existing_devices()  # what `open` runs first on such a database
@@ -309,8 +337,9 @@ def test_the_index_backfill_adds_no_entry_of_a_value_another_node_replaced_meanw
 
 
 def test_a_write_that_loses_every_race_gives_up_with_unavailable(redis_url: str) -> None:
-    """A write whose device another node changes before each of its attempts gives up after `WATCH_ATTEMPTS`
-    with `Unavailable` (503, retry later) instead of looping, and writes nothing."""
+    """A write whose device another node changes before each of its index attempts gives up after `WATCH_ATTEMPTS`
+    with `Unavailable` (503, retry later) instead of looping; the record and indexes are the other node's, whose
+    writes came after."""
 
     async def main() -> None:
         async with two_nodes(redis_url) as (node_a, node_b):
@@ -321,10 +350,13 @@ def test_a_write_that_loses_every_race_gives_up_with_unavailable(redis_url: str)
 
             def pipeline(transaction: bool = True, shard_hint: Any = None) -> Any:
                 pipe = open_pipeline(transaction, shard_hint)
+                if not transaction:
+                    return pipe
                 execute = pipe.execute
 
                 async def execute_after_b_wrote(raise_on_error: bool = True) -> Any:
-                    await node_b.put_device(msgspec.structs.replace(BASE, updated_at=float(next(attempts))))
+                    n = next(attempts)  # a gateway of its own each time: B's write changes the indexes too
+                    await node_b.put_device(msgspec.structs.replace(BASE, host_gateway=f"g{n}", updated_at=float(n)))
                     return await execute(raise_on_error)
 
                 pipe.execute = execute_after_b_wrote
@@ -336,6 +368,7 @@ def test_a_write_that_loses_every_race_gives_up_with_unavailable(redis_url: str)
             assert next(attempts) == WATCH_ATTEMPTS + 1
             stored = await node_b.get_device("d1")
             assert stored is not None and stored.state == "registered"
+            await assert_indexes_follow(node_b, "d1")
 
     asyncio.run(asyncio.wait_for(main(), 20))
 

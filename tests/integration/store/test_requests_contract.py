@@ -12,6 +12,7 @@ from devicehub.domain.model import DesiredValue, DeviceRequest
 from devicehub.domain.storage.store import Store
 from devicehub.errors import DuplicateAsyncId, QueueFull, StorageUnavailable
 from devicehub.store import is_shared
+from devicehub.store.redis.store import RedisStore
 from devicehub.store.sqlite.store import SqliteStore
 from support.stores import StoreFactory, request, run
 
@@ -113,7 +114,8 @@ async def _fail_desired_writes(store: Store) -> None:
     """Make the desired value's write fail where it is stored: Redis holds another type at the device's desired-value
     key (WRONGTYPE); SQLite's main file is capped at its size (a real SQLITE_FULL), the queue's own file is not."""
     if is_shared(store):
-        await store.redis.set(store.prefix + "snap_des:d1", b"not a hash")
+        assert isinstance(store, RedisStore)
+        await store.redis.set(store.keys.dev("snap_des", "d1"), b"not a hash")
         return
     assert isinstance(store, SqliteStore)
     await store.get_snapshot("d1")  # the write-behind is empty: nothing else needs a page

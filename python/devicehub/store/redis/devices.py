@@ -1,8 +1,18 @@
-"""Device records, their lexicographic indexes and directory queries on Redis."""
+"""Device records, their lexicographic indexes and directory queries on Redis.
+
+A device's record, snapshot, subscriptions and queue are in the device's slot; its account's lexicographic indexes,
+with `devix` (which indexes hold each device), in the account's slot; the endpoint name's ids per account in the
+name's slot; the last-seen index is bucketed (keys.py). A write is the device's slot first (one script, which hands
+back the record it replaced), then the name and the last-seen entry, then, when the indexes a device belongs to
+changed, `_reindex`: the account's indexes made to match the records as they stand, under a WATCH of `devix`, so
+that of two nodes writing one device the index follows whichever record is the newest.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+import asyncio
+import heapq
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from redis.asyncio.client import Pipeline
@@ -15,7 +25,7 @@ from devicehub.store.redis.writes import Writes
 
 _VALUE_INDEXED = ("endpoint_type", "host_gateway")  # besides `state`, which has its own index since the start
 
-_DEVICE_INDEX_VERSION = "2"
+_DEVICE_INDEX_VERSION = "3"  # the account-slot indexes with `devix` (issue 31 #2)
 
 _MIN_PAGE = 100
 
@@ -27,79 +37,127 @@ class RedisDevices(RedisSnapshot):
 
     def _device_indexes(self, device: Device) -> list[str]:
         """The lexicographic id indexes a device belongs to: its account's, and one per filterable value."""
+        k, account = self.keys, device.account_id
         return [
-            self._k("devices", device.account_id),
-            self._k("devices", device.account_id, device.state),
-            *(self._k("devices_by", device.account_id, f, getattr(device, f)) for f in _VALUE_INDEXED),
+            k.acc("devices", account),
+            k.acc("devices", account, device.state),
+            *(k.acc("devices_by", account, f, getattr(device, f)) for f in _VALUE_INDEXED),
         ]
 
     def _value_index(self, account_id: str, condition: Condition) -> str | None:
         if condition.op != "eq":
             return None
         if condition.field == "state":
-            return self._k("devices", account_id, str(condition.values[0]))
+            return self.keys.acc("devices", account_id, str(condition.values[0]))
         if condition.field in _VALUE_INDEXED:
-            return self._k("devices_by", account_id, condition.field, str(condition.values[0]))
+            return self.keys.acc("devices_by", account_id, condition.field, str(condition.values[0]))
         return None
 
     async def _index_existing_devices(self) -> None:
-        """Fill the value indexes for devices written before they existed (once per database). The mark is set
-        once every device is indexed: a node stopped midway (or given up on by `_transact`) leaves the fill to the
-        next node to open, instead of marking it done; two nodes filling at once add the same entries."""
-        mark = self._k("device_index_version")
+        """Fill the indexes for devices whose records are there without them (once per database: a migrated one, or
+        one whose indexes were lost). The mark is set once every device is indexed: a node stopped midway leaves the
+        fill to the next node to open; two nodes filling at once add the same entries."""
+        mark = self._p + "device_indexes"
         if await self.redis.exists(mark):
             return
-        keys = [text(k) async for k in self.redis.scan_iter(match=self._k("device", "*"), count=1000)]
+        keys = [text(k) async for k in self.redis.scan_iter(match=self._p + "device:{dev:*", count=1000)]
         for start in range(0, len(keys), 500):
-            await self._index_devices(keys[start : start + 500])
+            devices = await self._blobs(Device, keys[start : start + 500])
+            by_account: dict[str, list[str]] = {}
+            for device in devices:
+                by_account.setdefault(device.account_id, []).append(device.id)
+            for account_id, ids in by_account.items():
+                await self._reindex_now(account_id, ids, refill=True)
         await self.redis.set(mark, _DEVICE_INDEX_VERSION)
 
-    async def _index_devices(self, record_keys: list[str]) -> None:
-        """Add the devices of `record_keys` to their indexes as the records stand when the entries are added: a
-        record another node rewrote or deleted after the read (its own write indexed it anew) is read again, so no
-        entry of a value the device no longer has is added back."""
+    async def _reindex(self, account_id: str, device_ids: Sequence[str]) -> None:
+        """`_reindex_now` for these devices, coalesced per account on this node: one transaction at a time, over
+        every device whose writer waits meanwhile (a burst of writes to one account makes few WATCHes of its
+        `devix`, not one each that all but one lose)."""
+        pending = self._reindex_pending.setdefault(account_id, set())
+        pending.update(device_ids)
+        async with self._reindex_locks.setdefault(account_id, asyncio.Lock()):
+            waiting = self._reindex_pending.get(account_id, set())
+            if waiting.isdisjoint(device_ids):
+                return  # a run that started after they were added has indexed them
+            batch = self._reindex_pending.pop(account_id)
+            try:
+                await self._reindex_now(account_id, sorted(batch))
+            except BaseException:
+                self._reindex_pending.setdefault(account_id, set()).update(batch)  # their writers retry or hear it
+                raise
 
-        async def records(tx: Pipeline) -> list[Device]:
-            return [decode(Device, data) for data in await tx.mget(record_keys) if data is not None]
+    async def _reindex_now(self, account_id: str, device_ids: Sequence[str], *, refill: bool = False) -> None:
+        """Make the account's indexes hold `device_ids` as their records stand now (none for a device gone or in
+        another account). `devix` (device -> the index keys that hold it) is WATCHed and always written: a record
+        written after this read is reindexed by its writer, whose EXEC then comes after this one or makes it read
+        again."""
+        membership = self.keys.acc("devix", account_id)
+        ids = list(dict.fromkeys(device_ids))
+        records = [self.keys.dev("device", i) for i in ids]
 
-        def index(tx: Pipeline, devices: list[Device]) -> None:
-            for device in devices:
-                for device_index in self._device_indexes(device):
-                    tx.zadd(device_index, {device.id: 0})
+        async def read(tx: Pipeline) -> tuple[list[Any], list[Any]]:
+            held = await tx.hmget(membership, ids)
+            # one Redis: on the watching connection (another from the pool could wait behind watchers); a cluster:
+            # on the servers of the records' slots
+            found = await self._mget(records) if self.cluster else await tx.mget(records)
+            return held, found
 
-        await self._transact(record_keys, records, index)
-
-    async def put_device(self, device: Device) -> None:
-        key = self._k("device", device.id)
-
-        async def previous(tx: Pipeline) -> Device | None:
-            data = await tx.get(key)
-            return None if data is None else decode(Device, data)
-
-        def write(tx: Pipeline, replaced: Device | None) -> None:
+        def write(tx: Pipeline, found: tuple[list[Any], list[Any]]) -> None:
             writes = Writes()
-            self._write_device(writes, device, replaced)
+            for device_id, held, data in zip(ids, *found, strict=True):
+                device = None if data is None else decode(Device, data)
+                old = set(text(held).split(SEP)) if held else set()
+                new = set(self._device_indexes(device)) if device and device.account_id == account_id else set()
+                for index in sorted(old - new):
+                    writes.zrem(index, device_id)
+                for index in sorted(new if refill else new - old):
+                    writes.zadd(index, device_id)
+                if new:
+                    writes.hset(membership, device_id, SEP.join(sorted(new)))
+                elif held is not None:
+                    writes.hdel(membership, device_id)
+            tx.hincrby(membership, "", 1)  # a write to what is WATCHed, even when no entry changes
             writes.queue_on(tx)
 
-        await self._transact([key], previous, write)
+        await self._transact([membership], read, write)
 
-    def _write_device(self, writes: Writes, device: Device, previous: Device | None) -> None:
-        """Queue the record, its endpoint-name key and its indexes, replacing `previous`'s."""
-        if previous is not None:
-            writes.delete(self._k("device_ep", previous.account_id, previous.endpoint_name))
-            for index in self._device_indexes(previous):
-                writes.zrem(index, device.id)
-        writes.set(self._k("device", device.id), encode(device))
-        writes.set(self._k("device_ep", device.account_id, device.endpoint_name), device.id)
-        for index in self._device_indexes(device):
-            writes.zadd(index, device.id)
-        writes.zadd(self._k("seen"), device.id, device.last_seen_at)
+    async def _after_device_writes(self, written: Sequence[Device], replaced: Sequence[Any]) -> None:
+        """The name, last-seen and index entries of devices whose records were just written over `replaced`."""
+        k = self.keys
+        stale: dict[str, list[str]] = {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for device, data in zip(written, replaced, strict=True):
+                previous = None if data is None else decode(Device, data)
+                pipe.hset(k.ep("device_ep", device.endpoint_name), device.account_id, device.id)
+                pipe.zadd(k.bucket("seen", device.id), {device.id: device.last_seen_at})
+                if previous is None or self._device_indexes(previous) != self._device_indexes(device):
+                    stale.setdefault(device.account_id, []).append(device.id)
+                if previous is not None and previous.account_id != device.account_id:
+                    stale.setdefault(previous.account_id, []).append(device.id)
+                if previous is not None and (previous.account_id, previous.endpoint_name) != (
+                    device.account_id,
+                    device.endpoint_name,
+                ):
+                    self._forget_name(pipe, previous)
+            await pipe.execute()
+        for account_id, ids in stale.items():
+            await self._reindex(account_id, ids)
+
+    def _forget_name(self, pipe: Any, device: Device) -> None:
+        pipe.eval(_FORGET_NAME, 1, self.keys.ep("device_ep", device.endpoint_name), device.account_id, device.id)
+
+    async def put_device(self, device: Device) -> None:
+        writes = Writes()
+        writes.swap(self.keys.dev("device", device.id), encode(device))
+        (replaced,) = await self.redis.eval(*writes.script_args())
+        await self._after_device_writes([device], [replaced])
 
     async def get_device(self, device_id: str) -> Device | None:
-        return await self._blob(Device, self._k("device", device_id))
+        return await self._blob(Device, self.keys.dev("device", device_id))
 
     async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
-        return await self._blobs(Device, [self._k("device", i) for i in device_ids])
+        return await self._blobs(Device, [self.keys.dev("device", i) for i in device_ids])
 
     async def put_registered_devices(
         self,
@@ -108,56 +166,57 @@ class RedisDevices(RedisSnapshot):
         reported: Sequence[tuple[str, str, ReportedValue]] = (),
     ) -> None:
         """What `put_device`, `ensure_resources`, `remove_device_subscriptions` and `clear_subscribed` do for one
-        device, for a batch in three round trips whatever its size (a registration storm writes thousands a second):
-        one WATCHes the records and subscriber sets, one script reads them, one MULTI writes everything (for
-        `unchanged` devices only the subscriptions are dropped); again if another node changed one meanwhile."""
+        device, for a batch in two round trips per server whatever its size (a registration storm writes thousands
+        a second), and a third for an account whose devices changed indexes: one script per device writes its slot
+        (for `unchanged` devices only the subscriptions are dropped), then the names, last-seen entries and indexes."""
         if not devices and not unchanged:
             for device_id, path, value in reported:
                 await self.set_reported(device_id, path, value)
             return
-        record_keys = [self._k("device", d.id) for d in devices]
-        subscribed_ids = [*(d.id for d in devices), *unchanged]
-        subscriber_keys = [self._k("subscribers", i) for i in subscribed_ids]
-        # a value goes in this MULTI with its entry, unless the write-behind holds an older value of it: then it goes
+        # a value goes in its device's script, unless the write-behind holds an older value of it: then it goes
         # after that one, as set_reported
         free, later = self._reported.split_held(reported)
         valued: dict[str, dict[str, bytes]] = {}
         for device_id, path, value in free:
             valued.setdefault(device_id, {})[path] = encode(value)
-
-        async def replaced(tx: Pipeline) -> list[Any]:
-            # the records, then the subscriber sets: one round trip, on the connection that watches them
-            return list(await self._run_now(tx, self._read_replaced, [*record_keys, *subscriber_keys], [len(devices)]))
-
-        def write(tx: Pipeline, found: list[Any]) -> None:
-            writes = Writes()
-            for device, previous_blob in zip(devices, found[: len(devices)], strict=True):
-                self._write_device(writes, device, None if previous_blob is None else decode(Device, previous_blob))
-                paths = self._k("snap_paths", device.id)
+        k = self.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for device in devices:
+                writes = Writes()
+                writes.swap(k.dev("device", device.id), encode(device))
+                paths = k.dev("snap_paths", device.id)
                 for resource in device.resources:
                     writes.zadd(paths, resource.path, only_new=True)
-            for device_id, members in zip(subscribed_ids, found[len(devices) :], strict=True):
-                self._drop_subscriptions(writes, device_id, map(text, members))
+                self._drop_subscriptions(writes, device.id)
+                self._write_values(writes, device.id, valued.pop(device.id, {}))
+                pipe.eval(*writes.script_args())
+            for device_id in unchanged:
+                writes = Writes()
+                self._drop_subscriptions(writes, device_id)
+                self._write_values(writes, device_id, valued.pop(device_id, {}))
+                pipe.eval(*writes.script_args())
             for device_id, values in valued.items():
-                paths, reported = self._k("snap_paths", device_id), self._k("snap_rep", device_id)
-                for path, value in values.items():
-                    writes.zadd(paths, path)
-                    writes.hset(reported, path, value)
-            writes.queue_on(tx)
-
-        await self._transact([*record_keys, *subscriber_keys], replaced, write)
+                writes = Writes()
+                self._write_values(writes, device_id, values)
+                pipe.eval(*writes.script_args())
+            replies = await pipe.execute()
+        await self._after_device_writes(devices, [r[0] for r in replies[: len(devices)]])
         for device_id, path, value in later:
             await self.set_reported(device_id, path, value)
 
-    def _drop_subscriptions(self, writes: Writes, device_id: str, members: Iterable[str]) -> None:
-        """Queue the removal of the device's subscriptions (`members` of its subscriber set) and marks."""
-        for member in members:
-            writes.srem(self._k("subs", member.partition(SEP)[0], device_id), member.partition(SEP)[2])
-            writes.srem(self._k("subscribers", device_id), member)
-        writes.delete(self._k("snap_sub", device_id))
+    def _write_values(self, writes: Writes, device_id: str, values: dict[str, bytes]) -> None:
+        paths, reported = self.keys.dev("snap_paths", device_id), self.keys.dev("snap_rep", device_id)
+        for path, value in values.items():
+            writes.zadd(paths, path)
+            writes.hset(reported, path, value)
+
+    def _drop_subscriptions(self, writes: Writes, device_id: str) -> None:
+        """Queue the removal of the device's subscriptions and marks (its slot)."""
+        writes.delete(self.keys.dev("subscribers", device_id))
+        writes.delete(self.keys.dev("snap_sub", device_id))
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
-        device_id = await self.redis.get(self._k("device_ep", account_id, endpoint_name))
+        device_id = await self.redis.hget(self.keys.ep("device_ep", endpoint_name), account_id)
         return None if device_id is None else await self.get_device(text(device_id))
 
     # Directory queries (domain/storage/device_query.py). Candidates come from the narrowest index an `eq` condition
@@ -171,15 +230,15 @@ class RedisDevices(RedisSnapshot):
             if condition.field == "id" and condition.op in ("eq", "in"):
                 return sorted({str(v) for v in condition.values})
             if condition.field == "endpoint_name" and condition.op == "eq":
-                found = await self.redis.get(self._k("device_ep", account_id, str(condition.values[0])))
+                found = await self.redis.hget(self.keys.ep("device_ep", str(condition.values[0])), account_id)
                 return [] if found is None else [text(found)]
         return None
 
     async def _narrowest_index(self, account_id: str, query: DeviceQuery) -> str:
         indexes = [i for i in (self._value_index(account_id, c) for c in query.conditions) if i is not None]
         if not indexes:
-            return self._k("devices", account_id)
-        async with self.redis.pipeline(transaction=False) as tx:
+            return self.keys.acc("devices", account_id)
+        async with self.redis.pipeline(transaction=False) as tx:  # one account: one slot
             for index in indexes:
                 tx.zcard(index)
             sizes = await tx.execute()
@@ -196,7 +255,7 @@ class RedisDevices(RedisSnapshot):
                 raw = await self.redis.zrangebylex(index, low, "+", start=0, num=page)
             ids = [text(i) for i in raw]
             if ids:
-                yield await self._blobs(Device, [self._k("device", i) for i in ids])
+                yield await self._blobs(Device, [self.keys.dev("device", i) for i in ids])
             if len(ids) < page:
                 return
             cursor = ids[-1]
@@ -217,7 +276,7 @@ class RedisDevices(RedisSnapshot):
             ids = sorted(direct, reverse=descending)
             if after is not None:
                 ids = [i for i in ids if (i < after if descending else i > after)]
-            devices = await self._blobs(Device, [self._k("device", i) for i in ids])
+            devices = await self._blobs(Device, [self.keys.dev("device", i) for i in ids])
             return [d for d in devices if d.account_id == account_id and full.matches(d)][:limit]
         index = await self._narrowest_index(account_id, full)
         found: list[Device] = []
@@ -243,40 +302,38 @@ class RedisDevices(RedisSnapshot):
 
     async def delete_device(self, device_id: str) -> None:
         await self._reported.flush()
-        record_key, subscriber_key, queue_key = (self._k(part, device_id) for part in ("device", "subscribers", "reqs"))
-
-        async def attached(tx: Pipeline) -> tuple[Device | None, list[str], list[str]]:
-            # what names the device from elsewhere (indexes, name, subscriptions, queued requests): read where watched,
-            # so that what another node adds meanwhile makes the delete read again, not stay behind
-            data = await tx.get(record_key)
-            members = await tx.smembers(subscriber_key)
-            queued = await tx.zrange(queue_key, 0, -1)
-            device = None if data is None else decode(Device, data)
-            return device, [text(m) for m in members], [text(m) for m in queued]
-
-        def delete(tx: Pipeline, found: tuple[Device | None, list[str], list[str]]) -> None:
-            self._delete_device(tx, device_id, *found)
-
-        await self._transact([record_key, subscriber_key, queue_key], attached, delete)
-
-    def _delete_device(
-        self, tx: Pipeline, device_id: str, device: Device | None, subscribers: list[str], requests: list[str]
-    ) -> None:
-        """Queue on `tx` the removal of the device, its snapshot and everything that names it (as read)."""
+        k = self.keys
+        # the device's slot in one script (what it read comes back), then what names it from other slots
+        data, queued = await self._delete(
+            keys=[k.dev(part, device_id) for part in _DEVICE_PARTS],
+        )
+        device = None if data is None else decode(Device, data)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for member in (text(m) for m in queued):
+                key_id, _, async_id = member.partition(SEP)
+                pipe.zrem(k.bucket("reqs", device_id), member)
+                pipe.delete(k.key("req", key_id, async_id))
+            pipe.zrem(k.bucket("seen", device_id), device_id)
+            if device is not None:
+                self._forget_name(pipe, device)
+            await pipe.execute()
         if device is not None:
-            tx.delete(self._k("device_ep", device.account_id, device.endpoint_name))
-            for index in self._device_indexes(device):
-                tx.zrem(index, device_id)
-        tx.delete(self._k("device", device_id), self._k("subscribers", device_id), self._k("reqs", device_id))
-        tx.zrem(self._k("seen"), device_id)
-        for member in subscribers:
-            tx.delete(self._k("subs", member.partition(SEP)[0], device_id))
-        for member in requests:
-            key_id, _, async_id = member.partition(SEP)
-            tx.delete(self._k("req", key_id, async_id))
-            tx.zrem(self._k("reqs"), member)
-        tx.delete(*(self._k(part, device_id) for part in ("snap_paths", "snap_rep", "snap_des", "snap_sub")))
+            await self._reindex(device.account_id, [device_id])
 
     async def devices_last_seen_before(self, cutoff: float, limit: int = 1000) -> list[str]:
-        ids = await self.redis.zrangebyscore(self._k("seen"), "-inf", f"({cutoff}", start=0, num=limit)
-        return [text(i) for i in ids]
+        async with self.redis.pipeline(transaction=False) as reads:  # every bucket at once; the earliest `limit`
+            for bucket in self.keys.buckets("seen"):
+                reads.zrangebyscore(bucket, "-inf", f"({cutoff}", start=0, num=limit, withscores=True)
+            replies = await reads.execute()
+        return [text(i) for _, i in heapq.nsmallest(limit, ((s, i) for reply in replies for i, s in reply))]
+
+
+# the device's own keys; the first is the record, the second its request queue (delete_device.lua)
+_DEVICE_PARTS = ("device", "reqs", "subscribers", "snap_paths", "snap_rep", "snap_des", "snap_sub")
+
+# Drop a name's id in an account if it is still this device's (a device renamed or moved; another device may have
+# claimed the name since). KEYS[1] the name's ids per account; ARGV[1] the account, ARGV[2] the device id.
+_FORGET_NAME = """if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0"""

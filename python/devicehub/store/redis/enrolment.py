@@ -12,20 +12,20 @@ class RedisEnrolment(RedisConnection):
     """`EnrolmentStore` on Redis."""
 
     async def enroll(self, account_id: str, endpoint_name: str) -> None:
-        await self.redis.set(self._k("enroll", endpoint_name), account_id)
+        await self.redis.set(self.keys.ep("enroll", endpoint_name), account_id)
 
     async def enrolled_account(self, endpoint_name: str) -> str | None:
-        account_id = await self.redis.get(self._k("enroll", endpoint_name))
+        account_id = await self.redis.get(self.keys.ep("enroll", endpoint_name))
         return None if account_id is None else text(account_id)
 
     async def claim_device_id(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str:
-        # the name index put_device keeps is the claim (claim_device_id.lua)
-        claimed = await self._claim(keys=[self._k("device_ep", account_id, endpoint_name)], args=[mint()])
+        # the name's ids per account, which put_device keeps, are the claim (claim_device_id.lua)
+        claimed = await self._claim(keys=[self.keys.ep("device_ep", endpoint_name)], args=[account_id, mint()])
         return text(claimed)
 
     async def admit_authenticated(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str | None:
         admitted = await self._admit_authenticated(
-            keys=[self._k("enroll", endpoint_name), self._k("device_ep", account_id, endpoint_name)],
+            keys=[self.keys.ep("enroll", endpoint_name), self.keys.ep("device_ep", endpoint_name)],
             args=[account_id, mint()],
         )
         return None if not admitted else text(admitted)
@@ -34,8 +34,8 @@ class RedisEnrolment(RedisConnection):
         self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
     ) -> tuple[str, str] | None:
         admitted = await self._admit(
-            keys=[self._k("enroll", endpoint_name)],
-            args=[default_account_id or "", self._k("device_ep", ""), endpoint_name, mint()],
+            keys=[self.keys.ep("enroll", endpoint_name), self.keys.ep("device_ep", endpoint_name)],
+            args=[default_account_id or "", mint()],
         )
         if not admitted:
             return None

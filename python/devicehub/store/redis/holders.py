@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from devicehub import tasks
@@ -42,6 +43,7 @@ RETRY_S = 0.5
 RELEASE = "release"  # internal: another node took the device; never reaches the domain
 
 _LUA = Path(__file__).with_name("lua")
+_HAND_OVER = (_LUA / "hand_over.lua").read_text()
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(DeviceWork).decode
 
@@ -55,12 +57,12 @@ def _text(value: Any) -> str:
 class HolderLink:
     """Implements domain.handover.DeviceHolders on one Redis."""
 
-    def __init__(self, redis: aioredis.Redis, prefix: str, node_id: str) -> None:
+    def __init__(self, redis: aioredis.Redis | RedisCluster, prefix: str, node_id: str) -> None:
         self._redis = redis
         self._prefix = prefix
         self.node_id = node_id
         self._held: set[str] = set()  # devices this node took and no other node took since
-        self._hand_over = redis.register_script((_LUA / "hand_over.lua").read_text())
+        self._hand_over = redis.register_script(_HAND_OVER)
         self._release = redis.register_script((_LUA / "release_holder.lua").read_text())
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
@@ -69,14 +71,16 @@ class HolderLink:
         self.orphaned = 0  # work whose device's holder is gone: left for the device's next contact
         self.taken = 0  # work other nodes handed to this one, done
 
+    # hash tags (store/redis/keys.py): the holder record in its device's slot; a node's heartbeat and stream in one
+    # slot of their own, which hand_over.lua checks and adds to in one step
     def _holder_key(self, device_id: str) -> str:
-        return f"{self._prefix}holder:{device_id}"
+        return f"{self._prefix}holder:{{dev:{device_id}}}"
 
     def _stream(self, node_id: str) -> str:
-        return f"{self._prefix}work:{node_id}"
+        return f"{self._prefix}work:{{node:{node_id}}}"
 
     def _alive(self, node_id: str) -> str:
-        return f"{self._prefix}alive:{node_id}"
+        return f"{self._prefix}alive:{{node:{node_id}}}"
 
     # ---- lifecycle ------------------------------------------------------------------------------
     async def start(self, handler: WorkHandler) -> None:
@@ -134,9 +138,8 @@ class HolderLink:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for node, devices in released.items():
                     keys = [self._alive(node), self._stream(node)]
-                    for device_id in devices:
-                        work = _encode(DeviceWork(RELEASE, device_id))
-                        await self._hand_over(keys=keys, args=[STREAM_MAX, work], client=pipe)
+                    for device_id in devices:  # EVAL: a cluster's pipeline loads no script on the node it reaches
+                        pipe.eval(_HAND_OVER, 2, *keys, STREAM_MAX, _encode(DeviceWork(RELEASE, device_id)))
                 await pipe.execute()
 
     async def released(self, device_id: str) -> None:

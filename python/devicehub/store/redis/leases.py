@@ -18,7 +18,7 @@ class RedisLeases(RedisConnection):
         return None if owner is None else Lease(owner=text(owner), expires_at=float(expires_at or 0))
 
     async def acquire_lease(self, name: str, owner: str, ttl_seconds: float, now: float) -> bool:
-        key = self._k("lease", name)
+        key = self.keys.named("lease", name)
         taken = False
 
         async def read(tx: Pipeline) -> Lease | None:
@@ -34,7 +34,7 @@ class RedisLeases(RedisConnection):
         return taken
 
     async def release_lease(self, name: str, owner: str) -> None:
-        key = self._k("lease", name)
+        key = self.keys.named("lease", name)
 
         async def read(tx: Pipeline) -> Lease | None:
             return await self._held(tx, key)

@@ -1,25 +1,29 @@
-"""Live LwM2M registrations and observations on Redis: a blob per record, a sorted set of expiry times."""
+"""Live LwM2M registrations and observations on Redis: a blob per record, bucketed sorted sets of expiry times.
+
+A registration and its set of observation tokens are in the device's slot; an observation's record is in its token's
+slot (a notification finds it by the token alone); the expiry index is bucketed (keys.py). A write is one step per
+slot: observation records before the tokens that name them, the registration with its token set in one script, the
+records of the observations a fresh Register ended after it.
+"""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
-
-from redis.asyncio.client import Pipeline
 
 from devicehub.domain.model import ObservationRecord, RegistrationRecord
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
-from devicehub.store.redis.writes import Writes
 
 
 class RedisRegistrations(RedisConnection):
     """`RegistrationStore` on Redis."""
 
+    def _obs(self, token: str) -> str:
+        return self.keys.named("obs", token)
+
     async def put_registration(self, registration: RegistrationRecord) -> None:
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.set(self._k("reg", registration.device_id), encode(registration))
-            tx.zadd(self._k("reg_expiry"), {registration.device_id: registration.expires_at})
-            await tx.execute()
+        await self.put_registrations([registration])
 
     async def put_registrations(
         self,
@@ -27,82 +31,107 @@ class RedisRegistrations(RedisConnection):
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
     ) -> None:
-        """Without `fresh` ids one MULTI. With them three round trips whatever the batch size: one WATCHes their
-        observation-token sets, one script reads them, one MULTI deletes the tokens' records and writes the batch;
-        again if an observation of one was stored meanwhile (its record would stay behind, named by no token set)."""
-        if not fresh:  # nothing read, nothing to watch
-            async with self.redis.pipeline(transaction=True) as tx:
-                writes = Writes()
-                self._write_registrations(writes, registrations, observations)
-                writes.queue_on(tx)
-                await tx.execute()
-            return
-        token_sets = [self._k("reg_obs", device_id) for device_id in fresh]
-
-        async def ended_tokens(tx: Pipeline) -> list[list[str]]:
-            # all sets in one round trip on the watching connection (SMEMBERS there would be one each)
-            found = await self._run_now(tx, self._read_replaced, token_sets, [0])
-            return [[text(t) for t in members] for members in found]
-
-        def write(tx: Pipeline, ended: list[list[str]]) -> None:
-            writes = Writes()
-            for token_set, tokens in zip(token_sets, ended, strict=True):
-                writes.delete(token_set)
-                for token in tokens:
-                    writes.delete(self._k("obs", token))
-            self._write_registrations(writes, registrations, observations)
-            writes.queue_on(tx)
-
-        await self._transact(token_sets, ended_tokens, write)
-
-    def _write_registrations(
-        self, writes: Writes, registrations: Sequence[RegistrationRecord], observations: Sequence[ObservationRecord]
-    ) -> None:
-        """Queue the registrations, their expiry times and the observations with their token-set entries."""
-        expiry = self._k("reg_expiry")
-        for registration in registrations:
-            writes.set(self._k("reg", registration.device_id), encode(registration))
-            writes.zadd(expiry, registration.device_id, registration.expires_at)
+        """Three round trips per server whatever the batch size: the observations' records; then per device one
+        script (put_registration.lua) writing its registration and token set, ending the tokens of a `fresh` one
+        (a new Register ends its observations); then the ended tokens' records and the expiry entries."""
+        k = self.keys
+        added: dict[str, list[str]] = {}
         for observation in observations:
-            token = observation.token.hex()
-            writes.set(self._k("obs", token), encode(observation))
-            writes.sadd(self._k("reg_obs", observation.device_id), token)
+            added.setdefault(observation.device_id, []).append(observation.token.hex())
+        if observations:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for observation in observations:
+                    pipe.set(self._obs(observation.token.hex()), encode(observation))
+                await pipe.execute()
+        records = {r.device_id: r for r in registrations}
+        fresh_ids = set(fresh)
+        devices = list(dict.fromkeys([*records, *added, *fresh]))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for device_id in devices:
+                record = records.get(device_id)
+                pipe.eval(
+                    _PUT,
+                    2,
+                    k.dev("reg", device_id),
+                    k.dev("reg_obs", device_id),
+                    b"" if record is None else encode(record),
+                    "1" if device_id in fresh_ids else "0",
+                    *added.get(device_id, ()),
+                )
+            ended = await pipe.execute()
+        kept = {t for tokens in added.values() for t in tokens}
+        doomed = [self._obs(text(t)) for tokens in ended for t in tokens or () if text(t) not in kept]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in doomed:
+                pipe.delete(key)
+            for registration in registrations:
+                expiry = k.bucket("reg_expiry", registration.device_id)
+                pipe.zadd(expiry, {registration.device_id: registration.expires_at})
+            await pipe.execute()
 
     async def get_registration(self, device_id: str) -> RegistrationRecord | None:
-        return await self._blob(RegistrationRecord, self._k("reg", device_id))
+        return await self._blob(RegistrationRecord, self.keys.dev("reg", device_id))
 
     async def list_registrations(self) -> list[RegistrationRecord]:
-        ids = sorted(text(i) for i in await self.redis.zrange(self._k("reg_expiry"), 0, -1))
-        return await self._blobs(RegistrationRecord, [self._k("reg", i) for i in ids])
+        async with self.redis.pipeline(transaction=False) as reads:
+            for bucket in self.keys.buckets("reg_expiry"):
+                reads.zrange(bucket, 0, -1)
+            replies = await reads.execute()
+        ids = sorted(text(i) for reply in replies for i in reply)
+        return await self._blobs(RegistrationRecord, [self.keys.dev("reg", i) for i in ids])
 
     async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
-        ids = await self.redis.zrangebyscore(self._k("reg_expiry"), "-inf", f"({now}", start=0, num=limit)
-        return await self._blobs(RegistrationRecord, [self._k("reg", text(i)) for i in ids])
+        async with self.redis.pipeline(transaction=False) as reads:  # every bucket at once; the earliest `limit`
+            for bucket in self.keys.buckets("reg_expiry"):
+                reads.zrangebyscore(bucket, "-inf", f"({now}", start=0, num=limit, withscores=True)
+            replies = await reads.execute()
+        earliest = heapq.nsmallest(limit, ((s, text(i)) for reply in replies for i, s in reply))
+        return await self._blobs(RegistrationRecord, [self.keys.dev("reg", i) for _, i in earliest])
 
     async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
-        removed = await self._remove_reg(
-            keys=[self._k("reg", device_id), self._k("reg_expiry"), self._k("reg_obs", device_id)],
-            args=[device_id, "" if updated_at is None else repr(updated_at), self._k("obs", "")],
+        ended = await self._remove_reg(
+            keys=[self.keys.dev("reg", device_id), self.keys.dev("reg_obs", device_id)],
+            args=["" if updated_at is None else repr(updated_at)],
         )
-        return bool(removed)
+        if ended is None:
+            return False
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for token in ended:
+                pipe.delete(self._obs(text(token)))
+            pipe.zrem(self.keys.bucket("reg_expiry", device_id), device_id)
+            await pipe.execute()
+        return True
 
     async def put_observation(self, observation: ObservationRecord) -> None:
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.set(self._k("obs", observation.token.hex()), encode(observation))
-            tx.sadd(self._k("reg_obs", observation.device_id), observation.token.hex())
-            await tx.execute()
+        await self.redis.set(self._obs(observation.token.hex()), encode(observation))  # before the token names it
+        await self.redis.sadd(self.keys.dev("reg_obs", observation.device_id), observation.token.hex())
 
     async def get_observation(self, token: bytes) -> ObservationRecord | None:
-        return await self._blob(ObservationRecord, self._k("obs", token.hex()))
+        return await self._blob(ObservationRecord, self._obs(token.hex()))
 
     async def device_observations(self, device_id: str) -> list[ObservationRecord]:
-        tokens = sorted(text(t) for t in await self.redis.smembers(self._k("reg_obs", device_id)))
-        return await self._blobs(ObservationRecord, [self._k("obs", t) for t in tokens])
+        tokens = sorted(text(t) for t in await self.redis.smembers(self.keys.dev("reg_obs", device_id)))
+        return await self._blobs(ObservationRecord, [self._obs(t) for t in tokens])
 
     async def remove_observation(self, token: bytes) -> None:
         observation = await self.get_observation(token)
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.delete(self._k("obs", token.hex()))
-            if observation is not None:
-                tx.srem(self._k("reg_obs", observation.device_id), token.hex())
-            await tx.execute()
+        if observation is not None:
+            await self.redis.srem(self.keys.dev("reg_obs", observation.device_id), token.hex())
+        await self.redis.delete(self._obs(token.hex()))
+
+
+# A device's registration and observation tokens in one step (its slot). KEYS[1] the registration, KEYS[2] its token
+# set. ARGV[1] the record ('' to leave it), ARGV[2] '1' when the Register is fresh (its tokens end), ARGV[3..] tokens
+# to add. Returns the tokens ended.
+_PUT = """local ended = {}
+if ARGV[2] == '1' then
+  ended = redis.call('SMEMBERS', KEYS[2])
+  redis.call('DEL', KEYS[2])
+end
+if ARGV[1] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+for i = 3, #ARGV do
+  redis.call('SADD', KEYS[2], ARGV[i])
+end
+return ended"""

@@ -1,8 +1,11 @@
 """Redis mode: API-key revocations announced to every node over pub/sub, so each node's key cache drops the key.
 
 `RedisStore.revoke_key` publishes the key id on `channel(prefix)` once the revocation is stored; each node runs
-one `RevocationListener` that hands the id to its key cache. A dropped subscription may have missed
-announcements: the listener then asks for the whole cache to be dropped and subscribes again.
+one `RevocationListener` that hands the id to its key cache. The channel is a sharded one (SPUBLISH/SSUBSCRIBE,
+Redis 7.0): on Redis Cluster a message goes to the shard of the channel's slot only, not to every node of the cluster
+as PUBLISH does; `shard(name)` is the client of the server holding that slot (the one Redis otherwise).
+A dropped subscription may have missed announcements: the listener then asks for the whole cache to be dropped
+and subscribes again.
 """
 
 from __future__ import annotations
@@ -24,17 +27,25 @@ POLL_S = 1.0  # below the Redis socket time-out
 SUBSCRIBE_WAIT_S = 10.0
 
 
+Shard = Callable[[str], aioredis.Redis]  # RedisStore.shard
+
+
 def channel(prefix: str) -> str:
     return f"{prefix}keys-revoked"
+
+
+async def announce(shard: Shard, prefix: str, key_id: str) -> None:
+    name = channel(prefix)
+    await shard(name).spublish(name, key_id)
 
 
 class RevocationListener:
     """Calls `on_revoked(key_id)` for every key revoked on any node; `on_gap()` when announcements may be lost."""
 
     def __init__(
-        self, redis: aioredis.Redis, prefix: str, on_revoked: Callable[[str], None], on_gap: Callable[[], None]
+        self, shard: Shard, prefix: str, on_revoked: Callable[[str], None], on_gap: Callable[[], None]
     ) -> None:
-        self._redis = redis
+        self._shard = shard
         self._channel = channel(prefix)
         self._on_revoked = on_revoked
         self._on_gap = on_gap
@@ -51,9 +62,9 @@ class RevocationListener:
 
     async def _run(self) -> None:
         while True:
-            pubsub: Any = self._redis.pubsub(ignore_subscribe_messages=True)
+            pubsub: Any = self._shard(self._channel).pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(self._channel)
+                await pubsub.ssubscribe(self._channel)
                 self.subscriptions += 1
                 self._on_gap()  # whatever was cached before this subscription may have been revoked since
                 self._subscribed.set()

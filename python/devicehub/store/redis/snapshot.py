@@ -13,9 +13,9 @@ class RedisSnapshot(RedisConnection):
     """`SnapshotStore` on Redis."""
 
     async def _set_field(self, column: str, device_id: str, path: str, value: bytes) -> None:
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.zadd(self._k("snap_paths", device_id), {path: 0})
-            tx.hset(self._k(column, device_id), path, value)
+        async with self._multi(self.keys.dev("snap_paths", device_id)) as tx:
+            tx.zadd(self.keys.dev("snap_paths", device_id), {path: 0})
+            tx.hset(self.keys.dev(column, device_id), path, value)
             await tx.execute()
 
     async def set_reported(self, device_id: str, path: str, reported: ReportedValue) -> None:
@@ -33,23 +33,23 @@ class RedisSnapshot(RedisConnection):
         await self._set_field("snap_sub", device_id, path, b"1" if subscribed else b"0")
 
     async def clear_subscribed(self, device_id: str) -> None:
-        await self.redis.delete(self._k("snap_sub", device_id))
+        await self.redis.delete(self.keys.dev("snap_sub", device_id))
 
     async def ensure_resources(self, device_id: str, paths: Sequence[str]) -> None:
         if paths:
-            await self.redis.zadd(self._k("snap_paths", device_id), dict.fromkeys(paths, 0), nx=True)
+            await self.redis.zadd(self.keys.dev("snap_paths", device_id), dict.fromkeys(paths, 0), nx=True)
 
     async def get_desired(self, device_id: str, path: str) -> DesiredValue | None:
-        data = await self.redis.hget(self._k("snap_des", device_id), path)
+        data = await self.redis.hget(self.keys.dev("snap_des", device_id), path)
         return None if data is None else decode(DesiredValue, data)
 
     async def get_snapshot(self, device_id: str) -> list[SnapshotResource]:
         await self._reported.flush()
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.zrange(self._k("snap_paths", device_id), 0, -1)
-            tx.hgetall(self._k("snap_rep", device_id))
-            tx.hgetall(self._k("snap_des", device_id))
-            tx.hgetall(self._k("snap_sub", device_id))
+        async with self._multi(self.keys.dev("snap_paths", device_id)) as tx:
+            tx.zrange(self.keys.dev("snap_paths", device_id), 0, -1)
+            tx.hgetall(self.keys.dev("snap_rep", device_id))
+            tx.hgetall(self.keys.dev("snap_des", device_id))
+            tx.hgetall(self.keys.dev("snap_sub", device_id))
             paths, reported, desired, subscribed = await tx.execute()
         return [
             SnapshotResource(

@@ -1,9 +1,13 @@
 -- Writes given as one flat list of operations, applied in order (redis.py `Writes`, issue 16): queued as one
 -- command in a MULTI instead of one command per write, the client packs and parses one command, not a dozen per
--- device of a registration batch. Each operation is its name followed by a fixed number of arguments.
--- ARGV: SET key value | DEL key | ZADD key score member | ZADDNX key score member | ZREM key member |
---       SADD key member | SREM key member | HSET key field value. Returns the number of arguments read.
-local arity = {SET = 2, DEL = 1, ZADD = 3, ZADDNX = 3, ZREM = 2, SADD = 2, SREM = 2, HSET = 3}
+-- device of a registration batch. Each operation is its name followed by a fixed number of arguments; a key is
+-- named by its position in KEYS (issue 31 #2: every key a script touches is declared, and in a cluster they share
+-- one slot).
+-- ARGV: SET k value | SWAP k value | DEL k | ZADD k score member | ZADDNX k score member | ZREM k member |
+--       SADD k member | SREM k member | HSET k field value | HDEL k field.
+-- Returns the values each SWAP (a SET) replaced, in order (false where there was none).
+local arity = {SET = 2, SWAP = 2, DEL = 1, ZADD = 3, ZADDNX = 3, ZREM = 2, SADD = 2, SREM = 2, HSET = 3, HDEL = 2}
+local swapped = {}
 local a = ARGV
 local i, n = 1, #ARGV
 while i <= n do
@@ -15,23 +19,31 @@ while i <= n do
   if i + count > n then
     return redis.error_reply('apply_writes: ' .. op .. ' lacks arguments')
   end
+  local key = KEYS[tonumber(a[i + 1])]
+  if key == nil then
+    return redis.error_reply('apply_writes: ' .. op .. ' names no declared key')
+  end
   if op == 'SET' then
-    redis.call('SET', a[i + 1], a[i + 2])
+    redis.call('SET', key, a[i + 2])
+  elseif op == 'SWAP' then
+    swapped[#swapped + 1] = redis.call('SET', key, a[i + 2], 'GET')
   elseif op == 'DEL' then
-    redis.call('DEL', a[i + 1])
+    redis.call('DEL', key)
   elseif op == 'ZADD' then
-    redis.call('ZADD', a[i + 1], a[i + 2], a[i + 3])
+    redis.call('ZADD', key, a[i + 2], a[i + 3])
   elseif op == 'ZADDNX' then
-    redis.call('ZADD', a[i + 1], 'NX', a[i + 2], a[i + 3])
+    redis.call('ZADD', key, 'NX', a[i + 2], a[i + 3])
   elseif op == 'ZREM' then
-    redis.call('ZREM', a[i + 1], a[i + 2])
+    redis.call('ZREM', key, a[i + 2])
   elseif op == 'SADD' then
-    redis.call('SADD', a[i + 1], a[i + 2])
+    redis.call('SADD', key, a[i + 2])
   elseif op == 'SREM' then
-    redis.call('SREM', a[i + 1], a[i + 2])
+    redis.call('SREM', key, a[i + 2])
+  elseif op == 'HDEL' then
+    redis.call('HDEL', key, a[i + 2])
   else
-    redis.call('HSET', a[i + 1], a[i + 2], a[i + 3])
+    redis.call('HSET', key, a[i + 2], a[i + 3])
   end
   i = i + 1 + count
 end
-return n
+return swapped

@@ -1,5 +1,6 @@
--- The one device id of (account, endpoint name) in one round trip (Store.claim_device_id): the name index is the
--- claim; the first SET NX wins and everyone reads the winner.
--- KEYS[1] the name index key. ARGV[1] the id for a name that has none. Returns the name's id.
-redis.call('SET', KEYS[1], ARGV[1], 'NX')
-return redis.call('GET', KEYS[1])
+-- The one device id of (account, endpoint name) in one round trip (Store.claim_device_id): the name's hash of ids
+-- per account is the claim; the first HSETNX wins and everyone reads the winner.
+-- KEYS[1] the name's ids per account. ARGV[1] the account id, ARGV[2] the id for a name that has none.
+-- Returns the name's id.
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+return redis.call('HGET', KEYS[1], ARGV[1])
