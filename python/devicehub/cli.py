@@ -104,6 +104,20 @@ def _keys(args: argparse.Namespace) -> int:
     return _run(_with_store(settings, action))
 
 
+def _store(args: argparse.Namespace) -> int:
+    settings = build(StoreSettings, args)
+    if not settings.redis_url:
+        print("devicehub store migrate: the SQLite store has one layout; nothing to convert")
+        return 0
+    from devicehub.startup import redacted, starting
+    from devicehub.store.redis.migrate import migrate
+
+    with starting(f"the store {redacted(settings.redis_url)}"):
+        converted = _run(migrate(settings.redis_url))
+    print(f"converted {converted} key(s) to the cluster-ready layout")
+    return 0
+
+
 def _bootstrap(args: argparse.Namespace) -> int:
     from devicehub.clock import SystemClock
     from devicehub.domain.accounts import AccountService
@@ -194,6 +208,14 @@ def _add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     add_arguments(enroll, StoreSettings)
     accounts.set_defaults(run=_accounts)
+
+    store = sub.add_parser("store", help="store administration")
+    store_actions = store.add_subparsers(dest="action", required=True)
+    migrate = store_actions.add_parser(
+        "migrate", help="convert Redis data of the key layout before Redis Cluster support (all nodes stopped)"
+    )
+    add_arguments(migrate, StoreSettings)
+    store.set_defaults(run=_store)
 
     keys = sub.add_parser("keys", help="create, list and revoke API keys")
     keys_sub = keys.add_subparsers(dest="action", required=True)
