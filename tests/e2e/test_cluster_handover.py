@@ -19,12 +19,12 @@ import aiohttp
 import pytest
 import redis
 
+from conftest import BOTH_REDIS
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
 from support.apps import EventReader, until
-from support.redis_server import redis_server
 from support.service import ServiceProcess
 from support.waiting import wait_until
 
@@ -41,19 +41,20 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    with redis_server() as url:
-        node_a = ServiceProcess(data_dir=tmp_path / "a", extra_args=("--redis-url", url, "--node-id", "node-a"))
-        node_a.start()
-        (tmp_path / "b").mkdir()
-        (tmp_path / "b" / "dev-api-key").write_text(node_a.api_key + "\n")  # one application, one key
-        node_b = ServiceProcess(data_dir=tmp_path / "b", extra_args=("--redis-url", url, "--node-id", "node-b"))
-        try:
-            node_b.start()
-            yield Cluster(url, node_a, node_b)
-        finally:
-            node_b.stop()
-            node_a.stop()
+def cluster(redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
+    """Two nodes on `redis_url` (a single Redis, or a Redis Cluster when the test asks for both: conftest.py)."""
+    url = redis_url
+    node_a = ServiceProcess(data_dir=tmp_path / "a", extra_args=("--redis-url", url, "--node-id", "node-a"))
+    node_a.start()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "dev-api-key").write_text(node_a.api_key + "\n")  # one application, one key
+    node_b = ServiceProcess(data_dir=tmp_path / "b", extra_args=("--redis-url", url, "--node-id", "node-b"))
+    try:
+        node_b.start()
+        yield Cluster(url, node_a, node_b)
+    finally:
+        node_b.stop()
+        node_a.stop()
 
 
 @dataclass
@@ -100,6 +101,7 @@ def _handovers(node: ServiceProcess, outcome: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+@BOTH_REDIS
 def test_a_device_request_sent_to_another_node_reaches_the_device_through_its_holder(cluster: Cluster) -> None:
     async def scenario() -> None:
         async with device_on_b_app_on_a(cluster) as scene:
@@ -123,6 +125,7 @@ def test_a_device_request_sent_to_another_node_reaches_the_device_through_its_ho
     assert _handovers(cluster.node_b, "taken") == 2
 
 
+@BOTH_REDIS
 def test_a_subscription_and_its_removal_sent_to_another_node_make_its_holder_observe_and_cancel(
     cluster: Cluster,
 ) -> None:
@@ -152,7 +155,7 @@ def test_work_for_a_device_whose_holder_is_gone_waits_for_its_next_contact_and_i
             cluster.node_b.stop(signal.SIGKILL)
             client = redis.Redis.from_url(cluster.redis_url)
             try:  # node B's heartbeat runs out
-                wait_until(lambda: not client.exists("devicehub:alive:node-b"), within=15, what="node B gone")
+                wait_until(lambda: not client.exists("devicehub:alive:{node:node-b}"), within=15, what="node B gone")
             finally:
                 client.close()
             body = {"method": "GET", "uri": "/3/0/0"}

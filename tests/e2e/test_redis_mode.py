@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 
+from conftest import BOTH_REDIS
 from devicehub.clock import SystemClock
 from devicehub.sim.device import OMA, SimDevice
-from support.redis_server import redis_server
 from support.service import ServiceProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
 
 
 async def _register_and_subscribe(service: ServiceProcess) -> str:
@@ -51,6 +44,7 @@ async def _read_back(service: ServiceProcess, device_id: str) -> None:
             assert await r.json() == [{"endpoint-name": "redis-*"}]
 
 
+@BOTH_REDIS
 def test_state_lives_in_redis_across_a_node_restart(redis_url: str, tmp_path: Path) -> None:
     args = ("--redis-url", redis_url)
     first = ServiceProcess(data_dir=tmp_path / "a", extra_args=args).start()

@@ -6,28 +6,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 
+from conftest import BOTH_REDIS
 from devicehub.clock import SystemClock
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
 from support.apps import EventReader, until
-from support.redis_server import redis_server
 from support.service import ServiceProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
 WHILE_AWAY = [31.5, 32.5, 33.5, 34.5]
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
 
 
 def _value(event: dict[str, str]) -> float:
@@ -68,6 +61,7 @@ async def _scenario(node_a: ServiceProcess, node_b: ServiceProcess) -> list[floa
             await sim.stop(deregister=False)
 
 
+@BOTH_REDIS
 def test_events_follow_the_key_across_nodes_and_survive_a_killed_node(redis_url: str, tmp_path: Path) -> None:
     args = ("--redis-url", redis_url)
     node_a = ServiceProcess(data_dir=tmp_path / "a", extra_args=(*args, "--node-id", "node-a")).start()

@@ -185,3 +185,14 @@ class RedisProcess:
     def thaw(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGCONT)
+
+
+def flush_cluster(url: str) -> None:
+    """Empty every primary of the cluster `url` names (a session's cluster shared by tests that each start clean)."""
+    import redis
+
+    client = redis.RedisCluster.from_url(url)
+    try:
+        client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+    finally:
+        client.close()
