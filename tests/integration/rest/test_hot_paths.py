@@ -67,10 +67,12 @@ async def refused_on(http: aiohttp.ClientSession, node: Node, key: str) -> None:
 
 @pytest.mark.redis
 def test_a_key_revoked_on_one_node_stops_working_there_at_once_and_on_the_other_when_announced(
-    tmp_path: Path, redis_url: str
+    tmp_path: Path, shared_redis_url: str
 ) -> None:
     """The revoking node drops the key before it answers; another node drops it when the pub/sub announcement
-    reaches it (its own socket read: the same instant cannot be promised across processes, only the order)."""
+    reaches it (its own socket read: the same instant cannot be promised across processes, only the order). On a
+    Redis Cluster too, where the announcement is a sharded message on the channel's shard (SPUBLISH)."""
+    redis_url = shared_redis_url
 
     async def scenario() -> None:
         async with (
