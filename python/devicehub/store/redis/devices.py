@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from redis.asyncio.client import Pipeline
@@ -24,6 +25,9 @@ from devicehub.store.redis.snapshot import RedisSnapshot
 from devicehub.store.redis.writes import Writes
 
 _VALUE_INDEXED = ("endpoint_type", "host_gateway")  # besides `state`, which has its own index since the start
+
+# EVAL: in a pipeline beside other slots' commands
+_FORGET_NAME = (Path(__file__).with_name("lua") / "forget_name.lua").read_text()
 
 _DEVICE_INDEX_VERSION = "3"  # the account-slot indexes with `devix` (issue 31 #2)
 
@@ -330,10 +334,3 @@ class RedisDevices(RedisSnapshot):
 
 # the device's own keys; the first is the record, the second its request queue (delete_device.lua)
 _DEVICE_PARTS = ("device", "reqs", "subscribers", "snap_paths", "snap_rep", "snap_des", "snap_sub")
-
-# Drop a name's id in an account if it is still this device's (a device renamed or moved; another device may have
-# claimed the name since). KEYS[1] the name's ids per account; ARGV[1] the account, ARGV[2] the device id.
-_FORGET_NAME = """if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  return redis.call('HDEL', KEYS[1], ARGV[1])
-end
-return 0"""

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from pathlib import Path
 
 from devicehub.domain.model import ObservationRecord, RegistrationRecord
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
+
+_PUT = (Path(__file__).with_name("lua") / "put_registration.lua").read_text()  # EVAL: in a pipeline, per device
 
 
 class RedisRegistrations(RedisConnection):
@@ -118,20 +121,3 @@ class RedisRegistrations(RedisConnection):
         if observation is not None:
             await self.redis.srem(self.keys.dev("reg_obs", observation.device_id), token.hex())
         await self.redis.delete(self._obs(token.hex()))
-
-
-# A device's registration and observation tokens in one step (its slot). KEYS[1] the registration, KEYS[2] its token
-# set. ARGV[1] the record ('' to leave it), ARGV[2] '1' when the Register is fresh (its tokens end), ARGV[3..] tokens
-# to add. Returns the tokens ended.
-_PUT = """local ended = {}
-if ARGV[2] == '1' then
-  ended = redis.call('SMEMBERS', KEYS[2])
-  redis.call('DEL', KEYS[2])
-end
-if ARGV[1] ~= '' then
-  redis.call('SET', KEYS[1], ARGV[1])
-end
-for i = 3, #ARGV do
-  redis.call('SADD', KEYS[2], ARGV[i])
-end
-return ended"""
