@@ -10,6 +10,15 @@ answer; every event goes through the key's inbox in Redis, which the channel's n
 end-to-end time, the same for both), so the difference is the hand-over. Prints the p50 (and p90) of each path and
 their difference; writes bench/results/cluster-channel-on-<node>.json. `--smoke` sends a few requests.
 Reproduce: `python bench/cluster_bench.py --requests 400` and `... --channel-on a`.
+
+`--commands` (issue 31 #6) measures instead what each operation costs Redis: one node on one redis-server (or on a
+3-primary Redis Cluster with `--cluster`), `--devices` simulated devices and one WebSocket channel; for each phase
+(registration, Update, subscription, notification, device request) the `INFO commandstats` calls (commands a script
+runs counted too: Redis's own work), the bytes in and out (`INFO stats`) and the data set's memory
+(`used_memory_dataset`: not client buffers) per operation, all as deltas over the phase (until Redis is back to the
+node's idle rate: a registration batch is written after its answers) less that idle rate (heartbeats, the channel's
+inbox poll) over the phase's length, divided by the operations done. Writes bench/results/cluster-commands.json; the
+capacity table in bench/README.md is projected from it.
 """
 
 from __future__ import annotations
@@ -36,7 +45,8 @@ from devicehub._core import CoapMessage  # noqa: E402
 from devicehub.clock import SystemClock  # noqa: E402
 from devicehub.lwm2m.coap.messages import Address, Reply  # noqa: E402
 from devicehub.sim.device import OMA, SimDevice  # noqa: E402
-from support.redis_server import redis_server  # noqa: E402
+from devicehub.sim.objects import TEMPERATURE  # noqa: E402
+from support.redis_server import redis_cluster, redis_server  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -136,12 +146,205 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+class RedisMeter:
+    """Redis's counters (summed over every primary of a cluster): commands by name, bytes in and out, memory."""
+
+    def __init__(self, url: str, cluster: bool) -> None:
+        import redis
+
+        self._client: Any = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+        self._cluster = cluster
+
+    def _info(self, section: str) -> list[dict[str, Any]]:
+        if self._cluster:
+            return list(self._client.info(section, target_nodes=self._client.PRIMARIES).values())
+        return [self._client.info(section)]
+
+    def sample(self) -> dict[str, float]:
+        counts: dict[str, float] = {"at": time.perf_counter()}
+        for info in self._info("commandstats"):
+            for name, stats in info.items():
+                command = name.removeprefix("cmdstat_")
+                if command not in ("info", "cluster|info", "cluster|slots", "cluster|shards", "command"):
+                    counts[command] = counts.get(command, 0) + stats["calls"]
+        for info in self._info("stats"):
+            counts["bytes_in"] = counts.get("bytes_in", 0) + info["total_net_input_bytes"]
+            counts["bytes_out"] = counts.get("bytes_out", 0) + info["total_net_output_bytes"]
+        for info in self._info("memory"):
+            counts["memory"] = counts.get("memory", 0) + info["used_memory_dataset"]  # not client buffers
+        return counts
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in set(before) | set(after)}
+
+
+def _commands(delta: dict[str, float]) -> float:
+    return sum(v for k, v in delta.items() if k not in ("at", "bytes_in", "bytes_out", "memory"))
+
+
+async def _quiet(meter: RedisMeter, idle: dict[str, float]) -> None:
+    """Wait until Redis runs no more than the idle rate (with slack) for a second: the phase's writes are done (the
+    write-behind's flush, a registration batch written after its answers, which a loaded machine may delay)."""
+    await asyncio.sleep(0.3)
+    last = meter.sample()
+    quiet = 0
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and quiet < 4:
+        await asyncio.sleep(0.25)
+        now = meter.sample()
+        delta = _delta(last, now)
+        quiet = quiet + 1 if _commands(delta) <= _commands(idle) * delta["at"] * 1.5 + 5 else 0
+        last = now
+
+
+async def _phase(meter: RedisMeter, idle: dict[str, float], name: str, operations: int, run: Any) -> dict[str, Any]:
+    """`run()` (operations done and their effects seen), then quiet again; the deltas less the idle rates over the
+    same time, per operation."""
+    before = meter.sample()
+    await run()
+    await _quiet(meter, idle)
+    delta = _delta(before, meter.sample())
+    seconds = delta.pop("at")
+    net = {k: v - idle.get(k, 0) * seconds for k, v in delta.items() if k != "memory"}
+    per_op = {k: round(v / operations, 2) for k, v in sorted(net.items()) if abs(v / operations) >= 0.05}
+    return {
+        "phase": name,
+        "operations": operations,
+        "seconds": round(seconds, 3),
+        "commands_per_op": round(_commands(net) / operations, 2),
+        "bytes_in_per_op": round(net["bytes_in"] / operations),
+        "bytes_out_per_op": round(net["bytes_out"] / operations),
+        "memory_per_op": round(delta["memory"] / operations),
+        "by_command": {k: v for k, v in per_op.items() if k not in ("bytes_in", "bytes_out")},
+    }
+
+
+async def _measure_commands(node: ServiceProcess, meter: RedisMeter, devices: int, notifications: int) -> list[Any]:
+    headers = {"Authorization": f"Bearer {node.api_key}"}
+    sims = [
+        SimDevice(SystemClock(), ("127.0.0.1", node.coap_port), f"cmd-{n}", flavor=OMA, lifetime=86400)
+        for n in range(devices)
+    ]
+    results: list[Any] = []
+    async with aiohttp.ClientSession(node.base_url, headers=headers) as http:
+        async with http.put("/v2/notification/websocket") as r:
+            assert r.status == 201, r.status
+        ws = await http.ws_connect("/v2/notification/websocket-connect")
+        seen: dict[str, int] = {"notifications": 0, "async-responses": 0}
+
+        async def read() -> None:
+            async for frame in ws:
+                if frame.type != aiohttp.WSMsgType.TEXT:
+                    break
+                message = json.loads(frame.data)
+                for kind in seen:
+                    seen[kind] += len(message.get(kind, []))
+
+        reader = asyncio.create_task(read())
+
+        async def until(check: Any, what: str) -> None:
+            deadline = time.monotonic() + 60
+            while not check():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{what}: not done within 60 s")
+                await asyncio.sleep(0.01)
+
+        start = meter.sample()
+        await asyncio.sleep(2.0)  # the idle rate: heartbeats, leases, the channel's inbox poll
+        idle_delta = _delta(start, meter.sample())
+        idle = {k: v / idle_delta["at"] for k, v in idle_delta.items() if k != "at"}
+        results.append({"phase": "idle", "commands_per_s": round(_commands(idle), 1)})
+
+        async def register() -> None:
+            await asyncio.gather(*(sim.start() for sim in sims))
+            await until(lambda: all(sim.device_id for sim in sims), "registrations")
+
+        results.append(await _phase(meter, idle, "registration", devices, register))
+
+        async def update() -> None:
+            codes = await asyncio.gather(*(sim.update() for sim in sims))
+            assert all(c == codes[0] for c in codes), codes
+
+        results.append(await _phase(meter, idle, "update", devices, update))
+
+        async def subscribe() -> None:
+            for sim in sims:
+                async with http.put(f"/v2/subscriptions/{sim.device_id}{TEMPERATURE}") as r:
+                    assert r.status in (200, 202), r.status
+            await until(lambda: all(sim._observers for sim in sims), "observations")
+
+        results.append(await _phase(meter, idle, "subscription", devices, subscribe))
+
+        async def notify() -> None:
+            for round_ in range(notifications):
+                for sim in sims:
+                    sim.set_value(TEMPERATURE, 20.0 + round_ + 0.5)
+                await until(lambda r=round_: seen["notifications"] >= devices * (r + 1), "notifications")
+
+        results.append(await _phase(meter, idle, "notification", devices * notifications, notify))
+
+        async def request() -> None:
+            for n, sim in enumerate(sims):
+                body = {"method": "GET", "uri": "/3/0/0"}
+                async with http.post(f"/v2/device-requests/{sim.device_id}?async-id=c{n}", json=body) as r:
+                    assert r.status == 202, r.status
+            await until(lambda: seen["async-responses"] >= devices, "async-responses")
+
+        results.append(await _phase(meter, idle, "device request", devices, request))
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+        await ws.close()
+    for sim in sims:
+        await sim.stop(deregister=False)
+    return results
+
+
+def commands_main(args: argparse.Namespace) -> None:
+    devices = 20 if args.smoke else args.devices
+    notifications = 2 if args.smoke else args.notifications
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        url = stack.enter_context(redis_cluster() if args.cluster else redis_server())
+        node = ServiceProcess(data_dir=Path(tmp) / "a", extra_args=("--redis-url", url, "--node-id", "a")).start()
+        stack.callback(node.stop)
+        meter = RedisMeter(url, args.cluster)
+        stack.callback(meter.close)
+        phases = asyncio.run(_measure_commands(node, meter, devices, notifications))
+    result = {
+        "bench": "cluster-commands",
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "redis": "cluster of 3 primaries" if args.cluster else "one redis-server",
+        "devices": devices,
+        "phases": phases,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    name = "cluster-commands" + ("-cluster" if args.cluster else "") + ("-smoke" if args.smoke else "")
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    summary = ", ".join(
+        f"{p['phase']} {p['commands_per_op']} cmds/{p['bytes_in_per_op'] + p['bytes_out_per_op']} B"
+        for p in phases
+        if "commands_per_op" in p
+    )
+    print(f"redis commands per operation ({result['redis']}, {devices} devices): {summary}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400, help="device requests, half through each node")
     parser.add_argument("--channel-on", choices=("a", "b"), default="b", help="the node with the WebSocket")
     parser.add_argument("--smoke", action="store_true", help="a few requests: checks the bench runs")
+    parser.add_argument("--commands", action="store_true", help="Redis commands and bytes per operation instead")
+    parser.add_argument("--cluster", action="store_true", help="--commands on a 3-primary Redis Cluster")
+    parser.add_argument("--devices", type=int, default=200, help="--commands: simulated devices")
+    parser.add_argument("--notifications", type=int, default=5, help="--commands: notifications per device")
     args = parser.parse_args()
+    if args.commands:
+        commands_main(args)
+        return
     requests = 20 if args.smoke else args.requests
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
         url = stack.enter_context(redis_server())
