@@ -1,11 +1,12 @@
 """`RedisStore`: all shared state in Redis, so that several `devicehub serve` nodes act as one service.
 
-Records are msgpack blobs (the same msgspec Structs as SQLite); indexes are sets and sorted sets beside them.
-Every write that touches more than one key runs in one MULTI/EXEC transaction, so a failing call leaves nothing
-half-written; claims that must be atomic across nodes are Lua scripts (lua/). A write derived from what it replaces
-(a device's indexes from its previous record, the observations a Register ends) WATCHes the keys it reads, reads
-them on that connection and retries if another node changed them before its EXEC (`_transact`). Key names all
-start with `prefix`. One module per aggregate over one connection (connection.py).
+Records are msgpack blobs (the same msgspec Structs as SQLite); indexes are sets and sorted sets beside them. The
+same code runs on one Redis and on a Redis Cluster (connection.py detects which): every key carries a hash tag
+naming what its writes go with (keys.py), so each transaction or Lua script (lua/) touches one slot, and a write that
+spans tags is one step per slot in an order readers tolerate. Claims that must be atomic across nodes are scripts in
+one slot; a write derived from what it replaces WATCHes the keys it reads on the server of their slot and retries if
+another node changed them before its EXEC (`_transact`). Key names all start with `prefix`. One module per aggregate
+over one connection (connection.py).
 """
 
 from __future__ import annotations
