@@ -18,9 +18,14 @@ _prefixes = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
+def single_redis_url() -> Iterator[str]:
     with redis_server() as url:
         yield url
+
+
+@pytest.fixture
+def redis_url(single_redis_url: str) -> str:
+    return single_redis_url
 
 
 @pytest.fixture(scope="session")

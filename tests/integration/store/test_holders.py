@@ -1,6 +1,6 @@
 """Redis mode: device holders and work handed to them through their work streams (store/redis/holders.py, issue 31 #1),
-on a real Redis (the `redis_url` fixture of this directory): nodes here are `HolderLink`s on one database, as
-`devicehub serve` nodes have one each."""
+on a real Redis and on a Redis Cluster of three primaries (the fixtures of this directory): nodes here are
+`HolderLink`s on one database, as `devicehub serve` nodes have one each."""
 
 from __future__ import annotations
 
@@ -9,20 +9,31 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from devicehub.domain.handover import OBSERVE, REQUESTS, DeviceWork
+from devicehub.store.redis.connection import is_cluster
 from devicehub.store.redis.holders import GROUP, HolderLink
 from support.node import eventually
 
 Handler = Callable[[DeviceWork], Awaitable[None]]
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def redis_url(request: pytest.FixtureRequest) -> str:
+    """This directory's single Redis, or its Redis Cluster (issue 31 #2: a node's heartbeat and stream share a slot)."""
+    return str(request.getfixturevalue("redis_cluster_url" if request.param == "redis-cluster" else "single_redis_url"))
+
+
 _prefixes = iter(range(1_000_000))
 
 
 class Node:
     """One node's link and the work it was handed."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str, node_id: str) -> None:
+    def __init__(self, client: Any, prefix: str, node_id: str) -> None:
         self.link = HolderLink(client, prefix, node_id)
         self.done: list[DeviceWork] = []
         self.arrived = asyncio.Event()
@@ -40,8 +51,10 @@ class Node:
 
 
 @asynccontextmanager
-async def database(redis_url: str) -> AsyncIterator[tuple[aioredis.Redis, str]]:
-    client = aioredis.Redis.from_url(redis_url)
+async def database(redis_url: str) -> AsyncIterator[tuple[Any, str]]:
+    client: Any = (
+        RedisCluster.from_url(redis_url) if await is_cluster(redis_url) else aioredis.Redis.from_url(redis_url)
+    )
     try:
         yield client, f"holders{next(_prefixes)}:"
     finally:
