@@ -9,6 +9,8 @@ the primary holding that key's slot; every transaction and script touches keys o
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import WatchError
+from redis.exceptions import NoScriptError, WatchError
 
 from devicehub.errors import StartupFailed, Unavailable
 from devicehub.store.redis.codec import T, decode, encode, text
@@ -49,6 +51,11 @@ async def is_cluster(url: str, timeout: float | None = 5.0) -> bool:
     finally:
         await probe.aclose()
     return bool(info.get("cluster_enabled"))
+
+
+@functools.cache
+def _sha(script: str) -> str:
+    return hashlib.sha1(script.encode()).hexdigest()  # Redis names a script by its SHA-1
 
 
 class RedisConnection:
@@ -189,6 +196,28 @@ class RedisConnection:
                 except WatchError:
                     continue  # execute() has reset the pipeline: no WATCH or queued command is left
         raise Unavailable(f"other clients kept changing {len(watched)} key(s) this write replaces; retry later")
+
+    async def _eval_each(self, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Each call's EVAL arguments (script text, key count, keys, arguments; its keys in one slot) as EVALSHA, all
+        in one pipeline (a round trip per server): a script's text (apply_writes.lua is 1.6 kB) travels only to a
+        server that does not know it yet (a restart, a new primary), then as EVAL. A call is one atomic step."""
+        if not calls:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for script, *rest in calls:
+                pipe.execute_command("EVALSHA", _sha(script), *rest)  # redis-py bars evalsha() on a cluster pipeline
+            replies = list(await pipe.execute(raise_on_error=False))
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:  # not run: sent again with the text
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for i in missing:
+                    pipe.eval(*calls[i])
+                for i, reply in zip(missing, await pipe.execute(raise_on_error=False), strict=True):
+                    replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
 
     def _multi(self, key: str) -> Pipeline:
         """A MULTI/EXEC on the server of `key`'s slot; every command queued on it names a key of that slot."""

@@ -154,7 +154,7 @@ class RedisDevices(RedisSnapshot):
     async def put_device(self, device: Device) -> None:
         writes = Writes()
         writes.swap(self.keys.dev("device", device.id), encode(device))
-        (replaced,) = await self.redis.eval(*writes.script_args())
+        ((replaced,),) = await self._eval_each([writes.script_args()])
         await self._after_device_writes([device], [replaced])
 
     async def get_device(self, device_id: str) -> Device | None:
@@ -184,26 +184,26 @@ class RedisDevices(RedisSnapshot):
         for device_id, path, value in free:
             valued.setdefault(device_id, {})[path] = encode(value)
         k = self.keys
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for device in devices:
-                writes = Writes()
-                writes.swap(k.dev("device", device.id), encode(device))
-                paths = k.dev("snap_paths", device.id)
-                for resource in device.resources:
-                    writes.zadd(paths, resource.path, only_new=True)
-                self._drop_subscriptions(writes, device.id)
-                self._write_values(writes, device.id, valued.pop(device.id, {}))
-                pipe.eval(*writes.script_args())
-            for device_id in unchanged:
-                writes = Writes()
-                self._drop_subscriptions(writes, device_id)
-                self._write_values(writes, device_id, valued.pop(device_id, {}))
-                pipe.eval(*writes.script_args())
-            for device_id, values in valued.items():
-                writes = Writes()
-                self._write_values(writes, device_id, values)
-                pipe.eval(*writes.script_args())
-            replies = await pipe.execute()
+        calls: list[tuple[Any, ...]] = []
+        for device in devices:
+            writes = Writes()
+            writes.swap(k.dev("device", device.id), encode(device))
+            paths = k.dev("snap_paths", device.id)
+            for resource in device.resources:
+                writes.zadd(paths, resource.path, only_new=True)
+            self._drop_subscriptions(writes, device.id)
+            self._write_values(writes, device.id, valued.pop(device.id, {}))
+            calls.append(writes.script_args())
+        for device_id in unchanged:
+            writes = Writes()
+            self._drop_subscriptions(writes, device_id)
+            self._write_values(writes, device_id, valued.pop(device_id, {}))
+            calls.append(writes.script_args())
+        for device_id, values in valued.items():
+            writes = Writes()
+            self._write_values(writes, device_id, values)
+            calls.append(writes.script_args())
+        replies = await self._eval_each(calls)
         await self._after_device_writes(devices, [r[0] for r in replies[: len(devices)]])
         for device_id, path, value in later:
             await self.set_reported(device_id, path, value)

@@ -16,7 +16,7 @@ from devicehub.domain.model import ObservationRecord, RegistrationRecord
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 
-_PUT = (Path(__file__).with_name("lua") / "put_registration.lua").read_text()  # EVAL: in a pipeline, per device
+_PUT = (Path(__file__).with_name("lua") / "put_registration.lua").read_text()  # one call per device, pipelined
 
 
 class RedisRegistrations(RedisConnection):
@@ -49,19 +49,14 @@ class RedisRegistrations(RedisConnection):
         records = {r.device_id: r for r in registrations}
         fresh_ids = set(fresh)
         devices = list(dict.fromkeys([*records, *added, *fresh]))
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for device_id in devices:
-                record = records.get(device_id)
-                pipe.eval(
-                    _PUT,
-                    2,
-                    k.dev("reg", device_id),
-                    k.dev("reg_obs", device_id),
-                    b"" if record is None else encode(record),
-                    "1" if device_id in fresh_ids else "0",
-                    *added.get(device_id, ()),
-                )
-            ended = await pipe.execute()
+        calls = []
+        for device_id in devices:
+            record = records.get(device_id)
+            reg, tokens = k.dev("reg", device_id), k.dev("reg_obs", device_id)
+            fresh_flag = "1" if device_id in fresh_ids else "0"
+            blob = b"" if record is None else encode(record)
+            calls.append((_PUT, 2, reg, tokens, blob, fresh_flag, *added.get(device_id, ())))
+        ended = await self._eval_each(calls)
         kept = {t for tokens in added.values() for t in tokens}
         doomed = [self._obs(text(t)) for tokens in ended for t in tokens or () if text(t) not in kept]
         async with self.redis.pipeline(transaction=False) as pipe:
