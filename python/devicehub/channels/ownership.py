@@ -120,6 +120,7 @@ class ClusterOwnership:
             try:
                 await self.cluster.forward(batches)
             except Exception as error:
+                _raise_if_cancelled(error)
                 self._outage("forwarding events to Redis", error)
                 for key_id, events in batches.items():  # put them back ahead of newer ones
                     self._outbox[key_id] = events + self._outbox.get(key_id, [])
@@ -209,6 +210,7 @@ class ClusterOwnership:
             try:
                 await self._drain_once()
             except Exception as error:
+                _raise_if_cancelled(error)
                 self._outage("draining channel inboxes", error)
             else:
                 self._recovered("draining channel inboxes")
@@ -252,6 +254,7 @@ class ClusterOwnership:
                         if channel is not None and channel.kind == CALLBACK:
                             self._lifecycle.start_deliverer(channel)
             except Exception as error:
+                _raise_if_cancelled(error)
                 self._outage("lease upkeep", error)
             else:
                 self._recovered("lease upkeep")
@@ -275,3 +278,11 @@ class ClusterOwnership:
 
 def _lease(key_id: str) -> str:
     return f"channel:{key_id}"
+
+
+def _raise_if_cancelled(error: Exception) -> None:
+    """A stop cancels these loops; redis-py may turn the cancel of a command under way into a ConnectionError, which
+    the loop would take for an outage and go on (and the stop would wait for it forever)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from error
