@@ -78,7 +78,7 @@ async def node(redis_url: str, prefix: str, name: str, tmp_path: Path, callback_
         sweep_interval=10_000_000.0,
         ping_interval=10_000_000.0,
         websocket_coalesce=0.0,
-        cluster=ClusterLink(store.redis, store.prefix, name),
+        cluster=ClusterLink(store.redis, store.shard, store.prefix, name),
     )
     await hub.start()
     app = web.Application(middlewares=[error_middleware])

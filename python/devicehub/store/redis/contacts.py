@@ -26,15 +26,15 @@ class RedisContacts(RedisConnection):
             by_account[account_id] += [device_id, repr(at)]
         async with self.redis.pipeline(transaction=False) as pipe:
             for account_id, args in by_account.items():
-                pipe.eval(_LATER, 1, self._k("contacts", account_id), *args)
+                pipe.eval(_LATER, 1, self.keys.acc("contacts", account_id), *args)
             await pipe.execute()
 
     async def get_contacts(self, account_id: str, device_ids: Sequence[str]) -> dict[str, float]:
         if not device_ids:
             return {}
-        values = await self.redis.hmget(self._k("contacts", account_id), list(device_ids))
+        values = await self.redis.hmget(self.keys.acc("contacts", account_id), list(device_ids))
         return {d: float(v) for d, v in zip(device_ids, values, strict=True) if v is not None}
 
     async def delete_contacts(self, account_id: str, device_ids: Sequence[str]) -> None:
         if device_ids:
-            await self.redis.hdel(self._k("contacts", account_id), *device_ids)
+            await self.redis.hdel(self.keys.acc("contacts", account_id), *device_ids)

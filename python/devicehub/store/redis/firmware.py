@@ -28,7 +28,7 @@ class RedisFirmware(RedisConnection):
     """`FirmwareStore` on Redis."""
 
     def _fw(self, account_id: str, *parts: str) -> str:
-        return self._k("fw", "{" + account_id + "}", *parts)
+        return self.keys.acc("fw", account_id, *parts)  # one slot per account: its transactions stay in it
 
     async def _page(self, kind: type[R], key: str, after: str | None, limit: int) -> list[R]:
         ids = sorted(i for i in (text(k) for k in await self.redis.hkeys(key)) if after is None or i > after)[:limit]
@@ -69,7 +69,7 @@ class RedisFirmware(RedisConnection):
         return await self._page(FirmwareImage, self._fw(account_id, "images"), after, limit)
 
     async def delete_firmware_image(self, account_id: str, image_id: str) -> bool:
-        async with self.redis.pipeline(transaction=True) as tx:
+        async with self._multi(self._fw(account_id, "images")) as tx:
             tx.hdel(self._fw(account_id, "images"), image_id)
             tx.delete(self._fw(account_id, "data", image_id))
             removed, _ = await tx.execute()
@@ -92,7 +92,7 @@ class RedisFirmware(RedisConnection):
 
     # ---- campaigns -------------------------------------------------------------------------------------
     def _running(self) -> str:
-        return self._k("fw", "running")
+        return self.keys.named("fw", "running")
 
     async def put_campaign(self, campaign: Campaign) -> None:
         member = campaign.account_id + SEP + campaign.id
@@ -120,7 +120,7 @@ class RedisFirmware(RedisConnection):
         return found
 
     async def delete_campaign(self, account_id: str, campaign_id: str) -> bool:
-        async with self.redis.pipeline(transaction=True) as tx:
+        async with self._multi(self._fw(account_id, "campaigns")) as tx:
             tx.hdel(self._fw(account_id, "campaigns"), campaign_id)
             tx.delete(self._fw(account_id, "cdev", campaign_id))
             removed, _ = await tx.execute()
@@ -131,7 +131,7 @@ class RedisFirmware(RedisConnection):
         member = campaign.account_id + SEP + campaign.id
         if campaign.phase in RUNNING:
             await self.redis.sadd(self._running(), member)
-        async with self.redis.pipeline(transaction=True) as tx:  # one slot: the account's
+        async with self._multi(self._fw(campaign.account_id, "campaigns")) as tx:  # one slot: the account's
             if devices:
                 tx.hset(
                     self._fw(campaign.account_id, "cdev", campaign.id),

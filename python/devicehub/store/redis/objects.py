@@ -12,7 +12,7 @@ class RedisAccountObjects(RedisConnection):
     """`AccountObjectStore` on Redis."""
 
     async def put_account_object(self, stored: AccountObject, *, replace: bool) -> bool:
-        key = self._k("lwm2m_objects", stored.account_id)
+        key = self.keys.acc("lwm2m_objects", stored.account_id)
         field = str(stored.definition.id)
         if replace:
             await self.redis.hset(key, field, encode(stored))
@@ -20,14 +20,15 @@ class RedisAccountObjects(RedisConnection):
         return bool(await self.redis.hsetnx(key, field, encode(stored)))
 
     async def get_account_object(self, account_id: str, object_id: int) -> AccountObject | None:
-        data = await self.redis.hget(self._k("lwm2m_objects", account_id), str(object_id))
+        data = await self.redis.hget(self.keys.acc("lwm2m_objects", account_id), str(object_id))
         return None if data is None else decode(AccountObject, data)
 
     async def list_account_objects(self, account_id: str) -> list[AccountObject]:
         stored = [
-            decode(AccountObject, v) for v in (await self.redis.hgetall(self._k("lwm2m_objects", account_id))).values()
+            decode(AccountObject, v)
+            for v in (await self.redis.hgetall(self.keys.acc("lwm2m_objects", account_id))).values()
         ]
         return sorted(stored, key=lambda s: s.definition.id)
 
     async def delete_account_object(self, account_id: str, object_id: int) -> bool:
-        return bool(await self.redis.hdel(self._k("lwm2m_objects", account_id), str(object_id)))
+        return bool(await self.redis.hdel(self.keys.acc("lwm2m_objects", account_id), str(object_id)))
