@@ -35,6 +35,17 @@ if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl; the
     sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
   fi
 fi
+# issue 31 #3: nginx with its stream module, the front of three nodes (tests/e2e/test_cluster_front.py)
+if ! command -v nginx >/dev/null 2>&1 || ! [ -e /usr/lib/nginx/modules/ngx_stream_module.so ]; then
+  packages="nginx-light libnginx-mod-stream"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+  fi
+  # the Debian package starts a system instance on port 80; the tests start their own on free ports
+  (systemctl stop nginx 2>/dev/null || service nginx stop 2>/dev/null || true) >/dev/null
+fi
 # issue 32 #5: the tests get an environment of their own (.venv-test), so running them beside a `devicehub serve`
 # installed by command 1 does not reinstall that server's package under it (it answered 500 on / afterwards)
 venv=.venv-test

@@ -1,0 +1,159 @@
+"""The repository's nginx front (docker/nginx.conf) rendered for loopback ports and run as this test's own process.
+
+The shipped file names the compose nodes (`server node-a:8000;`) and the public ports (`listen 5683 udp;`); the
+rendering keeps every other line as shipped, so what the tests check is the file operators run: each upstream's
+servers become the given nodes' loopback ports for that upstream's role (its port in the file: 8000 HTTP, 5683 CoAP,
+5684 DTLS, 5685 CoAP/TCP, 5686 CoAP/TLS), each `listen` a free loopback port, and the paths nginx writes go to a
+temporary directory. Debian builds the stream module as a dynamic module: it is loaded when present.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from support.ports import free_tcp_port, free_udp_port
+from support.waiting import wait_until
+
+CONFIG = Path(__file__).resolve().parents[2] / "docker" / "nginx.conf"
+STREAM_MODULE = Path("/usr/lib/nginx/modules/ngx_stream_module.so")
+HTTP, COAP, COAPS, COAP_TCP, COAPS_TCP = 8000, 5683, 5684, 5685, 5686
+
+_UPSTREAM = re.compile(r"(upstream\s+\S+\s*\{)(.*?)(\})", re.S)
+_SERVER = re.compile(r"^[ \t]*server\s+[^:\s]+:(\d+);\s*\n", re.M)
+_LISTEN = re.compile(r"listen\s+(\d+)(\s+udp)?;")
+
+
+@dataclass
+class Front:
+    """The addresses nginx listens on, by the public port they stand for (`(5683, "udp")`: CoAP over UDP)."""
+
+    ports: dict[tuple[int, str], int]
+    process: subprocess.Popen[str]
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports[(HTTP, 'tcp')]}"
+
+    @property
+    def coap_uri(self) -> str:
+        return f"coap://127.0.0.1:{self.ports[(COAP, 'udp')]}"
+
+    @property
+    def coap_tcp_address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.ports[(COAP, "tcp")])
+
+    @property
+    def coap_address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.ports[(COAP, "udp")])
+
+
+def render(nodes: Sequence[Mapping[int, int]], listen: Mapping[tuple[int, str], int], workdir: Path) -> str:
+    """docker/nginx.conf with `nodes` (each: role port → the node's loopback port; a role a node lacks is left out
+    of that upstream) and `listen` (public port and protocol → loopback port)."""
+    text = CONFIG.read_text()
+
+    def upstream(match: re.Match[str]) -> str:
+        body = match.group(2)
+        role = int(_SERVER.search(body).group(1))  # type: ignore[union-attr]
+        kept = _SERVER.sub("", body)
+        servers = "".join(f"    server 127.0.0.1:{node[role]};\n" for node in nodes if role in node)
+        return match.group(1) + kept.rstrip(" ") + servers + "  " + match.group(3)
+
+    def listener(match: re.Match[str]) -> str:
+        protocol = "udp" if match.group(2) else "tcp"
+        return f"listen 127.0.0.1:{listen[(int(match.group(1)), protocol)]}{match.group(2) or ''};"
+
+    unused = [name for name, port in _roles(text).items() if not any(port in node for node in nodes)]
+    for name in unused:  # a role no node has (DTLS with no credentials): its upstream and its server go
+        text = re.sub(rf"\n  upstream\s+{name}\s*\{{.*?\}}\n", "\n", text, flags=re.S)
+        text = re.sub(rf"\n  server\s*\{{[^}}]*proxy_pass\s+{name};[^}}]*\}}\n", "\n", text, flags=re.S)
+    text = _UPSTREAM.sub(upstream, text)
+    text = _LISTEN.sub(listener, text)
+    temp = "".join(
+        f"  {kind}_temp_path {workdir / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    text = text.replace("http {\n", f"http {{\n  access_log off;\n{temp}", 1)
+    if STREAM_MODULE.exists():
+        text = f"load_module {STREAM_MODULE};\n" + text
+    return text
+
+
+def _roles(text: str) -> dict[str, int]:
+    """Stream upstream name → its role (the port its servers have in the file)."""
+    roles = {}
+    for match in _UPSTREAM.finditer(text):
+        server = _SERVER.search(match.group(2))
+        if server is not None:
+            roles[match.group(1).split()[1]] = int(server.group(1))
+    return roles
+
+
+def _listens() -> list[tuple[int, str]]:
+    return [(int(port), "udp" if udp else "tcp") for port, udp in _LISTEN.findall(CONFIG.read_text())]
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def nginx_front(nodes: Sequence[Mapping[int, int]], workdir: Path) -> Iterator[Front]:
+    """Run nginx with the rendered front until the block ends (stopped by its pid: SIGQUIT, then SIGKILL)."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(binary).exists():
+        raise RuntimeError("nginx is not installed (Debian: nginx-light libnginx-mod-stream)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    listen = {key: (free_udp_port() if key[1] == "udp" else free_tcp_port()) for key in _listens()}
+    conf = workdir / "nginx.conf"
+    conf.write_text(render(nodes, listen, workdir))
+    listen = {key: port for key, port in listen.items() if f":{port}" in conf.read_text()}
+    directives = f"daemon off; master_process on; pid {workdir / 'nginx.pid'}; error_log stderr notice;"
+    process = subprocess.Popen(
+        [binary, "-p", str(workdir), "-c", str(conf), "-g", directives],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    front = Front(listen, process)
+    reader = threading.Thread(target=_drain, args=(process, front.output), daemon=True)
+    reader.start()
+    try:
+        wait_until(
+            lambda: process.poll() is not None or _answers(listen[(HTTP, "tcp")]),
+            within=10,
+            what="nginx listening",
+        )
+        if process.poll() is not None:
+            raise RuntimeError("nginx did not start:\n" + "".join(front.output))
+        yield front
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGQUIT)  # graceful: workers finish, the master exits
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        reader.join(timeout=5)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _drain(process: subprocess.Popen[str], output: list[str]) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        output.append(line)
