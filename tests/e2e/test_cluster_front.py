@@ -13,16 +13,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import redis
 
 from devicehub.clock import SystemClock
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
 from support.apps import EventReader
-from support.front import COAP, COAP_TCP, HTTP, Front, nginx_front
-from support.ports import free_tcp_port
-from support.redis_server import redis_server
-from support.service import ServiceProcess
+from support.front import Front, ThreeNodes, three_nodes_behind_the_front
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -30,50 +26,10 @@ DEVICES = 24  # at 24 addresses, each of three nodes holds some (a node holding 
 ANSWER_WITHIN = 10.0
 
 
-class ThreeNodes:
-    def __init__(self, redis_url: str, nodes: list[ServiceProcess], front: Front) -> None:
-        self.redis_url, self.nodes, self.front = redis_url, nodes, front
-
-    def holders(self) -> dict[str, str]:
-        """Device id → the node id holding it (issue 31 #1's holder records)."""
-        client = redis.Redis.from_url(self.redis_url, decode_responses=True)
-        try:
-            keys = list(client.scan_iter("devicehub:holder:*"))
-            return {key.rsplit(":", 1)[1]: str(client.get(key)) for key in keys}
-        finally:
-            client.close()
-
-
-def start_nodes(tmp_path: Path, url: str, count: int = 3) -> list[tuple[ServiceProcess, int]]:
-    """`count` nodes on `url`, sharing the first one's development key; behind a front, the per-host CoAP limit
-    would count the whole fleet as one host (the nodes see nginx's address). Each with its CoAP/TCP port."""
-    nodes: list[tuple[ServiceProcess, int]] = []
-    for n in range(count):
-        name = "abc"[n]
-        data_dir = tmp_path / name
-        if nodes:
-            data_dir.mkdir()
-            (data_dir / "dev-api-key").write_text(nodes[0][0].api_key + "\n")
-        tcp_port = free_tcp_port()
-        args = ("--redis-url", url, "--node-id", f"node-{name}", "--coap-host-rate-limit", "0")
-        node = ServiceProcess(data_dir=data_dir, extra_args=(*args, "--coap-tcp-port", str(tcp_port)))
-        nodes.append((node, tcp_port))
-        node.start()
-    return nodes
-
-
 @pytest.fixture
 def three_nodes(tmp_path: Path) -> Iterator[ThreeNodes]:
-    with redis_server() as url:
-        nodes: list[tuple[ServiceProcess, int]] = []
-        try:
-            nodes = start_nodes(tmp_path, url)
-            roles = [{HTTP: n.http_port, COAP: n.coap_port, COAP_TCP: tcp} for n, tcp in nodes]
-            with nginx_front(roles, tmp_path / "nginx") as front:
-                yield ThreeNodes(url, [n for n, _ in nodes], front)
-        finally:
-            for node, _ in reversed(nodes):
-                node.stop()
+    with three_nodes_behind_the_front(tmp_path) as nodes:
+        yield nodes
 
 
 def fleet(front: Front, count: int, prefix: str) -> list[SimDevice]:

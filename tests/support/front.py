@@ -20,7 +20,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import redis
+
 from support.ports import free_tcp_port, free_udp_port
+from support.redis_server import redis_server
+from support.service import ServiceProcess
 from support.waiting import wait_until
 
 CONFIG = Path(__file__).resolve().parents[2] / "docker" / "nginx.conf"
@@ -28,7 +32,7 @@ STREAM_MODULE = Path("/usr/lib/nginx/modules/ngx_stream_module.so")
 HTTP, COAP, COAPS, COAP_TCP, COAPS_TCP = 8000, 5683, 5684, 5685, 5686
 
 _UPSTREAM = re.compile(r"(upstream\s+\S+\s*\{)(.*?)(\})", re.S)
-_SERVER = re.compile(r"^[ \t]*server\s+[^:\s]+:(\d+);\s*\n", re.M)
+_SERVER = re.compile(r"^[ \t]*server\s+[^:\s]+:(\d+)([^;]*);\s*\n", re.M)
 _LISTEN = re.compile(r"listen\s+(\d+)(\s+udp)?;")
 
 
@@ -64,9 +68,11 @@ def render(nodes: Sequence[Mapping[int, int]], listen: Mapping[tuple[int, str], 
 
     def upstream(match: re.Match[str]) -> str:
         body = match.group(2)
-        role = int(_SERVER.search(body).group(1))  # type: ignore[union-attr]
+        first = _SERVER.search(body)
+        assert first is not None, body
+        role, parameters = int(first.group(1)), first.group(2)
         kept = _SERVER.sub("", body)
-        servers = "".join(f"    server 127.0.0.1:{node[role]};\n" for node in nodes if role in node)
+        servers = "".join(f"    server 127.0.0.1:{node[role]}{parameters};\n" for node in nodes if role in node)
         return match.group(1) + kept.rstrip(" ") + servers + "  " + match.group(3)
 
     def listener(match: re.Match[str]) -> str:
@@ -112,7 +118,7 @@ def _answers(port: int) -> bool:
 
 @contextmanager
 def nginx_front(nodes: Sequence[Mapping[int, int]], workdir: Path) -> Iterator[Front]:
-    """Run nginx with the rendered front until the block ends (stopped by its pid: SIGQUIT, then SIGKILL)."""
+    """Run nginx with the rendered front until the block ends (stopped by its pid: SIGTERM, then SIGKILL)."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(binary).exists():
         raise RuntimeError("nginx is not installed (Debian: nginx-light libnginx-mod-stream)")
@@ -142,7 +148,7 @@ def nginx_front(nodes: Sequence[Mapping[int, int]], workdir: Path) -> Iterator[F
         yield front
     finally:
         if process.poll() is None:
-            process.send_signal(signal.SIGQUIT)  # graceful: workers finish, the master exits
+            process.send_signal(signal.SIGTERM)  # fast shutdown: a graceful one waits out UDP sessions (1 h)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -157,3 +163,50 @@ def _drain(process: subprocess.Popen[str], output: list[str]) -> None:
     assert process.stdout is not None
     for line in process.stdout:
         output.append(line)
+
+
+class ThreeNodes:
+    def __init__(self, redis_url: str, nodes: list[ServiceProcess], front: Front) -> None:
+        self.redis_url, self.nodes, self.front = redis_url, nodes, front
+
+    def holders(self) -> dict[str, str]:
+        """Device id → the node id holding it (issue 31 #1's holder records)."""
+        client = redis.Redis.from_url(self.redis_url, decode_responses=True)
+        try:
+            keys = list(client.scan_iter("devicehub:holder:*"))
+            return {key.rsplit(":", 1)[1]: str(client.get(key)) for key in keys}
+        finally:
+            client.close()
+
+
+def start_nodes(tmp_path: Path, url: str, count: int = 3) -> list[tuple[ServiceProcess, int]]:
+    """`count` nodes on `url`, sharing the first one's development key; behind a front, the per-host CoAP limit
+    would count the whole fleet as one host (the nodes see nginx's address). Each with its CoAP/TCP port."""
+    nodes: list[tuple[ServiceProcess, int]] = []
+    for n in range(count):
+        name = "abc"[n]
+        data_dir = tmp_path / name
+        if nodes:
+            data_dir.mkdir()
+            (data_dir / "dev-api-key").write_text(nodes[0][0].api_key + "\n")
+        tcp_port = free_tcp_port()
+        args = ("--redis-url", url, "--node-id", f"node-{name}", "--coap-host-rate-limit", "0")
+        node = ServiceProcess(data_dir=data_dir, extra_args=(*args, "--coap-tcp-port", str(tcp_port)))
+        nodes.append((node, tcp_port))
+        node.start()
+    return nodes
+
+
+@contextmanager
+def three_nodes_behind_the_front(tmp_path: Path) -> Iterator[ThreeNodes]:
+    """redis-server, three nodes on it (each with CoAP over UDP and TCP), and nginx in front of them."""
+    with redis_server() as url:
+        nodes: list[tuple[ServiceProcess, int]] = []
+        try:
+            nodes = start_nodes(tmp_path, url)
+            roles = [{HTTP: n.http_port, COAP: n.coap_port, COAP_TCP: tcp} for n, tcp in nodes]
+            with nginx_front(roles, tmp_path / "nginx") as front:
+                yield ThreeNodes(url, [n for n, _ in nodes], front)
+        finally:
+            for node, _ in reversed(nodes):
+                node.stop()

@@ -53,6 +53,9 @@ class RecordingEvents:
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         self.calls.append(("updated", tuple(link.path for link in added)))
 
+    async def moved(self, registration: Registration) -> None:
+        self.calls.append(("moved", registration.device_id))
+
     async def deregistered(self, registration: Registration) -> None:
         self.calls.append(("deregistered", registration.device_id))
 

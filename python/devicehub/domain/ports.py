@@ -100,6 +100,11 @@ class DeviceEvents(Protocol):
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         """A registration update; `added` holds the links not known before."""
 
+    async def moved(self, registration: Registration) -> None:
+        """The device's exchanges reach this node now, from `registration.address`, with no Register or Update: a
+        notification of an observation another node made came here (that node died and the balancer sent the
+        device's retransmission here, or the device's address changed). Work for the device is this node's."""
+
     async def deregistered(self, registration: Registration) -> None:
         """The device sent De-register."""
 

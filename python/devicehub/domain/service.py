@@ -225,6 +225,13 @@ class DeviceService:
         )
         self.requests.kick(device.id)
 
+    async def moved(self, registration: Registration) -> None:
+        """Issue 31 #4: the device re-homed here (its node died; the balancer sent its next datagram here): this
+        node holds it now, so other nodes hand its work here, and what waited in its queue (orphaned while no live
+        node held it, or taken by the dead node and never answered) is delivered now, not at its next Update."""
+        await self._took([registration.device_id])
+        self.requests.kick(registration.device_id)
+
     async def deregistered(self, registration: Registration) -> None:
         await self._gone(registration, expired=False)
 

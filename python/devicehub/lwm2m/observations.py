@@ -309,10 +309,18 @@ class ObservationService:
             registry.release(device.registration.address, stored.device_id)
             device.registration = replace(device.registration, address=remote, transport=transport)
             registry.map_address(remote, stored.device_id)
+            self._moved(device)
         accepted = self._accept(device, observation, message, remote)
         if transport == UDP:  # plain CoAP or DTLS: each listener's lane
             self._arm(identity, device, remote, message.token, observation)
         return accepted
+
+    def _moved(self, device: Device) -> None:
+        """Tell the domain the device reaches this node now (issue 31 #4), after this notification is answered: the
+        ACK goes first, the holder record and the queued requests follow."""
+        task = asyncio.ensure_future(self._events.moved(device.registration))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # ---- stop --------------------------------------------------------------------------------------------
     async def cancel_completions(self) -> None:
