@@ -19,6 +19,16 @@ runs counted too: Redis's own work), the bytes in and out (`INFO stats`) and the
 node's idle rate: a registration batch is written after its answers) less that idle rate (heartbeats, the channel's
 inbox poll) over the phase's length, divided by the operations done. Writes bench/results/cluster-commands.json; the
 capacity table in bench/README.md is projected from it.
+`--node-kill` (issue 31 #4): three nodes on one redis-server behind nginx (docker/nginx.conf, tests/support/front.py);
+`--devices` simulated devices at distinct loopback addresses send a CON notification every `--period` seconds
+(staggered); a WebSocket application on every node and a callback application per node (tests/support/node_kill.py)
+each get every notification; device requests go through the front every 0.25 s. After `--before` seconds the node
+holding the most devices is killed with SIGKILL; `--after` seconds later the values stop and the run waits (up to the
+CoAP retransmission window, 93 s) for what is still under way. Counts, per application: notifications the devices
+sent and had acknowledged that never reached it (lost), those dropped by the node as older than one it had already
+taken (superseded: a device retransmitting several CONs at once to its new node, RFC 7641 §3.4), async-responses
+lost; and the time from the kill to each of the dead node's devices' first acknowledged notification (re-home).
+Writes bench/results/cluster-node-kill.json. Reproduce: `python bench/cluster_bench.py --node-kill --devices 300`.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -46,6 +57,8 @@ from devicehub.clock import SystemClock  # noqa: E402
 from devicehub.lwm2m.coap.messages import Address, Reply  # noqa: E402
 from devicehub.sim.device import OMA, SimDevice  # noqa: E402
 from devicehub.sim.objects import TEMPERATURE  # noqa: E402
+from support.front import ThreeNodes, three_nodes_behind_the_front  # noqa: E402
+from support.node_kill import App, applications, fleet  # noqa: E402
 from support.redis_server import redis_cluster, redis_server  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402
 
@@ -332,6 +345,149 @@ def commands_main(args: argparse.Namespace) -> None:
     print(f"redis commands per operation ({result['redis']}, {devices} devices): {summary}")
 
 
+RETRANSMISSION_WINDOW = 93.0  # RFC 7252 §4.8.2 MAX_TRANSMIT_WAIT with the default parameters
+
+
+async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: float, after: float) -> dict[str, Any]:
+    front = nodes.front
+    async with aiohttp.ClientSession() as http:
+        apps = await applications(
+            http, front.base_url, [n.base_url for n in nodes.nodes], nodes.nodes[0].api_key, "nk-"
+        )
+        sims = fleet(front.coap_address, devices, "nk-")
+        for n in range(0, devices, 50):  # registrations in waves: the figure is about the kill, not a storm
+            await asyncio.gather(*(sim.start() for sim in sims[n : n + 50]))
+            await asyncio.sleep(0.2)
+        try:
+            await _wait(lambda: all(s.device_id for s in sims) and len(nodes.holders()) == devices, 60, "registered")
+            ids = [str(s.device_id) for s in sims]
+            await _wait(lambda: all(21.5 in a.values.get(i, ()) for a in apps.all for i in ids), 60, "observed")
+            holders = nodes.holders()
+            asked: list[tuple[App, str]] = []
+            stop = asyncio.Event()
+            changer = asyncio.create_task(_change(sims, period, stop))
+            requester = asyncio.create_task(_request(http, front.base_url, apps.all, sims, asked, stop))
+            await asyncio.sleep(before)
+            victim = max(set(holders.values()), key=list(holders.values()).count)
+            killed_at = time.monotonic()
+            nodes.nodes["abc".index(victim[-1])].stop(signal.SIGKILL)
+            await asyncio.sleep(after)
+            stop.set()
+            await asyncio.gather(changer, requester)
+
+            def settled() -> bool:
+                sent = all(ack is not None for s in sims for _, ack in s.sent.values())
+                return sent and all(async_id in app.answers for app, async_id in asked)
+
+            with contextlib.suppress(AssertionError):
+                await _wait(settled, RETRANSMISSION_WINDOW, "settled")
+            await asyncio.sleep(2.0)  # the last acknowledged values through the inboxes and channels
+        finally:
+            await asyncio.gather(*(s.stop(deregister=False) for s in sims))
+            await apps.stop()
+    moved = [s for s in sims if holders[str(s.device_id)] == victim]
+    lost = superseded = unacked = expected = 0
+    for app in apps.all:
+        for sim in sims:
+            got = app.values.get(str(sim.device_id), set())
+            for value, (_, acked) in sim.sent.items():
+                if acked is None:
+                    unacked += 1
+                    continue
+                expected += 1
+                if value in got:
+                    continue
+                if acked > killed_at and any(v > value for v in got):
+                    superseded += 1
+                else:
+                    lost += 1
+    rehome = []
+    for sim in moved:
+        after_kill = [(sent, ack) for sent, ack in sim.sent.values() if sent >= killed_at]
+        if after_kill:
+            _, ack = min(after_kill)
+            rehome.append((ack if ack is not None else float("inf")) - killed_at)
+    answers = [app.answers.get(async_id) for app, async_id in asked]
+    return {
+        "bench": "cluster-node-kill",
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "devices": devices,
+        "period_s": period,
+        "applications": len(apps.all),
+        "killed": victim,
+        "devices_on_killed_node": len(moved),
+        "notifications_sent": sum(len(s.sent) for s in sims),
+        "deliveries_expected": expected,
+        "deliveries_lost": lost,
+        "deliveries_superseded": superseded,
+        "notifications_unacknowledged": unacked,
+        "lost_ratio": lost / expected if expected else 0.0,
+        "device_requests": len(asked),
+        "async_responses_lost": sum(answer is None for answer in answers),
+        "async_responses_not_200": sum(answer not in (None, 200) for answer in answers),
+        "rehome_p50_s": statistics.median(rehome) if rehome else None,
+        "rehome_max_s": max(rehome) if rehome else None,
+        "websocket_reconnects": sum(app.reconnects for app in apps.sockets),
+    }
+
+
+async def _change(sims: list[Any], period: float, stop: asyncio.Event) -> None:
+    """Each device's temperature once a period, the fleet spread evenly over it."""
+    value = 100.0
+    while not stop.is_set():
+        for sim in sims:
+            if stop.is_set():
+                return
+            value += 1
+            sim.set_value(TEMPERATURE, value)
+            await asyncio.sleep(period / len(sims))
+
+
+async def _request(
+    http: aiohttp.ClientSession, front: str, apps: list[App], sims: list[Any], asked: list[Any], stop: asyncio.Event
+) -> None:
+    n = 0
+    while not stop.is_set():
+        app, sim = apps[n % len(apps)], sims[(n * 7) % len(sims)]
+        async_id = f"nk-{n}"
+        with contextlib.suppress(aiohttp.ClientError):
+            async with http.post(
+                f"{front}/v2/device-requests/{sim.device_id}?async-id={async_id}",
+                json={"method": "GET", "uri": "/3/0/0"},
+                headers={"Authorization": f"Bearer {app.key}"},
+            ) as r:
+                if r.status == 202:
+                    asked.append((app, async_id))
+        n += 1
+        await asyncio.sleep(0.25)
+
+
+async def _wait(check: Any, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {within:g} s")
+        await asyncio.sleep(0.1)
+
+
+def node_kill(args: argparse.Namespace) -> None:
+    devices, before, after = (30, 3.0, 20.0) if args.smoke else (args.devices, args.before, args.after)
+    with tempfile.TemporaryDirectory() as tmp, three_nodes_behind_the_front(Path(tmp)) as nodes:
+        result = asyncio.run(_node_kill(nodes, devices, args.period, before, after))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "cluster-node-kill.json").write_text(json.dumps(result, indent=2) + "\n")
+    rehome = result["rehome_p50_s"], result["rehome_max_s"]
+    print(
+        f"cluster node kill: {result['devices']} devices ({result['devices_on_killed_node']} on {result['killed']}), "
+        f"{result['notifications_sent']} CON notifications to {result['applications']} applications: "
+        f"{result['deliveries_lost']} of {result['deliveries_expected']} deliveries lost "
+        f"({100 * result['lost_ratio']:.3f} %), {result['deliveries_superseded']} superseded, "
+        f"{result['notifications_unacknowledged']} unacknowledged; async-responses lost "
+        f"{result['async_responses_lost']} of {result['device_requests']}; re-home p50 / max "
+        + (f"{rehome[0]:.1f} / {rehome[1]:.1f} s" if rehome[0] is not None else "n/a")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=400, help="device requests, half through each node")
@@ -339,11 +495,20 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="a few requests: checks the bench runs")
     parser.add_argument("--commands", action="store_true", help="Redis commands and bytes per operation instead")
     parser.add_argument("--cluster", action="store_true", help="--commands on a 3-primary Redis Cluster")
-    parser.add_argument("--devices", type=int, default=200, help="--commands: simulated devices")
     parser.add_argument("--notifications", type=int, default=5, help="--commands: notifications per device")
+    parser.add_argument("--node-kill", action="store_true", help="kill one of three nodes behind nginx under load")
+    parser.add_argument("--devices", type=int, default=None, help="simulated devices (--commands 200, --node-kill 300)")
+    parser.add_argument("--period", type=float, default=5.0, help="--node-kill: seconds between a device's values")
+    parser.add_argument("--before", type=float, default=10.0, help="--node-kill: seconds of load before the kill")
+    parser.add_argument("--after", type=float, default=60.0, help="--node-kill: seconds of load after the kill")
     args = parser.parse_args()
     if args.commands:
+        args.devices = args.devices or 200
         commands_main(args)
+        return
+    if args.node_kill:
+        args.devices = args.devices or 300
+        node_kill(args)
         return
     requests = 20 if args.smoke else args.requests
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:

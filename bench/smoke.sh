@@ -28,5 +28,7 @@ echo "-- bench/overload_bench.py --ramp"
 python3 bench/overload_bench.py --smoke --ramp
 echo "-- bench/overload_bench.py --shed-cost"
 python3 bench/overload_bench.py --smoke --shed-cost
+echo "-- bench/cluster_bench.py --node-kill"
+python3 bench/cluster_bench.py --smoke --node-kill
 echo "-- bench/soak.py"
 python3 bench/soak.py --smoke
