@@ -359,7 +359,12 @@ async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: flo
             await asyncio.gather(*(sim.start() for sim in sims[n : n + 50]))
             await asyncio.sleep(0.2)
         try:
-            await _wait(lambda: all(s.device_id for s in sims) and len(nodes.holders()) == devices, 60, "registered")
+            await _wait(
+                lambda: all(s.device_id for s in sims) and len(nodes.holders()) == devices,
+                60,
+                "registered",
+                lambda: (sum(bool(s.device_id) for s in sims), len(nodes.holders()), {s.last_failure for s in sims}),
+            )
             ids = [str(s.device_id) for s in sims]
             await _wait(lambda: all(21.5 in a.values.get(i, ()) for a in apps.all for i in ids), 60, "observed")
             holders = nodes.holders()
@@ -408,6 +413,7 @@ async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: flo
             _, ack = min(after_kill)
             rehome.append((ack if ack is not None else float("inf")) - killed_at)
     answers = [app.answers.get(async_id) for app, async_id in asked]
+    unanswered_holder = {a: holders[d] for a, d in targets.items()}
     return {
         "bench": "cluster-node-kill",
         "machine": f"{platform.machine()} {os.cpu_count()} cpus",
@@ -428,6 +434,18 @@ async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: flo
         "rehome_p50_s": statistics.median(rehome) if rehome else None,
         "rehome_max_s": max(rehome) if rehome else None,
         "websocket_reconnects": sum(app.reconnects for app in apps.sockets),
+        "unacknowledged_by_holder": {
+            node: sum(1 for s in sims if holders[str(s.device_id)] == node for _, ack in s.sent.values() if ack is None)
+            for node in sorted(set(holders.values()))
+        },
+        "unanswered_by_holder": {
+            node: sum(
+                1
+                for app, a in asked
+                if app.answers.get(a) is None and a in unanswered_holder and unanswered_holder[a] == node
+            )
+            for node in sorted(set(holders.values()))
+        },
     }
 
 
@@ -441,6 +459,9 @@ async def _change(sims: list[Any], period: float, stop: asyncio.Event) -> None:
             value += 1
             sim.set_value(TEMPERATURE, value)
             await asyncio.sleep(period / len(sims))
+
+
+targets: dict[str, str] = {}  # async-id → device id
 
 
 async def _request(
@@ -458,15 +479,16 @@ async def _request(
             ) as r:
                 if r.status == 202:
                     asked.append((app, async_id))
+                    targets[async_id] = str(sim.device_id)
         n += 1
         await asyncio.sleep(0.25)
 
 
-async def _wait(check: Any, within: float, what: str) -> None:
+async def _wait(check: Any, within: float, what: str, detail: Any = None) -> None:
     deadline = time.monotonic() + within
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {within:g} s")
+            raise AssertionError(f"{what}: not within {within:g} s" + (f" ({detail()})" if detail else ""))
         await asyncio.sleep(0.1)
 
 

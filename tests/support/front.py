@@ -33,7 +33,7 @@ HTTP, COAP, COAPS, COAP_TCP, COAPS_TCP = 8000, 5683, 5684, 5685, 5686
 
 _UPSTREAM = re.compile(r"(upstream\s+\S+\s*\{)(.*?)(\})", re.S)
 _SERVER = re.compile(r"^[ \t]*server\s+[^:\s]+:(\d+)([^;]*);\s*\n", re.M)
-_LISTEN = re.compile(r"listen\s+(\d+)(\s+udp)?;")
+_LISTEN = re.compile(r"listen\s+(\d+)((?:\s+udp)?(?:\s+reuseport)?);")
 
 
 @dataclass
@@ -76,7 +76,7 @@ def render(nodes: Sequence[Mapping[int, int]], listen: Mapping[tuple[int, str], 
         return match.group(1) + kept.rstrip(" ") + servers + "  " + match.group(3)
 
     def listener(match: re.Match[str]) -> str:
-        protocol = "udp" if match.group(2) else "tcp"
+        protocol = "udp" if "udp" in match.group(2) else "tcp"
         return f"listen 127.0.0.1:{listen[(int(match.group(1)), protocol)]}{match.group(2) or ''};"
 
     unused = [name for name, port in _roles(text).items() if not any(port in node for node in nodes)]
@@ -105,7 +105,7 @@ def _roles(text: str) -> dict[str, int]:
 
 
 def _listens() -> list[tuple[int, str]]:
-    return [(int(port), "udp" if udp else "tcp") for port, udp in _LISTEN.findall(CONFIG.read_text())]
+    return [(int(port), "udp" if "udp" in rest else "tcp") for port, rest in _LISTEN.findall(CONFIG.read_text())]
 
 
 def _answers(port: int) -> bool:
