@@ -434,6 +434,10 @@ async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: flo
         "rehome_p50_s": statistics.median(rehome) if rehome else None,
         "rehome_max_s": max(rehome) if rehome else None,
         "websocket_reconnects": sum(app.reconnects for app in apps.sockets),
+        # a device whose notification was answered RST drops its observation (RFC 7641 §3.6) and notifies no more
+        "moved_devices_observation_cancelled": sum(1 for s in moved if not s.observers.by_token),
+        "moved_devices_errors": sum(s.counters.errors for s in moved),
+        "moved_devices_timeouts": sum(s.counters.timeouts for s in moved),
         "unacknowledged_by_holder": {
             node: sum(1 for s in sims if holders[str(s.device_id)] == node for _, ack in s.sent.values() if ack is None)
             for node in sorted(set(holders.values()))
@@ -505,7 +509,8 @@ def node_kill(args: argparse.Namespace) -> None:
         f"{result['deliveries_lost']} of {result['deliveries_expected']} deliveries lost "
         f"({100 * result['lost_ratio']:.3f} %), {result['deliveries_superseded']} superseded, "
         f"{result['notifications_unacknowledged']} unacknowledged; async-responses lost "
-        f"{result['async_responses_lost']} of {result['device_requests']}; re-home p50 / max "
+        f"{result['async_responses_lost']} of {result['device_requests']}; "
+        f"{result['moved_devices_observation_cancelled']} moved devices reset; re-home p50 / max "
         + (f"{rehome[0]:.1f} / {rehome[1]:.1f} s" if rehome[0] is not None else "n/a")
     )
 
