@@ -234,8 +234,8 @@ def test_compose_services_point_at_each_other() -> None:
     nginx = (ROOT / "docker" / "nginx.conf").read_text()
     nodes = sorted(name for name in services if name.startswith("node-"))
     for node in nodes:
-        assert f"server {node}:8000;" in nginx and f"server {node}:5683;" in nginx
-    assert "5683:5683/udp" in services["lb"]["ports"] and "listen 5683 udp;" in nginx
+        assert f"server {node}:8000;" in nginx and f"server {node}:5683 " in nginx
+    assert "5683:5683/udp" in services["lb"]["ports"] and "listen 5683 udp" in nginx
     assert services["simulator"]["command"][:3] == ["simulate", "--server", "coap://lb:5683"]
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "mkdir -p /data /keys && chown 10001:10001 /data /keys" in dockerfile

@@ -173,8 +173,8 @@ class ThreeNodes:
         """Device id → the node id holding it (issue 31 #1's holder records)."""
         client = redis.Redis.from_url(self.redis_url, decode_responses=True)
         try:
-            keys = list(client.scan_iter("devicehub:holder:*"))
-            return {key.rsplit(":", 1)[1]: str(client.get(key)) for key in keys}
+            keys = list(client.scan_iter("devicehub:holder:*"))  # holder:{dev:<id>} (store/redis/keys.py)
+            return {key.rsplit(":", 1)[1].rstrip("}"): str(client.get(key)) for key in keys}
         finally:
             client.close()
 

@@ -1,5 +1,5 @@
-"""A node killed under load behind the front (issue 31 #4), for bench/cluster_bench.py --node-kill: what the devices sent and when it was acknowledged, and what each application
-received on its channel.
+"""A node killed under load behind the front (issue 31 #4), for bench/cluster_bench.py --node-kill: what the
+devices sent and when it was acknowledged, and what each application received on its channel.
 
 The applications: one API key per node with a WebSocket connected straight to that node (so the killed node holds
 one; the application reconnects through the front when its socket closes, as a real one would), and one key per node
