@@ -272,7 +272,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _simulate(args: argparse.Namespace) -> int:
     from devicehub.config import SimulateSettings
-    from devicehub.sim.fleet import simulate
+    from devicehub.sim.run import simulate
 
     return _run(simulate(build(SimulateSettings, args)))
 

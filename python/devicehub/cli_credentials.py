@@ -17,7 +17,7 @@ from devicehub.config import StoreSettings, add_arguments, build
 def _service(store: Any, settings: StoreSettings) -> Any:
     from devicehub.clock import SystemClock
     from devicehub.domain.credentials import CredentialService, SecretBox, load_secret_key
-    from devicehub.node import secret_key_path
+    from devicehub.serve_hints import secret_key_path
 
     if not settings.secret_key_file:
         Path(settings.data_dir).mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ from devicehub.domain.credentials import CredentialService, SecretBox, load_secr
 from devicehub.domain.firmware.campaigns import Campaigns
 from devicehub.domain.firmware.catalog import FirmwareCatalog
 from devicehub.domain.firmware.engine import CampaignEngine
-from devicehub.domain.firmware.model import FirmwareImage
+from devicehub.domain.firmware_model import FirmwareImage
 from devicehub.domain.registration import TCP, Registration
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
@@ -41,6 +41,7 @@ from devicehub.lwm2m.server import LwM2MServer
 from devicehub.lwm2m.server_stats import vars_of
 from devicehub.outages import OutageLog
 from devicehub.private_files import write_private
+from devicehub.serve_hints import first_run_hint, has_active_key, secret_key_beside_data, secret_key_path
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
 from devicehub.store.redis.holders import HolderLink
@@ -49,13 +50,8 @@ from devicehub.store.redis.revocations import RevocationListener
 log = logging.getLogger("devicehub.node")
 
 DEV_KEY_FILE = "dev-api-key"
-SECRET_KEY_FILE = "secret.key"
 COAPS_CERT_FILE, COAPS_KEY_FILE = "coaps-server.pem", "coaps-server.key"
 CREDENTIAL_REFRESH = 5.0  # seconds: keys added by the CLI or another node reach this node's DTLS listener
-
-
-def secret_key_path(data_dir: Path, secret_key_file: str) -> Path:
-    return Path(secret_key_file) if secret_key_file else Path(data_dir) / SECRET_KEY_FILE
 
 
 def dtls_bounds(settings: ServeSettings) -> dict[str, Any]:
@@ -69,22 +65,6 @@ def dtls_bounds(settings: ServeSettings) -> dict[str, Any]:
         "sessions_per_identity": settings.dtls_sessions_per_identity,
         "idle_timeout": settings.dtls_idle_timeout,
     }
-
-
-def secret_key_beside_data(settings: ServeSettings) -> str:
-    """What `serve` warns of when the key sealing device secrets lies in the data directory (issue 28): a backup or
-    a copy of the directory then holds the sealed secrets and the key that opens them together. '' when it does
-    not (or, with Redis, there is no data to lie beside: the secrets are in Redis, the key on the node)."""
-    key = secret_key_path(settings.data_dir, settings.secret_key_file).resolve()
-    data = Path(settings.data_dir).resolve()
-    if settings.redis_url or not key.is_relative_to(data):
-        return ""
-    return (
-        f"the key sealing device secrets ({key}) is inside the data directory ({data}): a backup of the directory "
-        "holds the sealed secrets and their key together. In production keep it elsewhere: --secret-key-file "
-        "(DEVICEHUB_SECRET_KEY_FILE), e.g. a mounted secret; the container image also takes the key itself in "
-        "DEVICEHUB_SECRET_KEY"
-    )
 
 
 class Node:
@@ -442,27 +422,6 @@ class Node:
             await self.store.close()
 
 
-async def has_active_key(node: Node) -> bool:
-    """Whether any account has a key that is not revoked (without one, no application can call the API)."""
-    for account in await node.store.list_accounts():
-        if any(key.revoked_at is None for key in await node.store.list_keys(account.id)):
-            return True
-    return False
-
-
-def first_run_hint(settings: ServeSettings) -> str:
-    """What `serve` says when no account or key exists yet: the three commands that make one."""
-    url = redacted(settings.redis_url) + "/…" if "@" in settings.redis_url else settings.redis_url  # no password
-    store = f"--redis-url {url}" if settings.redis_url else f"--data-dir {settings.data_dir}"
-    return (
-        "no account with an API key exists yet, so no application can call the API and no device can join. "
-        "Create them (or run with --dev for a development account that takes any device):\n"
-        f"  devicehub accounts create my-org {store}\n"
-        f"  devicehub accounts enroll my-org <endpoint-name>... {store}\n"
-        f"  devicehub keys create --account my-org --name operator {store}"
-    )
-
-
 async def serve(settings: ServeSettings) -> int:
     node = Node(settings)
     try:
@@ -476,7 +435,7 @@ async def serve(settings: ServeSettings) -> int:
     gc.freeze()
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
-    elif not await has_active_key(node):
+    elif not await has_active_key(node.store):
         log.warning(first_run_hint(settings))
     if not settings.dev and (beside := secret_key_beside_data(settings)):
         log.warning(beside)

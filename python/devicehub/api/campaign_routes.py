@@ -16,7 +16,8 @@ from devicehub.api.body import decode, json_reply, page_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.api.directory_filter import parse_filters
 from devicehub.domain.firmware.campaigns import CampaignInput, Campaigns
-from devicehub.domain.firmware.model import (
+from devicehub.domain.firmware.rules import Tally
+from devicehub.domain.firmware_model import (
     ACTIVE,
     ARCHIVED,
     DRAFT,
@@ -26,7 +27,6 @@ from devicehub.domain.firmware.model import (
     Campaign,
     CampaignDevice,
 )
-from devicehub.domain.firmware.rules import Tally
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import FieldError, Unavailable, ValidationFailed
 

@@ -17,7 +17,7 @@ from devicehub.api.body import json_reply, page_query
 from devicehub.api.context import principal, services
 from devicehub.domain.firmware.catalog import FirmwareCatalog
 from devicehub.domain.firmware.manifest import MAX_MANIFEST
-from devicehub.domain.firmware.model import FirmwareImage, FirmwareManifest
+from devicehub.domain.firmware_model import FirmwareImage, FirmwareManifest
 from devicehub.domain.timefmt import rfc3339
 from devicehub.errors import BadRequest, FieldError, PayloadTooLarge, ValidationFailed
 

@@ -11,7 +11,7 @@ from typing import Any
 from devicehub.api import (
     bootstrap_routes,
     console,
-    console_feed,
+    console_feed_routes,
     credential_routes,
     device_routes,
     firmware_table,
@@ -728,7 +728,7 @@ ROUTES: tuple[Route, ...] = (
         path_params=(CA_ID,),
     ),
     *object_routes.ROUTES,  # issue 32 #1: the LwM2M object model
-    *console_feed.ROUTES,  # issue 32 #2: the console's live feed
+    *console_feed_routes.ROUTES,  # issue 32 #2: the console's live feed
     *firmware_table.FIRMWARE_ROUTES,  # issue 33: firmware images, manifests and update campaigns
     # ---- the service itself -----------------------------------------------------------------------------------
     Route(

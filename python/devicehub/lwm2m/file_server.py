@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from devicehub._core import CoapMessage, coap_encode_uint
-from devicehub.domain.firmware.model import FirmwareImage
+from devicehub.domain.firmware_model import FirmwareImage
 from devicehub.domain.storage.firmware import FirmwareStore
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.messages import Reply

@@ -12,17 +12,15 @@ import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from devicehub._core import coap_encode_uint
 from devicehub.domain.device_results import DeviceError
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Reply, option_values
-from devicehub.sim.objects import INT, OPAQUE, STRING, Resource, Value
-
-if TYPE_CHECKING:
-    from devicehub.sim.device import SimDevice
+from devicehub.sim.objects import INT, OPAQUE, STRING, Model, Resource, Value
 
 log = logging.getLogger("devicehub.sim")
 
@@ -67,10 +65,24 @@ def package_version(package: bytes) -> str:
     return "sha-" + hashlib.sha256(package).hexdigest()[:8]
 
 
+class FirmwareHost(Protocol):
+    """What object 5 needs of the device it lives on (sim/device.py's SimDevice)."""
+
+    endpoint_name: str
+    model: Model
+
+    @property
+    def endpoint(self) -> CoapEndpoint: ...
+
+    def set_value(self, path: str, value: Value) -> None: ...
+
+    async def register(self) -> None: ...
+
+
 class SimFirmware:
     """Object 5 on a `SimDevice` (it calls `written` and `execute` for /5 paths)."""
 
-    def __init__(self, device: SimDevice, faults: FirmwareFaults | None = None) -> None:
+    def __init__(self, device: FirmwareHost, faults: FirmwareFaults | None = None) -> None:
         self.device = device
         self.faults = faults or FirmwareFaults()
         self.log = DownloadLog()

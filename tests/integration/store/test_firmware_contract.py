@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from devicehub.domain.firmware.model import (
+from devicehub.domain.firmware_model import (
     ACTIVE,
     DRAFT,
     STOPPED,

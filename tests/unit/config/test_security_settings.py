@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from devicehub.config import ServeSettings, SimulateSettings, parse
-from devicehub.node import Node, secret_key_beside_data
+from devicehub.node import Node
+from devicehub.serve_hints import secret_key_beside_data
 from devicehub.sim.fleet import Fleet, credentials, server_address
 
 

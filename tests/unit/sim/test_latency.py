@@ -11,8 +11,9 @@ from pathlib import Path
 from devicehub._core import LatencyHistogram
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.config import SimulateSettings
-from devicehub.sim.fleet import Fleet, _Report, start_probe
+from devicehub.sim.fleet import Fleet
 from devicehub.sim.latency import LatencyProbe
+from devicehub.sim.run import _Report, start_probe
 from support.node import eventually, run, running_node
 
 

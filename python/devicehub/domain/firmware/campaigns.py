@@ -10,9 +10,9 @@ import msgspec
 
 from devicehub.clock import Clock
 from devicehub.domain.firmware.catalog import FirmwareCatalog
-from devicehub.domain.firmware.model import Campaign, CampaignDevice
 from devicehub.domain.firmware.phases import DELETABLE, EDITABLE, PhaseConflict, moved
 from devicehub.domain.firmware.rules import Tally, tally
+from devicehub.domain.firmware_model import Campaign, CampaignDevice
 from devicehub.domain.storage.store import Store
 from devicehub.errors import FieldError, NotFound, ValidationFailed
 from devicehub.ids import new_id

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from devicehub.clock import Clock
 from devicehub.domain.firmware.manifest import MAX_MANIFEST, parse_manifest
-from devicehub.domain.firmware.model import FirmwareImage, FirmwareManifest
+from devicehub.domain.firmware_model import FirmwareImage, FirmwareManifest
 from devicehub.domain.storage.firmware import FirmwareStore
 from devicehub.errors import Conflict, NotFound, PayloadTooLarge, ValidationFailed
 from devicehub.ids import new_id

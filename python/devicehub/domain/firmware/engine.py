@@ -26,7 +26,8 @@ from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceError, DeviceResponse
 from devicehub.domain.firmware import object5
 from devicehub.domain.firmware.catalog import FirmwareCatalog
-from devicehub.domain.firmware.model import (
+from devicehub.domain.firmware.rules import SKIPPED_STEP, kind, stop_reason, tally
+from devicehub.domain.firmware_model import (
     ACTIVE,
     DEPLOYED,
     DEREGISTERED,
@@ -39,7 +40,6 @@ from devicehub.domain.firmware.model import (
     CampaignDevice,
     FirmwareImage,
 )
-from devicehub.domain.firmware.rules import SKIPPED_STEP, kind, stop_reason, tally
 from devicehub.domain.ports import DeviceGateway
 from devicehub.domain.registration import Registration
 from devicehub.domain.storage.device_query import DeviceQuery

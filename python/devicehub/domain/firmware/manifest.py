@@ -10,7 +10,7 @@ other dependencies refuse. The signature is kept, not verified (devices verify i
 
 from __future__ import annotations
 
-from devicehub.domain.firmware.model import ParsedManifest
+from devicehub.domain.firmware_model import ParsedManifest
 from devicehub.errors import FieldError, ValidationFailed
 
 MAX_MANIFEST = 16 * 1024

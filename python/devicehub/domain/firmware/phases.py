@@ -3,7 +3,7 @@ archived. What an API call may move is `MOVES`; the engine's own moves are `ENGI
 
 from __future__ import annotations
 
-from devicehub.domain.firmware.model import ACTIVE, ARCHIVED, DRAFT, STARTING, STOPPED, STOPPING
+from devicehub.domain.firmware_model import ACTIVE, ARCHIVED, DRAFT, STARTING, STOPPED, STOPPING
 from devicehub.errors import Conflict
 
 MOVES: dict[str, dict[str, str]] = {

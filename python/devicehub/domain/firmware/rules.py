@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from devicehub.domain.firmware.model import DEPLOYED, DEREGISTERED, FAILED_CHANNEL, Campaign, CampaignDevice
+from devicehub.domain.firmware_model import DEPLOYED, DEREGISTERED, FAILED_CHANNEL, Campaign, CampaignDevice
 
 SKIPPED_STEP = "skipped"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from devicehub.domain.firmware.model import Campaign, CampaignDevice, FirmwareImage, FirmwareManifest
+from devicehub.domain.firmware_model import Campaign, CampaignDevice, FirmwareImage, FirmwareManifest
 
 
 class FirmwareStore(Protocol):

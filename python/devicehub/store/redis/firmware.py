@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from devicehub.domain.firmware.model import RUNNING, Campaign, CampaignDevice, FirmwareImage, FirmwareManifest
+from devicehub.domain.firmware_model import RUNNING, Campaign, CampaignDevice, FirmwareImage, FirmwareManifest
 from devicehub.store.redis.codec import SEP, decode, encode, text
 from devicehub.store.redis.connection import RedisConnection
 

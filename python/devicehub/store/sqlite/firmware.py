@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from devicehub.domain.firmware.model import RUNNING, Campaign, CampaignDevice, FirmwareImage, FirmwareManifest
+from devicehub.domain.firmware_model import RUNNING, Campaign, CampaignDevice, FirmwareImage, FirmwareManifest
 from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter
 
