@@ -266,6 +266,25 @@ class _NodeCollector(Collector):
             v(lw, "lwm2m_stale_notifications"),
         )
 
+        # issue 31 #4: notifications of a token this node does not hold (another node's observation, or one from
+        # before a restart), by what became of them
+        unknown = CounterMetricFamily(
+            "devicehub_unknown_token_notifications",
+            "Notifications whose token this node did not hold, by outcome",
+            labels=["outcome"],
+        )
+        for outcome, name in (
+            ("looked_up", "lwm2m_token_lookups"),
+            ("shed", "lwm2m_token_lookups_shed"),
+            ("missed_cached", "lwm2m_tokens_missed_cached"),
+            ("not_stored", "lwm2m_tokens_not_stored"),
+            ("ended", "lwm2m_tokens_ended"),
+            ("not_observed", "lwm2m_tokens_not_observed"),
+            ("identity_refused", "lwm2m_tokens_identity_refused"),
+        ):
+            unknown.add_metric([outcome], v(lw, name))
+        yield unknown
+
         datagrams = CounterMetricFamily(
             "devicehub_coap_datagrams", "CoAP datagrams, by direction", labels=["direction"]
         )

@@ -286,6 +286,7 @@ class ObservationService:
         finally:
             self._lookup_waiters -= 1
         if stored is None:
+            self._stats.tokens_not_stored += 1
             return False
         registry = self._registry
         device = registry.devices.get(stored.device_id)
@@ -300,10 +301,15 @@ class ObservationService:
                     device is not None and record.registered_at < device.registration.registered_at
                 ):
                     registry.missed.miss(message.token)
+                    self._stats.tokens_ended += 1
                     return False
                 device = await registry.adopt(record)
         observation = device.observations.get(message.token)
-        if observation is None or not self._authorizer.continues(device.registration, identity, remote, "notification"):
+        if observation is None:
+            self._stats.tokens_not_observed += 1
+            return False
+        if not self._authorizer.continues(device.registration, identity, remote, "notification"):
+            self._stats.tokens_identity_refused += 1
             return False
         if device.registration.address != remote:  # its source address moved (NAT, load balancer, a new connection)
             registry.release(device.registration.address, stored.device_id)

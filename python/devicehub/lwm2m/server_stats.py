@@ -20,6 +20,12 @@ class ServerStats:
     token_lookups: int = 0  # store lookups of a notification's unknown token
     token_lookups_shed: int = 0  # unknown tokens not looked up: too many lookups under way
     tokens_missed_cached: int = 0  # unknown tokens answered from the remembered misses
+    # issue 31 #4: why a notification of a token this node did not hold was refused after its store lookup (the
+    # re-homed devices answered RST behind the front: which refusal it is)
+    tokens_not_stored: int = 0  # no observation record under the token
+    tokens_ended: int = 0  # its registration is gone, or older than the one held here (a Register ended it)
+    tokens_not_observed: int = 0  # the registration taken up holds no observation under the token
+    tokens_identity_refused: int = 0  # the (D)TLS identity or address may not continue that registration
 
 
 def vars_of(stats: object) -> dict[str, float]:

@@ -78,6 +78,18 @@ def test_scrape_after_a_simulated_run_counts_what_happened(tmp_path: Path) -> No
         # two Registers and two De-registers came in, each answered: at least 4 datagrams each way
         assert value(after, "devicehub_coap_datagrams_total", direction="in") >= 4
         assert value(after, "devicehub_coap_datagrams_total", direction="out") >= 4
+        # issue 31 #4: notifications of tokens this node did not hold, by outcome (none here: every token is held)
+        assert types["devicehub_unknown_token_notifications"] == "counter"
+        for outcome in (
+            "looked_up",
+            "shed",
+            "missed_cached",
+            "not_stored",
+            "ended",
+            "not_observed",
+            "identity_refused",
+        ):
+            assert value(after, "devicehub_unknown_token_notifications_total", outcome=outcome) == 0
         # the notification lane (issue 15 #2): nothing observed here, so nothing armed or taken
         assert types["devicehub_coap_lane_datagrams"] == "counter"
         assert value(after, "devicehub_coap_lane_datagrams_total", listener="coap") == 0

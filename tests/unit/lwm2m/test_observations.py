@@ -97,8 +97,23 @@ def test_an_unknown_token_is_looked_up_once_until_its_miss_is_forgotten() -> Non
         assert not await _notify(parts, notification(made_up, 1))
         assert not await _notify(parts, notification(made_up, 2))
         assert parts.store.lookups == 1 and parts.stats.tokens_missed_cached == 1
+        assert parts.stats.tokens_not_stored == 1  # the refusal is counted by its cause (issue 31 #4)
         parts.clock.jump(MISSED_TOKEN_TTL + 0.1)
         assert not await _notify(parts, notification(made_up, 3))
-        assert parts.store.lookups == 2
+        assert parts.store.lookups == 2 and parts.stats.tokens_not_stored == 2
+
+    asyncio.run(main())
+
+
+def test_a_stored_token_whose_registration_is_gone_is_refused_and_counted_as_ended() -> None:
+    """issue 31 #4: of the refusals after a lookup, which one a re-homed device meets shows in its own counter."""
+
+    async def main() -> None:
+        store = MemoryPersistence()
+        await _registered(Parts(store=store))
+        assert await store.remove_registration("dev-sensor-1")  # the observation record outlived its registration
+        other = Parts(store=store)
+        assert not await _notify(other, notification(TOKEN, 5, b"21.5"))
+        assert other.stats.tokens_ended == 1 and other.stats.tokens_not_stored == 0 and other.events.values == []
 
     asyncio.run(main())
