@@ -12,7 +12,8 @@ from devicehub.api.body import decode, json_reply, read_body
 from devicehub.api.context import SERVICES, authenticate, bearer_token, principal, services
 from devicehub.channels import signing
 from devicehub.channels.callback import parse_registration
-from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel, ChannelState
+from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
+from devicehub.channels.introspection import ChannelState, channel_state
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
 from devicehub.errors import BadRequest, FieldError, NotFound, Unauthorized, ValidationFailed
@@ -235,7 +236,7 @@ async def get_channel(request: web.Request) -> web.Response:
     if channel is None:
         raise NotFound("no notification channel for this key")
     if request.query.get("include") == "status":  # issue 34 #5: the spec's answer plus the channel's state
-        state = channel.state(services(request).clock.now())
+        state = channel_state(channel, services(request).clock.now())
         return json_reply(ChannelIntrospection(_DELIVERY_MECHANISMS[channel.kind], state))
     return json_reply(DeliveryMechanism(_DELIVERY_MECHANISMS[channel.kind]))
 

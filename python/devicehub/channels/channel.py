@@ -95,31 +95,7 @@ def _delivery(config: ChannelConfig) -> DeliveryOptions:
         return DeliveryOptions()
 
 
-class ChannelDropCounts(msgspec.Struct, frozen=True, kw_only=True):
-    byte_cap: int
-    lifetime: int
-    failed: int  # free tier: a batch whose one attempt failed
-
-
-class ChannelState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """issue 34 #5: what an operator needs to see why a queue grows (GET /v2/notification/channel?include=status)."""
-
-    kind: str
-    state: str  # connected | disconnected | polling | idle | delivering | retrying | breaker-open
-    queue_size: int
-    queue_bytes: int
-    oldest_age_s: float | None = None
-    delivery_rate: float  # events a second delivered over the last full minute
-    delivered: int  # events delivered by this node since it took the channel
-    last_error: str | None = None
-    next_retry_at: str | None = None
-    consecutive_failures: int
-    drops: ChannelDropCounts
-    cursor: int | None = None  # the last cursor given (cursor channels)
-    retained: int | None = None  # events retained for a resume (cursor channels)
-
-
-_RATE_WINDOW_S = 60.0
+RATE_WINDOW_S = 60.0
 
 
 class Channel:
@@ -305,8 +281,8 @@ class Channel:
         self._counters.events_delivered += batch.count
         self.delivered_total += batch.count
         start, count, rate = self._window
-        if now - start >= _RATE_WINDOW_S:  # a window ended: its rate (or 0 if more than one passed) is shown
-            rate = count / _RATE_WINDOW_S if now - start < 2 * _RATE_WINDOW_S else 0.0
+        if now - start >= RATE_WINDOW_S:  # a window ended: its rate (or 0 if more than one passed) is shown
+            rate = count / RATE_WINDOW_S if now - start < 2 * RATE_WINDOW_S else 0.0
             start, count = now, 0
         self._window = (start, count + batch.count, rate)
         if self._counters.on_delivered is not None:
@@ -429,44 +405,22 @@ class Channel:
             next_retry_at=rfc3339(self.retry_at) if self.retry_at is not None else None,
         )
 
-    def state(self, now: float) -> ChannelState:
-        """issue 34 #5: the channel as an operator sees it. The oldest event's age copies the queue's events
+    def oldest_ms(self) -> int | None:
+        """When the oldest undelivered event was queued (the batch out included). Copies the queue's events
         (snapshot): an operator's call, not a per-event one."""
         head = self.queue.snapshot()[:1] if len(self.queue) else []
         in_flight = self._in_flight.events()[:1] if self._in_flight is not None else []
         oldest = (in_flight or head)[0] if in_flight or head else None
-        start, _, rate = self._window
-        if now - start >= 2 * _RATE_WINDOW_S:
-            rate = 0.0
-        status = self.status()
-        return ChannelState(
-            kind=self.kind,
-            state=self._state_name(),
-            queue_size=status.queue_size,
-            queue_bytes=status.queue_bytes,
-            oldest_age_s=round(now - oldest[2] / 1000, 3) if oldest is not None else None,
-            delivery_rate=round(rate, 3),
-            delivered=self.delivered_total,
-            last_error=self.last_error,
-            next_retry_at=status.next_retry_at,
-            consecutive_failures=self.consecutive_failures,
-            drops=ChannelDropCounts(
-                byte_cap=status.dropped_overflow, lifetime=status.dropped_expired, failed=status.dropped_failed
-            ),
-            cursor=self.cursors.last if self.cursors is not None else None,
-            retained=len(self.cursors.events) if self.cursors is not None else None,
-        )
+        return None if oldest is None else int(oldest[2])
 
-    def _state_name(self) -> str:
-        if self.kind == WEBSOCKET:
-            return "connected" if self.session is not None else "disconnected"
-        if self.kind == PULL:
-            return "polling" if self.polling else "idle"
-        if self.breaker_open:
-            return "breaker-open"
-        if self.retry_at is not None and self.consecutive_failures:
-            return "retrying"
-        return "delivering" if self._in_flight is not None else "idle"
+    def delivery_rate(self, now: float) -> float:
+        """Events a second delivered over the last full minute (0 when none were for two)."""
+        start, _, rate = self._window
+        return 0.0 if now - start >= 2 * RATE_WINDOW_S else rate
+
+    @property
+    def in_flight(self) -> bool:
+        return self._in_flight is not None
 
     # ---- journal mirror --------------------------------------------------------------------------
     def _settle(self, batch: Batch, *, delivered: bool) -> None:

@@ -12,7 +12,7 @@ import msgspec
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
 from devicehub.domain.contacts import ContactBook
-from devicehub.domain.content_formats import TEXT, cf_for, mime_for
+from devicehub.domain.content_formats import mime_for
 from devicehub.domain.device_records import (
     DIRECTORY_FIELDS,
     device_record,
@@ -25,10 +25,10 @@ from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, Reg
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
 from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue
 from devicehub.domain.object_catalog import ObjectCatalog
-from devicehub.domain.object_model import value_error
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.registration import Admission, Registration, ResourceLink
+from devicehub.domain.request_checks import check_operation, checked_rules, known_path
 from devicehub.domain.requests import RequestQueue
 from devicehub.domain.storage.store import Store
 from devicehub.domain.subscriptions import SubscriptionRouter
@@ -36,7 +36,6 @@ from devicehub.errors import (
     BadRequest,
     DeviceNotFound,
     FieldError,
-    MethodNotAllowed,
     NotFound,
     ResourceNotFound,
     ValidationFailed,
@@ -50,10 +49,8 @@ ASYNC_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 # registration owns, which an update may repeat (the SDK sends back what it read) but not change
 REGISTRATION_FIELDS = ("endpoint_name", "endpoint_type", "host_gateway")
 SNAPSHOT_RETENTION = 183 * 86400  # spec §2.4 rule 4: six months after the last connection
-MAX_RULES = 1024  # wire-format.md
 # an Update that changes nothing refreshes the stored `last_seen_at` (read by the six-month sweep) at most this often
 SEEN_REFRESH_S = 3600.0
-MAX_RULE_PATHS = 4096  # resource paths over all of a key's rules: each is matched at every registration
 
 
 class DeviceService:
@@ -412,7 +409,7 @@ class DeviceService:
     async def subscribe(self, principal: Principal, device_id: str, raw_path: str) -> str:
         device = await self.device_for(principal, device_id)
         pattern = normalise(raw_path, wildcard=True)
-        if not pattern.endswith("*") and not _known_path(device, pattern):
+        if not pattern.endswith("*") and not known_path(device, pattern):
             raise ResourceNotFound(f"{device_id} has no resource {pattern}")
         async_id = new_id()
         await self.router.subscribe(principal.key_id, device, pattern, async_id)
@@ -436,24 +433,7 @@ class DeviceService:
         await self.router.unsubscribe_device(principal.key_id, device_id)
 
     async def set_presubscriptions(self, principal: Principal, rules: Sequence[PresubscriptionRule]) -> None:
-        if len(rules) > MAX_RULES:
-            raise ValidationFailed(f"at most {MAX_RULES} presubscription rules", token="LIMITS_EXCEEDED")
-        if sum(len(rule.resource_path) for rule in rules) > MAX_RULE_PATHS:
-            raise ValidationFailed(
-                f"at most {MAX_RULE_PATHS} resource paths over all presubscription rules", token="LIMITS_EXCEEDED"
-            )
-        clean = []
-        for rule in rules:
-            for label, value in (("endpoint-name", rule.endpoint_name), ("endpoint-type", rule.endpoint_type)):
-                if value is not None and len(value) > 64:
-                    raise ValidationFailed(f"{label} longer than 64 characters")
-            clean.append(
-                PresubscriptionRule(
-                    endpoint_name=rule.endpoint_name,
-                    endpoint_type=rule.endpoint_type,
-                    resource_path=tuple(normalise(p, wildcard=True, field="resource-path") for p in rule.resource_path),
-                )
-            )
+        clean = checked_rules(rules)
         await self._store.set_presubscriptions(principal.key_id, principal.account_id, clean)
 
     async def presubscriptions(self, principal: Principal) -> list[PresubscriptionRule]:
@@ -479,8 +459,13 @@ class DeviceService:
         if method not in ("GET", "PUT", "POST", "DELETE"):
             raise ValidationFailed("method must be GET, PUT, POST or DELETE")
         path, _, query = uri.partition("?")
-        normalised = normalise(path, wildcard=False, field="uri") + (("?" + query) if query else "")
-        await self._check_operation(device, method, normalised.partition("?")[0], payload, content_type)
+        path = normalise(path, wildcard=False, field="uri")
+        normalised = path + (("?" + query) if query else "")
+        # an Edge child's translator declares its resources' operations itself (Mbed Edge's `device_register`),
+        # often unlike the registry; a resource the model does not know is left to the device, as before
+        resource = None if device.host_gateway else await self.objects.resource(device.account_id, path)
+        if resource is not None:
+            check_operation(resource, method, path, payload, content_type)
         # wire-format.md: defaults 0 / 7200 s, for a queue-mode device 2 / 259 200 s
         retries = retry if retry is not None else (2 if device.queue_mode else 0)
         expiry = expiry_seconds if expiry_seconds is not None else (259_200 if device.queue_mode else 7200)
@@ -502,30 +487,6 @@ class DeviceService:
             )
         )
 
-    async def _check_operation(
-        self, device: Device, method: str, path: str, payload: bytes, content_type: str | None
-    ) -> None:
-        """issue 32 #1: what the object model says a resource cannot do is refused here and never sent. A resource
-        the model does not know is left to the device, as before; so is every resource of an Edge gateway's child,
-        whose protocol translator declares each resource's operations itself (Mbed Edge's
-        `device_register`), often unlike the registry (a writable 3303/x/5700)."""
-        if device.host_gateway:
-            return
-        resource = await self.objects.resource(device.account_id, path)
-        if resource is None:
-            return
-        # Core §6.3.3: POST to a resource is Execute; PUT with a value is Write, PUT with only a query (no value,
-        # no content format) is Write-Attributes, which any resource takes
-        if method == "POST" and not resource.executable:
-            raise MethodNotAllowed(f"{path} ({resource.name}) is not executable", token="METHOD_NOT_ALLOWED")
-        if method == "PUT" and (payload or content_type is not None):
-            if not resource.writable:
-                raise MethodNotAllowed(f"{path} ({resource.name}) is not writable", token="METHOD_NOT_ALLOWED")
-            if content_type is None or cf_for(content_type) == TEXT:
-                problem = value_error(resource, payload.decode("utf-8", "replace"))
-                if problem is not None:
-                    raise ValidationFailed(problem, fields=(FieldError("payload-b64", problem),))
-
     async def sweep_snapshots(self) -> int:
         """spec §2.4 rule 4: remove devices (and snapshots) unseen for six months."""
         removed = 0
@@ -535,9 +496,3 @@ class DeviceService:
                 await self._store.delete_device(device_id)
                 removed += 1
         return removed
-
-
-def _known_path(device: Device, path: str) -> bool:
-    return any(
-        r.path == path or path.startswith(r.path + "/") or r.path.startswith(path + "/") for r in device.resources
-    )
