@@ -153,7 +153,7 @@ def cost_level(args: argparse.Namespace, workers: int, shed: bool, pythonpath: s
         try:
             deadline = time.perf_counter() + args.timeout
             while metrics(node.base_url).get(name, 0) < 100 and time.perf_counter() < deadline:
-                time.sleep(0.05)  # the simulator's processes start (and bind their sockets) first
+                time.sleep(0.05)  # polled, with the deadline above: the measurement starts at the 100th Register
             before, counted = process_stats(pid)[1], metrics(node.base_url)
             time.sleep(args.window)
             cpu = process_stats(pid)[1] - before - idle * args.window
