@@ -27,7 +27,7 @@ from devicehub.domain.events import Event
 from devicehub.domain.model import ChannelConfig, StoredEvent
 from devicehub.domain.storage.store import Store
 from devicehub.errors import Unavailable
-from devicehub.outages import unreachable
+from devicehub.outages import OutageLog
 
 log = logging.getLogger("devicehub.channels")
 
@@ -58,7 +58,11 @@ class ClusterOwnership:
         self._configs: dict[str, tuple[ChannelConfig, ChannelOptions]] = {}
         self._accounts: dict[str, set[str]] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._failing: set[str] = set()  # Redis tasks failing now (logged once per outage)
+        # each Redis task says an outage once, then once a minute, then that it works again (outages.OutageLog)
+        self._outages = {
+            task: OutageLog(log, task, time.monotonic)
+            for task in ("forwarding events to Redis", "draining channel inboxes", "lease upkeep")
+        }
         self._adopting: dict[str, asyncio.Lock] = {}
         self._outbox: dict[str, list[StoredEvent]] = {}
         self._forwarder: asyncio.Task[None] | None = None
@@ -121,12 +125,12 @@ class ClusterOwnership:
                 await self.cluster.forward(batches)
             except Exception as error:
                 _raise_if_cancelled(error)
-                self._outage("forwarding events to Redis", error)
+                self._outages["forwarding events to Redis"].failed(error)
                 for key_id, events in batches.items():  # put them back ahead of newer ones
                     self._outbox[key_id] = events + self._outbox.get(key_id, [])
                 await asyncio.sleep(0.1)
             else:
-                self._recovered("forwarding events to Redis")
+                self._outages["forwarding events to Redis"].worked()
 
     # ---- ownership (lifecycle.Ownership) ------------------------------------------------------------
     async def changed(self, key_id: str, verb: str = "changed") -> None:
@@ -211,9 +215,9 @@ class ClusterOwnership:
                 await self._drain_once()
             except Exception as error:
                 _raise_if_cancelled(error)
-                self._outage("draining channel inboxes", error)
+                self._outages["draining channel inboxes"].failed(error)
             else:
-                self._recovered("draining channel inboxes")
+                self._outages["draining channel inboxes"].worked()
 
     async def _drain_once(self) -> None:
         """Inbox → local queue → journal in Redis, and only then trim the inbox: a crash loses nothing."""
@@ -255,25 +259,9 @@ class ClusterOwnership:
                             self._lifecycle.start_deliverer(channel)
             except Exception as error:
                 _raise_if_cancelled(error)
-                self._outage("lease upkeep", error)
+                self._outages["lease upkeep"].failed(error)
             else:
-                self._recovered("lease upkeep")
-
-    def _outage(self, task: str, error: Exception) -> None:
-        """A Redis task failed: said once per outage (it retries every few milliseconds), with a traceback only
-        when the failure is not Redis being unreachable."""
-        if task in self._failing:
-            return
-        self._failing.add(task)
-        if unreachable(error):
-            log.warning("%s failed: Redis unreachable (%s); retrying", task, error)
-        else:
-            log.exception("%s failed; retrying", task)
-
-    def _recovered(self, task: str) -> None:
-        if task in self._failing:
-            self._failing.discard(task)
-            log.info("%s works again", task)
+                self._outages["lease upkeep"].worked()
 
 
 def _lease(key_id: str) -> str:
