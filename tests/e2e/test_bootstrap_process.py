@@ -27,7 +27,7 @@ from support.apps import simulator
 from support.ports import free_udp_port
 from support.service import ServiceProcess
 from support.third_party import coap_client
-from support.waiting import wait_until
+from support.waiting import eventually, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -50,15 +50,14 @@ def test_simulate_with_bootstrap_ends_with_devices_registered_and_reports_it(tmp
         async def listed() -> list[str]:
             headers = {"Authorization": f"Bearer {service.api_key}"}
             async with aiohttp.ClientSession(service.base_url, headers=headers) as http:
-                loop = asyncio.get_running_loop()
-                end = loop.time() + 15
-                while loop.time() < end:
+
+                async def names() -> list[str]:
                     async with http.get("/v3/devices") as r:
-                        names = sorted(d["endpoint_name"] for d in (await r.json())["data"])
-                    if len(names) == 2:
-                        return names
-                    await asyncio.sleep(0.05)
-                return names
+                        return sorted(d["endpoint_name"] for d in (await r.json())["data"])
+
+                return await eventually(
+                    names, accept=lambda found: len(found) == 2, within=15, what="two devices listed", every=0.05
+                )
 
         try:
             assert asyncio.run(listed()) == ["bsp-0", "bsp-1"]

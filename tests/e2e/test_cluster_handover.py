@@ -24,9 +24,9 @@ from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
-from support.apps import EventReader, until
+from support.apps import EventReader
 from support.service import ServiceProcess
-from support.waiting import wait_until
+from support.waiting import eventually, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -136,14 +136,14 @@ def test_a_subscription_and_its_removal_sent_to_another_node_make_its_holder_obs
                 subscribed = (await r.json())["async-response-id"]
             answer = await scene.events.wait_for("async-responses", lambda e: e["id"] == subscribed, HANDED_OVER_WITHIN)
             assert answer["status"] == 200
-            await until(lambda: _observed(scene.sim), within=HANDED_OVER_WITHIN)  # by node B
+            await eventually(lambda: _observed(scene.sim), within=HANDED_OVER_WITHIN)  # by node B
             scene.sim.set_value(TEMPERATURE, 42.5)
             await scene.events.wait_for(
                 "notifications", lambda e: e["path"] == TEMPERATURE and _value(e) == "42.5", HANDED_OVER_WITHIN
             )
             async with scene.http.delete(f"/v2/subscriptions/{scene.device_id}{TEMPERATURE}") as r:
                 assert r.status == 204
-            await until(lambda: not _observed(scene.sim), within=HANDED_OVER_WITHIN)  # node B cancelled it
+            await eventually(lambda: not _observed(scene.sim), within=HANDED_OVER_WITHIN)  # node B cancelled it
             assert scene.sim.counters.updates == 0
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
@@ -161,7 +161,7 @@ def test_work_for_a_device_whose_holder_is_gone_waits_for_its_next_contact_and_i
             body = {"method": "GET", "uri": "/3/0/0"}
             async with scene.http.post(f"/v2/device-requests/{scene.device_id}?async-id=orphan", json=body) as r:
                 assert r.status == 202
-            await until(lambda: _handovers(cluster.node_a, "orphaned") == 1, within=HANDED_OVER_WITHIN)
+            await eventually(lambda: _handovers(cluster.node_a, "orphaned") == 1, within=HANDED_OVER_WITHIN)
             assert not [e for e in scene.events.events("async-responses") if e["id"] == "orphan"]
             scene.sim.server = ("127.0.0.1", cluster.node_a.coap_port)  # the balancer now sends it to node A
             assert await scene.sim.update() == codes.CHANGED

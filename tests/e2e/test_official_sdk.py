@@ -44,19 +44,14 @@ def test_connect_api_flows_work_unchanged(service: ServiceProcess) -> None:
     devices_process = simulator(service.coap_uri, "--count", "2", "--prefix", "sdk-", "--rate", "2")
     api = _connect_api(service)
     try:
-        registered = threading.Event()
-
-        def two_devices() -> list[Any]:
-            found = list(api.list_connected_devices())
-            if len(found) == 2:
-                registered.set()
-            return found
-
-        devices: list[Any] = []
-        for _ in range(200):  # the directory is read through the SDK itself until both devices show up
-            devices = two_devices()
-            if registered.wait(0.1):
-                break
+        # the directory is read through the SDK itself until both devices show up
+        devices = wait_until(
+            lambda: list(api.list_connected_devices()),
+            accept=lambda found: len(found) == 2,
+            within=20,
+            what="both devices listed through the SDK",
+            every=0.1,
+        )
         assert sorted(d.name for d in devices) == ["sdk-0", "sdk-1"]
         assert all(d.state == "registered" for d in devices)
         device_id = next(d.id for d in devices if d.name == "sdk-0")
@@ -102,12 +97,7 @@ def test_foundation_device_update_delete_api_keys_and_a_failed_read(service: Ser
     sdk = SDK(api_key=service.api_key, host=service.base_url)
     api = _connect_api(service)
     try:
-        found: list[Any] = []
-        for _ in range(200):
-            found = list(api.list_connected_devices())
-            if found:
-                break
-            threading.Event().wait(0.1)
+        found = wait_until(lambda: list(api.list_connected_devices()), within=20, what="the device listed", every=0.1)
         assert [d.name for d in found] == ["fnd-0"]
         device_id = found[0].id
 

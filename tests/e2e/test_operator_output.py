@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from support.node import eventually, run
+from support.node import run
 from support.service import ServiceProcess
+from support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -16,9 +16,10 @@ import pytest
 from devicehub.clock import SystemClock
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
-from support.apps import EventReader, until
+from support.apps import EventReader
 from support.redis_server import RedisProcess
 from support.service import ServiceProcess
+from support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -55,10 +56,9 @@ async def _ready(http: aiohttp.ClientSession, node: ServiceProcess) -> int:
 
 
 async def _until_ready(http: aiohttp.ClientSession, node: ServiceProcess, status: int, within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while (await _ready(http, node)) != status:
-        assert time.monotonic() < deadline, f"/readyz never answered {status}"
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: _ready(http, node), accept=lambda answer: answer == status, within=within, what=f"/readyz {status}"
+    )
 
 
 async def _device_and_socket(
@@ -82,7 +82,7 @@ async def _notify(sim: SimDevice, values: list[float]) -> None:
     for value in values:
         sent = sim.counters.notifications
         sim.set_value(TEMPERATURE, value)
-        await until(lambda sent=sent: sim.counters.notifications > sent)
+        await eventually(lambda sent=sent: sim.counters.notifications > sent, within=10.0)
 
 
 def test_redis_restarted_under_load_loses_no_acknowledged_event_and_the_node_recovers(

@@ -11,7 +11,8 @@ from devicehub.domain.model import Device
 from devicehub.lwm2m import codes
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
-from support.node import eventually, eventually_stored, run, running_node
+from support.node import run, running_node
+from support.waiting import eventually
 
 LIFETIME = 300
 
@@ -64,7 +65,7 @@ def test_devices_keep_their_registration_and_observations_across_a_restart(tmp_p
                 stored = await node.store.get_device(never)
                 return stored is not None and stored.state == "deregistered"
 
-            await eventually_stored(deregistered)
+            await eventually(deregistered)
             assert await node.store.get_registration(never) is None
             for name in ("back-1", "back-2"):  # those that came back were updated: still registered
                 assert node.lwm2m.registration(sims[name].device_id or "") is not None

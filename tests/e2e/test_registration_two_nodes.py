@@ -13,8 +13,9 @@ from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
-from support.node import eventually, run, running_node
+from support.node import run, running_node
 from support.redis_server import redis_server
+from support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 

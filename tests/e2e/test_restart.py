@@ -15,6 +15,7 @@ from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
 from support.apps import EventReader
 from support.service import ServiceProcess
+from support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -45,30 +46,20 @@ async def _before_stop(service: ServiceProcess) -> None:
         try:
             await asyncio.wait_for(sim.registered.wait(), 10)
             # the presubscription makes the server observe the temperature; wait until the device has the observer
-            await _until(lambda: bool(sim._observers))
+            await eventually(lambda: bool(sim._observers), within=10.0)
             for sent, value in enumerate(VALUES, start=1):
                 sim.set_value(TEMPERATURE, value)  # one at a time: a device notifies its current value
-                await _until(lambda sent=sent: sim.counters.notifications == sent)
+                await eventually(lambda sent=sent: sim.counters.notifications == sent, within=10.0)
             last = base64.b64encode(str(VALUES[-1]).encode()).decode()
-            await _until_async(lambda: _reported(http, headers, sim.device_id or ""), lambda value: value == last)
+            await eventually(
+                lambda: _reported(http, headers, sim.device_id or ""),
+                accept=lambda value: value == last,
+                within=10.0,
+                what=f"the reported value {last}",
+                every=0.02,
+            )
         finally:
             await sim.stop(deregister=False)
-
-
-async def _until(predicate: object) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + 10
-    while not predicate():  # type: ignore[operator]
-        assert loop.time() < end, "condition not reached"
-        await asyncio.sleep(0.01)
-
-
-async def _until_async(read: object, accept: object) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + 10
-    while not accept(await read()):  # type: ignore[operator]
-        assert loop.time() < end, "condition not reached"
-        await asyncio.sleep(0.02)
 
 
 async def _after_restart(service: ServiceProcess) -> list[float]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from support.node import eventually, run, running_node
+from support.node import run, running_node
+from support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,9 @@ from conftest import BOTH_REDIS
 from devicehub.clock import SystemClock
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
-from support.apps import EventReader, until
+from support.apps import EventReader
 from support.service import ServiceProcess
+from support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -50,7 +51,7 @@ async def _scenario(node_a: ServiceProcess, node_b: ServiceProcess) -> list[floa
             await ws_b.receive()  # the connection drops
             for sent, value in enumerate(WHILE_AWAY, start=2):
                 sim.set_value(TEMPERATURE, value)
-                await until(lambda sent=sent: sim.counters.notifications >= sent)  # one at a time
+                await eventually(lambda sent=sent: sim.counters.notifications >= sent, within=10.0)  # one at a time
 
             ws_a = await http.ws_connect(f"{node_a.base_url}/v2/notification/websocket-connect")
             reader_a = EventReader(ws_a)

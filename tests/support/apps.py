@@ -74,16 +74,6 @@ def stop(process: subprocess.Popen[str]) -> None:
         process.stderr.close()
 
 
-async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    """Wait (real time, bounded) until `predicate` holds: synchronisation on a condition, not a guess."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
-
-
 @contextlib.asynccontextmanager
 async def websocket_app(node: Node, key: str | None = None) -> AsyncIterator[tuple[aiohttp.ClientSession, EventReader]]:
     """An application of `node`: an HTTP session with its key (the dev key by default) and its WebSocket channel,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -12,31 +12,11 @@ from devicehub.clock import Clock, SystemClock
 from devicehub.config import ServeSettings
 from devicehub.node import Node
 from devicehub.sim.device import SimDevice
+from support.waiting import eventually
 
 
 def run(coro: Coroutine[Any, Any, None], timeout: float = 30.0) -> None:
     asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    """Wait (real time, bounded) until `predicate` holds: synchronisation on a condition, not a guess."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.002)
-
-
-async def eventually_stored(check: Callable[[], Awaitable[bool]], within: float = 5.0) -> None:
-    """`eventually` for a condition on the store: reads run beside the writer (issue 15), so a write the service
-    has not finished yet (it does not wait for it) becomes visible a moment later, never before it commits."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while not await check():
-        if loop.time() > end:
-            raise AssertionError("stored condition not reached in time")
-        await asyncio.sleep(0.002)
 
 
 @contextlib.asynccontextmanager
@@ -95,9 +75,10 @@ async def reported(node: Node, device_id: str, path: str) -> bytes | None:
 
 async def wait_reported(node: Node, device_id: str, path: str, value: bytes, within: float = 5.0) -> None:
     """Until the snapshot holds `value` for `path` (bounded)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while (last := await reported(node, device_id, path)) != value:
-        if loop.time() > end:
-            raise AssertionError(f"{path} never reported {value!r} (last: {last!r})")
-        await asyncio.sleep(0.01)
+    await eventually(
+        lambda: reported(node, device_id, path),
+        accept=lambda last: last == value,
+        within=within,
+        what=f"{path} reported {value!r}",
+        every=0.01,
+    )

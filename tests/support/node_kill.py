@@ -197,15 +197,6 @@ async def applications(
     return Applications(sockets, callbacks)
 
 
-async def until(check: Any, within: float, what: str, detail: Any = None) -> None:
-    """Wait (bounded) until `check()` holds; the failure says `what` and, when given, `detail()`."""
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {within:g} s" + (f" ({detail()})" if detail else ""))
-        await asyncio.sleep(0.05)
-
-
 async def request_all(
     http: aiohttp.ClientSession, front: str, apps: Sequence[App], devices: Sequence[SimDevice], tag: str
 ) -> list[tuple[App, str]]:

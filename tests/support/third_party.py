@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from support.device_pki import Issued
-from support.node import eventually
+from support.waiting import eventually
 
 
 def coap_client_binary() -> str:
@@ -56,7 +56,7 @@ async def refused_client(caplog: pytest.LogCaptureFixture, *args: str) -> list[s
     """Run a client the service refuses; once the refusal is logged the client (perhaps retrying) is stopped."""
     process = await start_coap_client(*args)
     try:
-        await eventually(lambda: bool(refusals(caplog)), 20)
+        await eventually(lambda: bool(refusals(caplog)), within=20)
     finally:
         if process.returncode is None:
             process.kill()

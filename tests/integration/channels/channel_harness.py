@@ -6,7 +6,7 @@ import asyncio
 import base64
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -33,16 +33,6 @@ LOOPBACK = "127.0.0.0/8"  # receivers in these tests listen on loopback, which c
 
 def run(coro: Coroutine[Any, Any, None], timeout: float = 30.0) -> None:
     asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    """Wait (in real time, bounded) until `predicate` holds: synchronisation on a condition, not a guess."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.002)
 
 
 @contextlib.asynccontextmanager

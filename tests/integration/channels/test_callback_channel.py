@@ -6,10 +6,11 @@ import asyncio
 from pathlib import Path
 
 import msgspec
-from channel_harness import HANG, Harness, Receiver, eventually, note, payloads, run, serving
+from channel_harness import HANG, Harness, Receiver, note, payloads, run, serving
 
 from devicehub.channels.channel import Channel
 from support.ports import free_tcp_port
+from support.waiting import eventually
 
 
 async def register(h: Harness, receiver: Receiver, **body: object) -> Channel:

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from aiohttp import web
-from channel_harness import Harness, eventually, note, payloads, port_of, run, serving
+from channel_harness import Harness, note, payloads, port_of, run, serving
 
 from devicehub.channels.channel import Channel
 from devicehub.domain.events import DeregistrationEvent
+from support.waiting import eventually
 
 
 class Scripted:

@@ -8,9 +8,10 @@ import socket
 import struct
 from pathlib import Path
 
-from channel_harness import Harness, Receiver, eventually, note, payloads, run, serving
+from channel_harness import Harness, Receiver, note, payloads, run, serving
 
 from devicehub.channels.channel import Channel
+from support.waiting import eventually
 
 
 class ResettingReceiver:

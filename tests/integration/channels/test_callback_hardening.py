@@ -6,10 +6,11 @@ import asyncio
 from pathlib import Path
 
 from aiohttp import web
-from channel_harness import HANG, LOOPBACK, Receiver, eventually, note, payloads, port_of, run, serving
+from channel_harness import HANG, LOOPBACK, Receiver, note, payloads, port_of, run, serving
 
 from devicehub.config import ServeSettings
 from support.ports import free_tcp_port
+from support.waiting import eventually
 
 REFUSED = (400, b"CALLBACK_URL_NOT_ALLOWED")
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from channel_harness import LOOPBACK, Harness, Receiver, eventually, note, payloads, run, serving
+from channel_harness import LOOPBACK, Harness, Receiver, note, payloads, run, serving
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from devicehub.config import ServeSettings
+from support.waiting import eventually
 
 
 def whsec() -> str:

@@ -15,9 +15,10 @@ from typing import Any
 import aiohttp
 import msgspec
 from aiohttp import WSMsgType
-from channel_harness import Harness, Receiver, eventually, note, payloads, run, serving, ticking
+from channel_harness import Harness, Receiver, note, payloads, run, serving, ticking
 
 from devicehub.domain.events import DeregistrationEvent
+from support.waiting import eventually
 
 CURSORS = {"serialization": {"cfg": {"include_cursor": True}}}
 

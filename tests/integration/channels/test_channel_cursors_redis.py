@@ -35,6 +35,7 @@ from devicehub.domain.accounts import AccountService
 from devicehub.store.redis.store import RedisStore
 from support.redis_server import redis_server
 from support.service import ServiceProcess
+from support.waiting import eventually
 
 pytestmark = pytest.mark.redis
 
@@ -137,8 +138,8 @@ def test_per_device_order_holds_for_200_devices_sending_through_two_nodes(redis_
             ) as r:
                 assert r.status == 201
             ws = await http.ws_connect(a.ws_url(), protocols=("wss", f"pelion_{secret}"))
-            await _until(lambda: (c := a.hub.channel(key_id)) is not None and c.session is not None)
-            await _until(lambda: key_id in b.hub._ownership._configs)  # type: ignore[union-attr]
+            await eventually(lambda: (c := a.hub.channel(key_id)) is not None and c.session is not None, within=10.0)
+            await eventually(lambda: key_id in b.hub._ownership._configs, within=10.0)  # type: ignore[union-attr]
 
             async def device(index: int, d: str) -> None:
                 hub = a.hub if index % 2 else b.hub
@@ -184,7 +185,7 @@ def test_a_resume_on_another_node_after_the_owner_is_killed_gets_each_missed_eve
                         assert r.status == 201
                     ws_url = owner.base_url.replace("http://", "ws://") + "/v2/notification/websocket-connect"
                     ws = await http.ws_connect(ws_url, protocols=("wss", f"pelion_{secret}"))
-                    await _until(lambda: key_id in b.hub._ownership._configs)  # type: ignore[union-attr]
+                    await eventually(lambda: key_id in b.hub._ownership._configs, within=10.0)  # type: ignore[union-attr]
 
                     async def device(d: str, first: int, count: int) -> None:
                         for n in range(first, first + count):
@@ -198,7 +199,7 @@ def test_a_resume_on_another_node_after_the_owner_is_killed_gets_each_missed_eve
                     await asyncio.gather(*(device(d, 10, 2) for d in devices[:15]))
 
                     # node B adopts the channel once the dead owner's lease runs out (cluster.py LEASE_TTL)
-                    await _until(lambda: b.hub.channel(key_id) is not None, within=20.0)
+                    await eventually(lambda: b.hub.channel(key_id) is not None, within=20.0)
                     ws = await http.ws_connect(b.ws_url(cursor=300), protocols=("wss", f"pelion_{secret}"))
                     again = await frames(ws, 230)
                     assert [e["cursor"] for e in again] == list(range(301, 531))
@@ -212,14 +213,6 @@ def test_a_resume_on_another_node_after_the_owner_is_killed_gets_each_missed_eve
             run(main(), timeout=60)
         finally:
             owner.stop()
-
-
-async def _until(predicate: Any, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while not predicate():
-        assert loop.time() < end, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 def test_a_secret_rotated_through_another_node_signs_the_owners_deliveries(redis_url: str, tmp_path: Path) -> None:
@@ -255,7 +248,7 @@ def test_a_secret_rotated_through_another_node_signs_the_owners_deliveries(redis
             def rotated() -> bool:
                 return any((c := n.hub.channel(key_id)) is not None and len(c.config.secrets) == 2 for n in (a, b))
 
-            await _until(rotated, within=20.0)
+            await eventually(rotated, within=20.0)
             await a.hub.publish([key_id], note(1))
             delivery = await receiver.next(within=20.0)
             assert payloads(delivery.body) == [1]

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import msgspec
-from channel_harness import Receiver, eventually, note, run, serving
+from channel_harness import Receiver, note, run, serving
+
+from support.waiting import eventually
 
 
 def test_a_failing_callback_shows_its_state_queue_error_and_next_retry(tmp_path: Path) -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import msgspec
-from channel_harness import Receiver, eventually, note, payloads, run, serving
+from channel_harness import Receiver, note, payloads, run, serving
 
 from devicehub._core import EVENT_OVERHEAD_BYTES
 from devicehub.clock import ManualClock
+from support.waiting import eventually
 
 
 def test_graceful_stop_loses_nothing_and_delivered_events_stay_delivered(tmp_path: Path) -> None:
@@ -50,11 +50,12 @@ def test_queued_events_reach_the_store_within_the_flush_interval_without_a_stop(
             for n in (1, 2, 3):
                 await h.hub.publish([h.key_id], note(n))
             # what a kill -9 would leave: the store as the flusher wrote it (flush_interval_ms=20 here)
-            loop = asyncio.get_running_loop()
-            end = loop.time() + 5
-            while len(stored := await h.store.load_events(h.key_id)) < 3:
-                assert loop.time() < end, "the flusher did not write the events"
-                await asyncio.sleep(0.005)
+            stored = await eventually(
+                lambda: h.store.load_events(h.key_id),
+                accept=lambda events: len(events) >= 3,
+                what="the flusher wrote the events",
+                every=0.005,
+            )
             assert [payloads(b'{"notifications":[%s]}' % e.data) for e in stored] == [[1], [2], [3]]
 
     run(main())

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from channel_harness import Harness, eventually, note, payloads, run, serving
+from channel_harness import Harness, note, payloads, run, serving
+
+from support.waiting import eventually
 
 
 def polling(h: Harness) -> bool:

@@ -15,12 +15,13 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from channel_harness import eventually, run, serving
+from channel_harness import run, serving
 
 from devicehub.config import ServeSettings
 from devicehub.domain.events import NotificationEvent
 
 from channel_harness import LOOPBACK  # isort: skip
+from support.waiting import eventually
 
 FRAME_LIMIT = 256 * 1024  # max_batch_bytes: the largest frame
 TRANSPORT_SLACK = 256 * 1024  # the transport's high-water mark and a frame's header, with room

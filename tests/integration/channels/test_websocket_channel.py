@@ -9,10 +9,11 @@ from pathlib import Path
 import aiohttp
 import msgspec
 from aiohttp import WSMsgType
-from channel_harness import Harness, eventually, note, payloads, run, serving, ticking
+from channel_harness import Harness, note, payloads, run, serving, ticking
 
 from devicehub.config import ServeSettings
 from devicehub.domain.events import DeregistrationEvent
+from support.waiting import eventually
 
 
 async def create(h: Harness, secret: str | None = None, body: object = None) -> tuple[int, dict[str, object]]:

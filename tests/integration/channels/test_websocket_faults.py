@@ -10,10 +10,11 @@ import struct
 from pathlib import Path
 
 import msgspec
-from channel_harness import LOOPBACK, eventually, run, serving
+from channel_harness import LOOPBACK, run, serving
 
 from devicehub.config import ServeSettings
 from devicehub.domain.events import NotificationEvent
+from support.waiting import eventually
 
 EVENTS = 400
 PAD = 40_000  # each event's payload: its number padded to 40 kB, so the batch is a ~21 MB frame

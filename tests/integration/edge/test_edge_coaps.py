@@ -14,11 +14,11 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
-from support.apps import until
 from support.edge import TranslatorClient, edge_core, local_session
 from support.edge import float_objects as objects
 from support.node import run, running_node
 from support.ports import free_tcp_port, free_udp_port
+from support.waiting import eventually
 
 GATEWAY, DEVICE, OTHER = "edge-gateway-00001", "own-key-device-0001", "another-device-0002"
 KEY = bytes(range(16))
@@ -69,7 +69,7 @@ def test_edge_core_over_coaps_registers_itself_and_its_child_under_its_psk(tmp_p
             account = await tenant(node)
             server = f"coaps://127.0.0.1:{node.coaps_port}"
             async with edge_core(tmp_path, 0, server=server, endpoint_name=GATEWAY, psk_key=KEY.hex()) as core:
-                await until(lambda: core.client.status.status == "connected")
+                await eventually(lambda: core.client.status.status == "connected", within=10.0)
                 assert core.client.status.account_id == account
                 async with local_session(tmp_path) as local:
                     translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
@@ -152,7 +152,7 @@ def test_edge_core_over_coap_tcp_registers_itself_and_its_child_on_connections_o
         async with running_node(tmp_path / "svc", coap_tcp_port=free_tcp_port()) as node:
             server = f"coap+tcp://127.0.0.1:{node.coap_tcp_port}"
             async with edge_core(tmp_path, 0, server=server) as core, local_session(tmp_path) as local:
-                await until(lambda: core.client.status.status == "connected")
+                await eventually(lambda: core.client.status.status == "connected", within=10.0)
                 translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
                 assert (await translator.call("protocol_translator_register", {"name": "pt"}))["result"] == "ok"
                 added = await translator.call("device_register", {"deviceId": "child-1", "objects": objects(7.5)})
@@ -175,7 +175,7 @@ def test_edge_core_over_coaps_tcp_registers_itself_and_its_child_under_its_psk(t
             account = await tenant(node)
             server = f"coaps+tcp://127.0.0.1:{node.coaps_tcp_port}"
             async with edge_core(tmp_path, 0, server=server, endpoint_name=GATEWAY, psk_key=KEY.hex()) as core:
-                await until(lambda: core.client.status.status == "connected")
+                await eventually(lambda: core.client.status.status == "connected", within=10.0)
                 async with local_session(tmp_path) as local:
                     translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
                     assert (await translator.call("protocol_translator_register", {"name": "pt"}))["result"] == "ok"

@@ -14,10 +14,11 @@ import aiohttp
 
 from devicehub.clock import ManualClock
 from devicehub.edge.runner import EdgeCore
-from support.apps import EventReader, until
+from support.apps import EventReader
 from support.edge import TranslatorClient, api_session, edge_core, local_session
 from support.edge import float_objects as objects
 from support.node import run, running_node
+from support.waiting import eventually
 
 
 async def status(core: EdgeCore) -> list[dict[str, Any]]:
@@ -49,7 +50,7 @@ def test_status_is_connecting_while_the_server_does_not_answer(tmp_path: Path) -
 def test_status_is_connected_with_the_device_id_the_service_assigned(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
-            await until(lambda: core.client.status.status == "connected")
+            await eventually(lambda: core.client.status.status == "connected", within=10.0)
             (record,) = await status(core)
             await node.lwm2m.flush()  # answered first, stored with the next batch (issue 16 #1)
             account = await node.store.find_account_by_name("development")
@@ -65,7 +66,7 @@ def test_status_is_connected_with_the_device_id_the_service_assigned(tmp_path: P
 def test_refused_registration_is_an_error_with_its_code(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path / "svc", dev=False) as node, edge_core(tmp_path, node.coap_port) as core:
-            await until(lambda: core.client.status.status == "error")
+            await eventually(lambda: core.client.status.status == "error", within=10.0)
             (record,) = await status(core)
             assert record["error_code"] == 403 and "refused" in record["error_description"]
             assert record["internal-id"] == ""
@@ -80,7 +81,7 @@ def test_a_stopped_service_shows_as_error_within_the_keepalive_bound(tmp_path: P
             core_cm = edge_core(tmp_path, node.coap_port, clock=clock, keepalive_time=10.0, keepalive_interval=1.0)
             core = await core_cm.__aenter__()
             try:
-                await until(lambda: core.client.status.status == "connected")
+                await eventually(lambda: core.client.status.status == "connected", within=10.0)
                 answered_at = clock.now()  # the registration's 2.01 was the last answer
                 await node.lwm2m.stop()  # the service stops answering CoAP
                 # the keepalive after 10 s idle, then 3 sends over at most 10.5 × 1 s (spec §2.6 lag)
@@ -198,7 +199,7 @@ def test_child_device_lives_upstream_and_round_trips_values_and_writes(tmp_path:
 def test_gateway_object_lists_children_and_a_closed_translator_takes_its_children_away(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
-            await until(lambda: core.client.status.status == "connected")
+            await eventually(lambda: core.client.status.status == "connected", within=10.0)
             async with local_session(tmp_path) as local, api_session(node) as http:
                 async with http.put("/v2/notification/websocket") as r:
                     assert r.status == 201

@@ -15,9 +15,10 @@ from devicehub._core import lwm2m_cbor_encode
 from devicehub.clock import ManualClock
 from devicehub.node import Node
 from devicehub.sim.device import SimDevice
-from support.apps import EventReader, until
+from support.apps import EventReader
 from support.edge import TranslatorClient, api_session, edge_core, float_objects, local_session
 from support.node import run, running_node
+from support.waiting import eventually
 
 
 def _b64(raw: bytes) -> str:
@@ -293,7 +294,7 @@ def test_gateway_resource_manager_publishes_resources_of_edge_core_itself(tmp_pa
 
     async def scenario() -> None:
         async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
-            await until(lambda: core.client.status.status == "connected")
+            await eventually(lambda: core.client.status.status == "connected", within=10.0)
             edge_id = core.client.status.internal_id
             async with local_session(tmp_path) as local, api_session(node) as http:
                 events = await _events(http)
@@ -338,7 +339,7 @@ def test_gateway_resource_manager_publishes_resources_of_edge_core_itself(tmp_pa
                 assert base64.b64decode(read["payload"]) == b"dim"
 
                 await grm.ws.close()  # the manager goes: its resources go with it
-                await until(lambda: core.client.model.resource("/33455/0/1") is None)
+                await eventually(lambda: core.client.model.resource("/33455/0/1") is None, within=10.0)
                 await _request(http, edge_id, "r3", {"method": "GET", "uri": "/33455/0/1"})
                 assert (await events.wait_for("async-responses", lambda e: e["id"] == "r3"))["status"] == 404
                 await events.ws.close()
@@ -368,7 +369,7 @@ def test_unknown_methods_are_method_not_found_before_any_parameter_check(tmp_pat
 def test_child_devices_name_edge_core_as_their_host_gateway(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port) as core:
-            await until(lambda: core.client.status.status == "connected")
+            await eventually(lambda: core.client.status.status == "connected", within=10.0)
             async with local_session(tmp_path) as local, api_session(node) as http:
                 translator = await _translator(local, "pt-13", "child-13")
                 child_id = await _device_id(node, "child-13")
@@ -381,7 +382,7 @@ def test_child_devices_name_edge_core_as_their_host_gateway(tmp_path: Path) -> N
                 stray.registration_query = ["gw=nobody"]
                 await stray.start()
                 try:
-                    await until(stray.registered.is_set)
+                    await eventually(stray.registered.is_set, within=10.0)
                     async with http.get(f"/v3/devices/{stray.device_id}") as r:
                         assert (await r.json())["host_gateway"] == ""
                 finally:
@@ -395,7 +396,7 @@ def test_edge_core_exposes_update_trigger_current_time_and_reboot(tmp_path: Path
     async def scenario() -> None:
         clock = ManualClock()
         async with running_node(tmp_path / "svc") as node, edge_core(tmp_path, node.coap_port, clock=clock) as core:
-            await until(lambda: core.client.status.status == "connected")
+            await eventually(lambda: core.client.status.status == "connected", within=10.0)
             edge_id = core.client.status.internal_id
             async with api_session(node) as http:
                 events = await _events(http)
@@ -411,15 +412,15 @@ def test_edge_core_exposes_update_trigger_current_time_and_reboot(tmp_path: Path
                 updates = core.client.counters.updates
                 await _request(http, edge_id, "u", {"method": "POST", "uri": "/1/0/8"})
                 assert (await events.wait_for("async-responses", lambda e: e["id"] == "u"))["status"] == 200
-                await until(lambda: core.client.counters.updates == updates + 1)
+                await eventually(lambda: core.client.counters.updates == updates + 1, within=10.0)
 
                 registrations = core.client.counters.registrations
                 await _request(http, edge_id, "boot", {"method": "POST", "uri": "/3/0/4"})
                 assert (await events.wait_for("async-responses", lambda e: e["id"] == "boot"))["status"] == 200
                 await events.wait_for("de-registrations", lambda e: e == edge_id)  # a clean end of the link
-                await until(lambda: core.client.counters.registrations == registrations + 1)
+                await eventually(lambda: core.client.counters.registrations == registrations + 1, within=10.0)
                 assert core.client.restarts == 1 and core.client.status.status == "connected"
-                await until(lambda: node.lwm2m.registration(edge_id) is not None)
+                await eventually(lambda: node.lwm2m.registration(edge_id) is not None, within=10.0)
                 await events.ws.close()
 
     run(scenario())

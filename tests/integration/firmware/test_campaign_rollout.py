@@ -20,6 +20,7 @@ from devicehub.sim.device import SimDevice
 from devicehub.sim.firmware import FirmwareFaults, SimFirmware
 from support.node import run, running_node
 from support.ports import free_udp_port
+from support.waiting import eventually
 
 FIXTURES = Path(__file__).parents[2] / "support" / "firmware"
 IMAGE = (FIXTURES / "image-1.2.3.bin").read_bytes()
@@ -48,17 +49,14 @@ async def fleet(node: Node, faults: dict[str, FirmwareFaults]) -> AsyncIterator[
         await asyncio.gather(*(d.stop() for d in devices.values()))
 
 
-async def until(http: aiohttp.ClientSession, path: str, done: Any, within: float = 20.0) -> Any:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while True:
+async def read_until(http: aiohttp.ClientSession, path: str, done: Any, within: float = 20.0) -> Any:
+    """GET `path` until its body is `done` (bounded); that body."""
+
+    async def body() -> Any:
         async with http.get(path) as r:
-            body = await r.json()
-        if done(body):
-            return body
-        if loop.time() > end:
-            raise AssertionError(f"{path}: not done within {within} s: {body}")
-        await asyncio.sleep(0.05)
+            return await r.json()
+
+    return await eventually(body, accept=done, within=within, what=f"{path} done", every=0.05)
 
 
 async def prepare(http: aiohttp.ClientSession, **fields: Any) -> str:
@@ -91,7 +89,7 @@ def test_devices_are_updated_and_failures_are_named_by_their_update_result(tmp_p
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                 campaign_id = await prepare(http)
                 path = f"/v3/update-campaigns/{campaign_id}"
-                campaign = await until(http, path, lambda c: c["phase"] == "stopped")
+                campaign = await read_until(http, path, lambda c: c["phase"] == "stopped")
                 assert campaign["state"] == "deployed" and campaign["autostop_reason"] == ""
                 async with http.get(f"{path}/campaign-device-metadata") as r:
                     states = {d["name"]: d for d in (await r.json())["data"]}
@@ -136,7 +134,7 @@ def test_the_halt_rule_stops_a_failing_rollout_in_its_first_wave_and_says_why(tm
                 rules = {"halt_failure_percent": 30, "halt_min_finished": 3, "max_starts_per_minute": 5}
                 campaign_id = await prepare(http, **rules)
                 path = f"/v3/update-campaigns/{campaign_id}"
-                campaign = await until(http, path, lambda c: c["phase"] == "stopped")
+                campaign = await read_until(http, path, lambda c: c["phase"] == "stopped")
                 async with http.get(f"{path}/metrics") as r:
                     metrics = await r.json()
                 async with http.get(f"{path}/campaign-device-metadata") as r:
@@ -173,12 +171,12 @@ def test_a_node_restart_during_a_campaign_loses_no_device_state(tmp_path: Path) 
                 async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                     campaign_id = await prepare(http)
                     path = f"/v3/update-campaigns/{campaign_id}/campaign-device-metadata"
-                    await until(http, path, lambda page: {d["step"] for d in page["data"]} == {"updating"})
+                    await read_until(http, path, lambda page: {d["step"] for d in page["data"]} == {"updating"})
                 await node.stop()  # every device is installing: Update executed, its result not read yet
                 await restarted.start()
                 headers = {"Authorization": f"Bearer {restarted.dev_api_key}"}
                 async with aiohttp.ClientSession(f"http://127.0.0.1:{restarted.http_port}", headers=headers) as http:
-                    await until(http, f"/v3/update-campaigns/{campaign_id}", lambda c: c["phase"] == "stopped")
+                    await read_until(http, f"/v3/update-campaigns/{campaign_id}", lambda c: c["phase"] == "stopped")
                     async with http.get(path) as r:
                         states = {d["name"]: d["deployment_state"] for d in (await r.json())["data"]}
         finally:
@@ -199,7 +197,7 @@ def test_push_delivers_the_package_in_one_block1_write(tmp_path: Path) -> None:
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                 campaign_id = await prepare(http, delivery="push")
                 path = f"/v3/update-campaigns/{campaign_id}"
-                await until(http, path, lambda c: c["phase"] == "stopped")
+                await read_until(http, path, lambda c: c["phase"] == "stopped")
                 async with http.get(f"{path}/campaign-device-metadata") as r:
                     states = {d["name"]: d["deployment_state"] for d in (await r.json())["data"]}
         assert states == {
@@ -223,7 +221,7 @@ def test_a_device_silent_past_its_deadline_counts_as_failed(tmp_path: Path) -> N
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                 campaign_id = await prepare(http, device_deadline_seconds=2)
                 path = f"/v3/update-campaigns/{campaign_id}"
-                await until(http, path, lambda c: c["phase"] == "stopped")
+                await read_until(http, path, lambda c: c["phase"] == "stopped")
                 async with http.get(f"{path}/campaign-device-metadata") as r:
                     states = {d["name"]: d for d in (await r.json())["data"]}
         assert states["quick"]["deployment_state"] == "deployed"
@@ -243,12 +241,12 @@ def test_a_stopped_campaign_lets_installing_devices_finish_and_skips_the_rest(tm
                 campaign_id = await prepare(http, max_starts_per_minute=2)
                 path = f"/v3/update-campaigns/{campaign_id}"
                 steps = f"{path}/campaign-device-metadata"
-                await until(http, steps, lambda p: sorted(d["step"] for d in p["data"])[-2:] == ["updating"] * 2)
+                await read_until(http, steps, lambda p: sorted(d["step"] for d in p["data"])[-2:] == ["updating"] * 2)
                 async with http.post(f"{path}/stop") as r:
                     assert r.status == 202 and (await r.json())["phase"] == "stopping"
                 async with http.post(f"{path}/stop") as r:
                     assert r.status == 409  # stopping already
-                campaign = await until(http, path, lambda c: c["phase"] == "stopped")
+                campaign = await read_until(http, path, lambda c: c["phase"] == "stopped")
                 async with http.get(steps) as r:
                     states = sorted((d["deployment_state"], d["step"]) for d in (await r.json())["data"])
                 async with http.post(f"{path}/archive") as r:
@@ -283,7 +281,7 @@ def test_a_device_on_dtls_downloads_over_coaps_with_its_own_credentials(tmp_path
                 async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                     campaign_id = await prepare(http)
                     path = f"/v3/update-campaigns/{campaign_id}"
-                    await until(http, path, lambda c: c["phase"] == "stopped")
+                    await read_until(http, path, lambda c: c["phase"] == "stopped")
                     async with http.get(f"{path}/campaign-device-metadata") as r:
                         states = [d["deployment_state"] for d in (await r.json())["data"]]
             finally:

@@ -18,8 +18,8 @@ from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.udp import open_udp
 from support.loops import LoopKind, run_on
-from support.node import eventually
 from support.receive_buffer import holds_burst, rmem_max
+from support.waiting import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="recvmmsg is Linux's")
 IP_RECVERR = 11  # linux/in.h; the socket module does not name it

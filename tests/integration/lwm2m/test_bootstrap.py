@@ -22,9 +22,10 @@ from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.node import Node
 from devicehub.sim.bootstrap import BootstrapClient
 from devicehub.sim.device import OMA, SimDevice
-from support.node import eventually, run
+from support.node import run
 from support.ports import free_udp_port
 from support.receive_buffer import holds_burst
+from support.waiting import eventually
 
 
 @contextlib.asynccontextmanager

@@ -20,7 +20,8 @@ from devicehub.sim.bootstrap import BootstrapClient, BootstrapError
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import Model
 from support.device_pki import TestCa
-from support.node import eventually, run
+from support.node import run
+from support.waiting import eventually
 
 ACCOUNT_A, ACCOUNT_B = "a" * 32, "b" * 32
 DEVICE = "bootstrap-dtls-device-1"  # configured in account A

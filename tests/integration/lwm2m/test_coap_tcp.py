@@ -23,9 +23,10 @@ from devicehub.lwm2m.tcp import ABORT, CSM, PONG, decode_frame, encode_frame, op
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.apps import EventReader
-from support.node import eventually, run, running_node
+from support.node import run, running_node
 from support.ports import free_tcp_port
 from support.third_party import coap_client_binary
+from support.waiting import eventually
 
 
 @contextlib.asynccontextmanager

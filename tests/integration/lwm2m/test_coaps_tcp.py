@@ -29,9 +29,10 @@ from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.apps import EventReader
 from support.device_pki import TestCa
-from support.node import eventually, run, running_node
+from support.node import run, running_node
 from support.ports import free_tcp_port
 from support.third_party import certificate_args, coap_client, refusals, start_coap_client
+from support.waiting import eventually
 
 NAME = "tls-tcp-device-0001"  # Pelion: a PSK endpoint name has 16-64 characters
 OTHER = "tls-tcp-device-0002"
@@ -104,7 +105,7 @@ def test_coap_client_registers_over_tls_and_is_read_through_the_rest_api(tmp_pat
             args = ["-u", NAME, "-k", KEY] if credential == "psk" else certificate_args(ca.issue(NAME))
             client = await start_coap_client("-m", "post", "-G", "4", "-e", "</3/0>", register_uri(node), *args)
             try:
-                await eventually(lambda: bool(node.lwm2m.registry.devices), 10)
+                await eventually(lambda: bool(node.lwm2m.registry.devices), within=10)
                 registration = next(iter(node.lwm2m.registry.devices.values())).registration
                 assert (registration.endpoint_name, registration.account_id) == (NAME, tenant)
                 assert registration.secure

@@ -18,8 +18,9 @@ from devicehub.lwm2m import codes
 from devicehub.sim.device import OmaBehaviour
 from devicehub.sim.objects import BATTERY, OPAQUE, TEMPERATURE, Resource, standard_model
 from support.apps import websocket_app as app
-from support.node import device, eventually, run, running_node, wait_reported
+from support.node import device, run, running_node, wait_reported
 from support.raw_device import WAKAAMA_LINKS, WAKAAMA_REGISTER, raw_client, wakaama_registers
+from support.waiting import eventually
 
 OSCORE = 9  # a critical option (odd number) devicehub does not implement
 

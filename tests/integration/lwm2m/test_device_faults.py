@@ -21,6 +21,7 @@ from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
 from support.apps import websocket_app as app
 from support.node import device, run, running_node
+from support.waiting import eventually
 
 RETRY = 1  # the application's retry count: one more attempt after the first
 
@@ -120,7 +121,7 @@ def test_a_device_registering_afresh_mid_observe_is_observed_again_and_its_old_t
                 await sim.register()  # full registration mid-observe: the old observation ends on both sides
                 assert sim.device_id == device_id
                 await events.wait_for("registrations", lambda e: len(events.events("registrations")) == 2)
-                await _until(lambda: any(o.path == TEMPERATURE for o in sim._observers.values()))
+                await eventually(lambda: any(o.path == TEMPERATURE for o in sim._observers.values()))
                 [new] = [o for o in sim._observers.values() if o.path == TEMPERATURE]
                 assert new.token != old.token  # the presubscription was applied again, with a new token
 
@@ -137,11 +138,3 @@ def test_a_device_registering_afresh_mid_observe_is_observed_again_and_its_old_t
                 assert values.count(40.5) == 1
 
     run(scenario())
-
-
-async def _until(predicate: Any, within: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while not predicate():
-        assert loop.time() < end, "condition not reached in time"
-        await asyncio.sleep(0.005)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import aiohttp
@@ -11,7 +10,8 @@ from devicehub._core import coap_encode_uint
 from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
 from devicehub.sim.objects import BATTERY, TEMPERATURE
-from support.node import device, eventually, reported, run, running_node, wait_reported
+from support.node import device, reported, run, running_node, wait_reported
+from support.waiting import eventually
 
 
 def test_read_write_execute_and_write_attributes_reach_the_device(tmp_path: Path) -> None:
@@ -110,11 +110,12 @@ def test_queue_mode_request_waits_for_the_next_update(tmp_path: Path) -> None:
             assert sim.counters.requests == 0
             assert await sim.update() == codes.CHANGED
             await eventually(lambda: sim.counters.requests == 1)
-            loop = asyncio.get_running_loop()
-            end = loop.time() + 5
-            while await node.store.pending_requests(device_id):
-                assert loop.time() < end, "request still pending after the update"
-                await asyncio.sleep(0.01)
+            await eventually(
+                lambda: node.store.pending_requests(device_id),
+                accept=lambda pending: not pending,
+                what="no request pending after the update",
+                every=0.01,
+            )
 
     run(scenario())
 

@@ -16,8 +16,9 @@ from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.device_pki import TestCa
-from support.node import eventually, run, running_node, wait_reported
+from support.node import run, running_node, wait_reported
 from support.ports import free_udp_port
+from support.waiting import eventually
 
 FIRST, SECOND = "dtls-first-device-01", "dtls-other-device-02"
 KEY1, KEY2 = bytes(range(16)), bytes(range(16, 48))

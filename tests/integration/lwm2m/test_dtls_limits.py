@@ -24,9 +24,10 @@ from devicehub.lwm2m.dtls import DtlsListener, server_certificate
 from devicehub.lwm2m.dtls_client import DtlsClient
 from devicehub.lwm2m.security import ClientCredentials, Keyring
 from support.dtls_flood import client_hello, collect_cookies
-from support.node import eventually, run, running_node
+from support.node import run, running_node
 from support.ports import free_udp_port
 from support.third_party import coap_client
+from support.waiting import eventually
 
 KEY = bytes(range(16))
 TESTS = Path(__file__).resolve().parents[2]  # `python -m support.dtls_flood` runs from here
@@ -194,7 +195,7 @@ def test_a_psk_device_registers_during_a_flood_of_half_open_handshakes_from_one_
             try:
                 assert flood.stdout is not None
                 assert (await asyncio.wait_for(flood.stdout.readline(), 15)).split() == [b"ready", b"64"]
-                await eventually(lambda: dtls.session_count() >= 16, 10)  # the flood holds its handshakes
+                await eventually(lambda: dtls.session_count() >= 16, within=10)  # the flood holds its handshakes
                 uri = f"coaps://127.0.0.1:{node.coaps_port}/rd?ep={name(0)}&lt=60&lwm2m=1.1"
                 for _ in range(3):
                     code, out = await coap_client("-m", "post", "-e", "</3/0>", uri, "-u", name(0), "-k", secret)

@@ -14,8 +14,9 @@ from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Reply
 from devicehub.lwm2m.dtls import DtlsListener, server_certificate
 from devicehub.lwm2m.security import ClientCredentials, Keyring
-from support.node import eventually, run
+from support.node import run
 from support.receive_buffer import holds_burst
+from support.waiting import eventually
 
 NAME = "listener-device-001"
 KEY = bytes(range(16))

@@ -21,9 +21,10 @@ from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
 from devicehub.sim.device import OMA, SimDevice
 from support.device_pki import TestCa
-from support.node import eventually, run, running_node
+from support.node import run, running_node
 from support.ports import free_udp_port
 from support.third_party import openssl_binary
+from support.waiting import eventually
 
 NAME = "resuming-device-0001"  # Pelion: a PSK endpoint name has 16-64 characters
 KEY = bytes(range(16))

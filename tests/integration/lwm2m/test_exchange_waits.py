@@ -17,7 +17,8 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.coap.parameters import ACK_RANDOM_FACTOR, ACK_TIMEOUT, MAX_TRANSMIT_WAIT
-from support.node import eventually, run
+from support.node import run
+from support.waiting import eventually
 
 GET_TEMPERATURE = [(codes.URI_PATH, b"3303"), (codes.URI_PATH, b"0"), (codes.URI_PATH, b"5700")]
 

@@ -11,7 +11,8 @@ from devicehub.clock import ManualClock
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
-from support.node import eventually, run, running_node
+from support.node import run, running_node
+from support.waiting import eventually
 
 DEVICES = 2000
 LIFETIMES = 40  # lifetimes 60..99 s: forty expiry times, fifty devices each

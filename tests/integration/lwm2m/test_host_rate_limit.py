@@ -23,8 +23,9 @@ from devicehub.lwm2m.coap.parameters import Limits
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.lwm2m.tcp import CSM, decode_frame, encode_frame, options_body
 from devicehub.sim.device import OMA, SimDevice
-from support.node import eventually, run, running_node
+from support.node import run, running_node
 from support.ports import free_tcp_port, free_udp_port
+from support.waiting import eventually
 
 
 def _con(mid: int) -> bytes:

@@ -18,8 +18,9 @@ import pytest
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.lwm2m import codes
 from devicehub.node import Node
-from support.node import eventually, reported, run, running_node, wait_reported
+from support.node import reported, run, running_node, wait_reported
 from support.raw_device import WAKAAMA_LINKS, WAKAAMA_REGISTER, RawClient, raw_client, wakaama_registers
+from support.waiting import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the lane runs in the recvmmsg reader (Linux)")
 

@@ -14,7 +14,8 @@ from devicehub.domain.registration import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import FLOAT, Resource
-from support.node import device, eventually, run, running_node
+from support.node import device, run, running_node
+from support.waiting import eventually
 
 
 def test_register_answers_location_with_account_and_device_id_and_lists_the_device(tmp_path: Path) -> None:

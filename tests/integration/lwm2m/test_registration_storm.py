@@ -10,7 +10,8 @@ from pathlib import Path
 from devicehub.clock import ManualClock
 from devicehub.lwm2m.retry_calendar import LEAST_S, MIN_RATE, MOST_S, OVERBOOK
 from devicehub.sim.device import OMA, SimDevice
-from support.node import eventually, run, running_node
+from support.node import run, running_node
+from support.waiting import eventually
 
 DEVICES = 40
 BACKLOG = 4

@@ -20,7 +20,8 @@ from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS, EXCHANGE_LIFETIME, M
 from devicehub.lwm2m.observations import MAX_TOKEN_LOOKUPS
 from devicehub.lwm2m.registry import MISSED_TOKEN_TTL
 from devicehub.sim.device import OMA, SimDevice
-from support.node import eventually, run, running_node
+from support.node import run, running_node
+from support.waiting import eventually
 
 BLOCK = 1024
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from support.node import device, eventually, run, running_node
+from support.node import device, run, running_node
+from support.waiting import eventually
 
 
 def messages(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[str]:

@@ -17,7 +17,8 @@ from devicehub.clock import ManualClock
 from devicehub.domain.model import DeviceRequest
 from devicehub.errors import StorageUnavailable
 from support.apps import websocket_app as app
-from support.node import device, eventually, run, running_node
+from support.node import device, run, running_node
+from support.waiting import eventually
 
 
 async def request(http: aiohttp.ClientSession, device_id: str, async_id: str, body: dict[str, Any]) -> None:

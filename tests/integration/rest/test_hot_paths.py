@@ -17,6 +17,7 @@ from devicehub.node import Node
 from devicehub.store.redis.store import RedisStore
 from devicehub.store.sqlite.store import SqliteStore
 from support.node import device, run, running_node
+from support.waiting import eventually
 
 WAIT = 10.0
 
@@ -58,11 +59,13 @@ ANNOUNCED_WITHIN_S = 2.0
 
 async def refused_on(http: aiohttp.ClientSession, node: Node, key: str) -> None:
     """The key gets 401 on `node` once the revocation's announcement reached it (bounded, polled)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + ANNOUNCED_WITHIN_S
-    while await status(http, node, key) != 401:
-        assert loop.time() < end, "the revocation never reached the node"
-        await asyncio.sleep(0.005)
+    await eventually(
+        lambda: status(http, node, key),
+        accept=lambda answer: answer == 401,
+        within=ANNOUNCED_WITHIN_S,
+        what="the revocation reached the node",
+        every=0.005,
+    )
 
 
 @pytest.mark.redis

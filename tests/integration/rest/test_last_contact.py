@@ -4,7 +4,6 @@ store is written once per interval for a whole batch, never per notification."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ from devicehub.domain.contacts import WRITE_S
 from devicehub.domain.timefmt import rfc3339
 from devicehub.node import Node
 from support.apps import websocket_app as app
-from support.node import device, eventually_stored, run, running_node
+from support.node import device, run, running_node
+from support.waiting import eventually
 
 TEMPERATURE = "/3303/0/5700"
 
@@ -33,11 +33,13 @@ async def contact_of(http: aiohttp.ClientSession, device_id: str) -> str:
 
 
 async def until_contact(http: aiohttp.ClientSession, device_id: str, expected: str) -> None:
-    for _ in range(500):
-        if await contact_of(http, device_id) == expected:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"last_contact_at never became {expected} (last: {await contact_of(http, device_id)})")
+    await eventually(
+        lambda: contact_of(http, device_id),
+        accept=lambda contact: contact == expected,
+        within=5.0,
+        what=f"last_contact_at {expected}",
+        every=0.01,
+    )
 
 
 async def stored_as(node: Node, account: str, expected: dict[str, float]) -> bool:
@@ -87,8 +89,8 @@ def test_notifications_and_responses_move_the_last_contact_and_the_directory_sor
             assert WRITE_S == 30
             account = listed["seen-a"]["account_id"]
             # (the woken write goes to the store's writer thread: its result is polled for, with a deadline)
-            await eventually_stored(lambda: stored_as(node, account, {a: start + 100, b: start}))
+            await eventually(lambda: stored_as(node, account, {a: start + 100, b: start}))
             await clock.advance(30)
-            await eventually_stored(lambda: stored_as(node, account, {a: start + 100, b: start + 150}))
+            await eventually(lambda: stored_as(node, account, {a: start + 100, b: start + 150}))
 
     run(scenario())

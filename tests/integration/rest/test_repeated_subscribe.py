@@ -13,7 +13,8 @@ import aiohttp
 from devicehub.lwm2m import codes
 from devicehub.sim.device import SimDevice
 from support.apps import EventReader, websocket_app
-from support.node import device, eventually, run, running_node, wait_reported
+from support.node import device, run, running_node, wait_reported
+from support.waiting import eventually
 
 TEMPERATURE = "/3303/0/5700"
 

@@ -16,7 +16,7 @@ from redis.asyncio.cluster import RedisCluster
 from devicehub.domain.handover import OBSERVE, REQUESTS, DeviceWork
 from devicehub.store.redis.connection import is_cluster
 from devicehub.store.redis.holders import GROUP, HolderLink
-from support.node import eventually
+from support.waiting import eventually
 
 Handler = Callable[[DeviceWork], Awaitable[None]]
 

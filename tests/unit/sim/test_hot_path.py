@@ -14,7 +14,8 @@ from devicehub.lwm2m import codes
 from devicehub.sim.device import PELION, SimDevice
 from devicehub.sim.objects import BATTERY, TEMPERATURE
 from support.lwm2m_sink import CountingSink, start_sink
-from support.node import eventually, run
+from support.node import run
+from support.waiting import eventually
 
 
 async def _registered(sink_address: tuple[str, int], flavor: str) -> SimDevice:

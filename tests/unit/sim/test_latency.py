@@ -14,7 +14,8 @@ from devicehub.config import SimulateSettings
 from devicehub.sim.fleet import Fleet
 from devicehub.sim.latency import LatencyProbe
 from devicehub.sim.run import _Report, start_probe
-from support.node import eventually, run, running_node
+from support.node import run, running_node
+from support.waiting import eventually
 
 
 def test_histogram_percentiles_of_a_uniform_distribution_are_within_its_resolution() -> None:

@@ -12,7 +12,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from devicehub.domain.model import ReportedValue
 from devicehub.errors import StorageUnavailable
 from devicehub.store.write_behind import Pending, ReportedWriteBehind
-from support.node import eventually
+from support.waiting import eventually
 
 
 @pytest.mark.parametrize(
