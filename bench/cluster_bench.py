@@ -288,7 +288,7 @@ async def _measure_commands(node: ServiceProcess, meter: RedisMeter, devices: in
             for sim in sims:
                 async with http.put(f"/v2/subscriptions/{sim.device_id}{TEMPERATURE}") as r:
                     assert r.status in (200, 202), r.status
-            await until(lambda: all(sim._observers for sim in sims), "observations")
+            await until(lambda: all(sim.observers.by_token for sim in sims), "observations")
 
         results.append(await _phase(meter, idle, "subscription", devices, subscribe))
 

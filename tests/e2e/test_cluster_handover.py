@@ -87,7 +87,7 @@ async def device_on_b_app_on_a(cluster: Cluster) -> AsyncIterator[Scene]:
 
 
 def _observed(sim: SimDevice) -> bool:
-    return any(observer.path == TEMPERATURE for observer in sim._observers.values())
+    return any(observer.path == TEMPERATURE for observer in sim.observers.by_token.values())
 
 
 def _value(event: dict[str, str]) -> str:

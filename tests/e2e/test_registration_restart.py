@@ -32,7 +32,7 @@ def test_devices_keep_their_registration_and_observations_across_a_restart(tmp_p
                 await sim.register()
                 response = await node.lwm2m.observe(sim.device_id or "", TEMPERATURE)
                 assert response.success
-            await eventually(lambda: all(sim._observers for sim in sims.values()))
+            await eventually(lambda: all(sim.observers.by_token for sim in sims.values()))
         # the node is stopped; the devices keep their sockets, their location and their observation tokens
         await clock.advance(60)
         async with running_node(tmp_path, clock=clock, coap_port=coap_port) as node:

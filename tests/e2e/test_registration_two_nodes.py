@@ -41,7 +41,7 @@ def test_a_device_whose_address_moves_to_another_node_is_served_there_without_re
                 device_id = sim.device_id or ""
                 assert (await node_a.lwm2m.observe(device_id, TEMPERATURE)).success
                 await node_a.lwm2m.flush()  # stored in batches: another node sees it once written (issue 16 #1)
-                await eventually(lambda: bool(sim._observers))
+                await eventually(lambda: bool(sim.observers.by_token))
                 old_address = sim.address
                 await sim.endpoint.close()  # NAT rebinding: a new source port ...
                 await sim.start(lifecycle=False)

@@ -46,7 +46,7 @@ async def _before_stop(service: ServiceProcess) -> None:
         try:
             await asyncio.wait_for(sim.registered.wait(), 10)
             # the presubscription makes the server observe the temperature; wait until the device has the observer
-            await eventually(lambda: bool(sim._observers), within=10.0)
+            await eventually(lambda: bool(sim.observers.by_token), within=10.0)
             for sent, value in enumerate(VALUES, start=1):
                 sim.set_value(TEMPERATURE, value)  # one at a time: a device notifies its current value
                 await eventually(lambda sent=sent: sim.counters.notifications == sent, within=10.0)

@@ -12,10 +12,12 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FUZZ
+from devicehub.api.app import add_routes
 from devicehub.clock import SystemClock
 from devicehub.sim.device import OMA, SimDevice
 from support.live_node import LiveNode
@@ -70,9 +72,10 @@ JSON = st.recursive(
 )
 
 
-def _routes(live: LiveNode) -> list[tuple[str, str]]:
-    app = live.node._runner.app if live.node._runner is not None else None
-    assert app is not None
+def _routes() -> list[tuple[str, str]]:
+    """The route table's operations that take a body, as the node serves them (create_app adds only GETs to it)."""
+    app = web.Application()
+    add_routes(app)
     found = []
     for route in app.router.routes():
         info = route.resource.get_info() if route.resource is not None else {}
@@ -105,7 +108,7 @@ def _body(route: str) -> st.SearchStrategy[bytes]:
 @FUZZ
 @given(data=st.data())
 def test_generated_bodies_never_get_a_5xx(live_node: LiveNode, device_id: str, data: st.DataObject) -> None:
-    method, route = data.draw(st.sampled_from(_routes(live_node)))
+    method, route = data.draw(st.sampled_from(_routes()))
     path = (
         route.replace("{device_id}", device_id)
         .replace("{endpoint_name}", data.draw(st.sampled_from(["fuzz-ep", "%C2%B2", "a" * 70])))

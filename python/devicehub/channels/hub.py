@@ -223,3 +223,11 @@ class ChannelHub:
     def metrics(self) -> dict[str, int | float]:
         """Gauges of the channels now and counters since start (the lead exports them on /metrics)."""
         return channel_figures(self._registry, self._counters, self._journal.pending_events)
+
+    def routes(self, key_id: str) -> bool:
+        """Whether an event for `key_id` published on this node reaches its channel: one this node holds, or (Redis
+        mode) one whose configuration it has from the cluster and forwards to the owner. Asked by tests of cluster
+        forwarding before they publish, as an operator would ask which node a channel's events go through."""
+        if self._ownership is not None:
+            return self._ownership.knows(key_id)
+        return self._registry.get(key_id) is not None

@@ -92,6 +92,11 @@ class ClusterOwnership:
     def account_keys(self, account_id: str) -> Iterable[str]:
         return self._accounts.get(account_id, ())
 
+    def knows(self, key_id: str) -> bool:
+        """Whether this node has `key_id`'s channel configuration, so its events are forwarded to the channel's
+        owner (asked through the hub by whoever must know that a channel set up on another node is routed here)."""
+        return key_id in self._configs
+
     # ---- events: forwarded to inboxes --------------------------------------------------------------
     async def forward(self, key_ids: Iterable[str], event: Event) -> None:
         """Every event goes to its keys' inboxes; each key's owner moves it into its queue."""

@@ -34,7 +34,7 @@ from devicehub.sim.counters import DeviceCounters
 from devicehub.sim.firmware import SimFirmware
 from devicehub.sim.hot_path import HOT_MIN_BLOCK, HotPath
 from devicehub.sim.objects import BATTERY, FLOAT, INT, TEMPERATURE, Model, Value, standard_model
-from devicehub.sim.observers import Observation, Observers
+from devicehub.sim.observers import Observers
 from devicehub.sim.registration import (
     RegistrationClient,
     instance_links,
@@ -237,6 +237,12 @@ class SimDevice:
         assert self._endpoint is not None, "start() first"
         return self._endpoint
 
+    @property
+    def dtls(self) -> DtlsClient | None:
+        """The DTLS session with the LwM2M server (None over plain CoAP or TCP): whether it is established and how
+        many handshakes it took, read by whoever follows a device's sessions (tests of session loss and resumption)."""
+        return self._dtls
+
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
@@ -385,14 +391,6 @@ class SimDevice:
         if self._confirmable() or self.tcp or self.security is not None:
             return False
         return self.oma.block_size >= HOT_MIN_BLOCK
-
-    @property
-    def _observers(self) -> dict[bytes, Observation]:
-        """The observations by token (tests look at them)."""
-        return self.observers.by_token
-
-    def _drop_observer(self, token: bytes) -> None:
-        self.observers.cancel(token)
 
     # ---- the simulated sensor ------------------------------------------------------------------------
     def set_value(self, path: str, value: Value) -> None:

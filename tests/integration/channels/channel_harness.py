@@ -97,7 +97,7 @@ class Receiver:
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.tls)
         await site.start()
         scheme = "https" if self.tls else "http"
-        self.url = f"{scheme}://127.0.0.1:{port_of(site)}/cb"
+        self.url = f"{scheme}://127.0.0.1:{port_of(self._runner)}/cb"
         return self
 
     async def __aenter__(self) -> Receiver:
@@ -124,11 +124,11 @@ class Receiver:
         return web.Response(status=status)
 
 
-def port_of(site: web.TCPSite) -> int:
-    # asyncio's Server or uvloop's (the suite's loop, support/loops.py): no common class, both expose the sockets
-    sockets = getattr(site._server, "sockets", None)
-    assert sockets, site._server
-    return int(sockets[0].getsockname()[1])
+def port_of(runner: web.BaseRunner) -> int:
+    """The port of the runner's one site (bound to port 0), from the addresses its listening sockets have."""
+    addresses = runner.addresses
+    assert addresses, "the runner has no site started"
+    return int(addresses[0][1])
 
 
 @dataclass
@@ -208,7 +208,7 @@ async def serving(
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     http = aiohttp.ClientSession()
-    harness = Harness(clock, store, hub, accounts, f"http://127.0.0.1:{port_of(site)}", http)
+    harness = Harness(clock, store, hub, accounts, f"http://127.0.0.1:{port_of(runner)}", http)
     harness.secret, harness.caller = await harness.new_key(tier=tier)
     try:
         yield harness

@@ -42,7 +42,7 @@ async def scripted(*answers: tuple[int, dict[str, str]]) -> AsyncIterator[Script
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    receiver.url = f"http://127.0.0.1:{port_of(site)}/cb"
+    receiver.url = f"http://127.0.0.1:{port_of(runner)}/cb"
     try:
         yield receiver
     finally:

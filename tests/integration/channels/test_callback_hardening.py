@@ -102,7 +102,7 @@ def test_an_endless_answer_body_is_not_read(tmp_path: Path) -> None:
         await site.start()
         try:
             async with serving(tmp_path) as h:
-                url = f"http://127.0.0.1:{port_of(site)}/cb"
+                url = f"http://127.0.0.1:{port_of(runner)}/cb"
                 assert (await h.call("PUT", "/v2/notification/callback", json={"url": url}))[0] == 204
                 await h.hub.publish([h.key_id], note(5))
                 await eventually(lambda: len(bodies) == 2)

@@ -96,7 +96,7 @@ async def node(redis_url: str, prefix: str, name: str, tmp_path: Path, callback_
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    running = Node(store, hub, runner, f"http://127.0.0.1:{port_of(site)}")
+    running = Node(store, hub, runner, f"http://127.0.0.1:{port_of(runner)}")
     try:
         yield running
     finally:
@@ -139,7 +139,7 @@ def test_per_device_order_holds_for_200_devices_sending_through_two_nodes(redis_
                 assert r.status == 201
             ws = await http.ws_connect(a.ws_url(), protocols=("wss", f"pelion_{secret}"))
             await eventually(lambda: (c := a.hub.channel(key_id)) is not None and c.session is not None, within=10.0)
-            await eventually(lambda: key_id in b.hub._ownership._configs, within=10.0)  # type: ignore[union-attr]
+            await eventually(lambda: b.hub.routes(key_id), within=10.0)
 
             async def device(index: int, d: str) -> None:
                 hub = a.hub if index % 2 else b.hub
@@ -185,7 +185,7 @@ def test_a_resume_on_another_node_after_the_owner_is_killed_gets_each_missed_eve
                         assert r.status == 201
                     ws_url = owner.base_url.replace("http://", "ws://") + "/v2/notification/websocket-connect"
                     ws = await http.ws_connect(ws_url, protocols=("wss", f"pelion_{secret}"))
-                    await eventually(lambda: key_id in b.hub._ownership._configs, within=10.0)  # type: ignore[union-attr]
+                    await eventually(lambda: b.hub.routes(key_id), within=10.0)
 
                     async def device(d: str, first: int, count: int) -> None:
                         for n in range(first, first + count):

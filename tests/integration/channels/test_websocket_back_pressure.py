@@ -67,7 +67,7 @@ def test_a_reader_that_stops_reading_leaves_the_events_in_the_queue(tmp_path: Pa
                 if n % 500 == 0:
                     await asyncio.sleep(0)  # let the sender run as it would between arrivals
             # the sender is stuck in the drain of a frame: the rest waits in the queue
-            await eventually(lambda: channel.size > 0 and channel._in_flight is not None)
+            await eventually(lambda: channel.size > 0 and channel.in_flight)
             ws: Any = channel.session.ws if channel.session is not None else None
             assert ws is not None
             largest = 0

@@ -55,8 +55,8 @@ async def peer(node: Node, identity: str) -> AsyncIterator[SimDevice]:
 
 async def register(sim: SimDevice, name: str, gateway: str) -> tuple[int, list[str]]:
     """A Register of endpoint `name` with `gw=gateway` from `sim`'s session: (code, Location-Path)."""
-    if sim._dtls is not None and not sim._dtls.established:
-        await sim._dtls.handshake()
+    if sim.dtls is not None and not sim.dtls.established:
+        await sim.dtls.handshake()
     options = [(codes.URI_PATH, b"rd"), (codes.URI_QUERY, f"ep={name}".encode())]
     options.append((codes.URI_QUERY, f"gw={gateway}".encode()))
     reply = await sim.endpoint.request(sim.server, codes.POST, options, b"</3303/0>")
@@ -218,8 +218,8 @@ def test_a_restarted_node_lets_the_gateway_continue_its_childs_registration_and_
             assert (child.gateway, child.secure) == (GATEWAY, True)
             async with peer(node, GATEWAY) as gateway, peer(node, OTHER) as other:
                 for sim in (gateway, other):
-                    assert sim._dtls is not None
-                    await sim._dtls.handshake()
+                    assert sim.dtls is not None
+                    await sim.dtls.handshake()
                 assert (await gateway.endpoint.request(gateway.server, codes.POST, path)).code == codes.CHANGED
                 assert (await other.endpoint.request(other.server, codes.POST, path)).code == codes.FORBIDDEN
 

@@ -115,14 +115,14 @@ def test_a_device_registering_afresh_mid_observe_is_observed_again_and_its_old_t
                 await events.wait_for("notifications", lambda e: _value(e) == 21.5)  # the presubscription observes
                 sim.set_value(TEMPERATURE, 30.5)
                 await events.wait_for("notifications", lambda e: _value(e) == 30.5)
-                [old] = [o for o in sim._observers.values() if o.path == TEMPERATURE]
+                [old] = [o for o in sim.observers.by_token.values() if o.path == TEMPERATURE]
                 device_id = sim.device_id
 
                 await sim.register()  # full registration mid-observe: the old observation ends on both sides
                 assert sim.device_id == device_id
                 await events.wait_for("registrations", lambda e: len(events.events("registrations")) == 2)
-                await eventually(lambda: any(o.path == TEMPERATURE for o in sim._observers.values()))
-                [new] = [o for o in sim._observers.values() if o.path == TEMPERATURE]
+                await eventually(lambda: any(o.path == TEMPERATURE for o in sim.observers.by_token.values()))
+                [new] = [o for o in sim.observers.by_token.values() if o.path == TEMPERATURE]
                 assert new.token != old.token  # the presubscription was applied again, with a new token
 
                 # the device keeps notifying on the old token: refused (RST), never delivered

@@ -46,7 +46,7 @@ def test_observed_value_changes_reach_the_snapshot_and_cancel_stops_them(tmp_pat
             sim.set_value(TEMPERATURE, 30.25)
             await wait_reported(node, device_id, TEMPERATURE, b"30.25")
             await node.lwm2m.cancel_observe(device_id, TEMPERATURE)
-            assert sim._observers == {}  # the proactive cancel (GET Observe=1, same token) reached the client
+            assert sim.observers.by_token == {}  # the proactive cancel (GET Observe=1, same token) reached the client
 
     run(scenario())
 

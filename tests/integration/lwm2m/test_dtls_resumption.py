@@ -135,21 +135,21 @@ def test_the_simulator_handshakes_again_when_the_service_ended_or_lost_its_sessi
                 await node.credentials.add_psk(tenant, NAME, KEY.hex())
                 await sim.start(lifecycle=False)
                 await sim.register()
-                assert sim._dtls is not None and sim._dtls.handshakes == 1
+                assert sim.dtls is not None and sim.dtls.handshakes == 1
             # the stopped service ended the session (close_notify): the next Register comes with a new handshake
             async with running_node(tmp_path, dev=False, allow_nosec=False, coaps_port=port) as node:
-                assert not sim._dtls.established
+                assert not sim.dtls.established
                 await sim.register()
-                assert sim._dtls.handshakes == 2 and sim.registered.is_set()
+                assert sim.dtls.handshakes == 2 and sim.registered.is_set()
                 # the service forgets the session without a word (what a crash and restart look like to the device)
                 dtls = node.lwm2m.dtls
                 assert dtls is not None
                 dtls._forget(sim.address)
                 with pytest.raises(DeviceTimeout):
                     await sim.register()  # a record of a session the service no longer has: dropped
-                assert not sim._dtls.established
+                assert not sim.dtls.established
                 await sim.register()
-                assert sim._dtls.handshakes == 3 and dtls.stats.handshakes == 2
+                assert sim.dtls.handshakes == 3 and dtls.stats.handshakes == 2
         finally:
             await sim.stop(deregister=False)
 

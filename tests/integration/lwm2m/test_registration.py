@@ -182,12 +182,12 @@ def test_full_registration_drops_resource_subscriptions_and_reapplies_presubscri
                     assert r.status == 202
                 async with http.put(f"/v2/subscriptions/{device_id}/3303/0/5700") as r:
                     assert r.status == 202
-                await eventually(lambda: {o.path for o in sim._observers.values()} == {"/3303/0/5700"})
+                await eventually(lambda: {o.path for o in sim.observers.by_token.values()} == {"/3303/0/5700"})
                 async with http.get(f"/v2/subscriptions/{device_id}") as r:
                     assert "/3303/0/5700" in await r.text()
 
                 await sim.register()  # the device restarts: a full registration
-                await eventually(lambda: {o.path for o in sim._observers.values()} == {"/3311/0/5850"})
+                await eventually(lambda: {o.path for o in sim.observers.by_token.values()} == {"/3311/0/5850"})
                 async with http.get(f"/v2/subscriptions/{device_id}") as r:
                     assert r.status in (200, 404)
                     assert "/3303/0/5700" not in await r.text()
@@ -203,9 +203,9 @@ def test_presubscription_is_applied_to_resources_an_update_adds(tmp_path: Path) 
                 rules = [{"endpoint-name": "grow-*", "resource-path": ["/3303/1/5700"]}]
                 async with http.put("/v2/subscriptions", json=rules) as r:
                     assert r.status == 202
-            assert sim._observers == {}
+            assert sim.observers.by_token == {}
             sim.model.objects[3303][1] = {5700: Resource(5700, FLOAT, 5.0)}  # a second sensor appears
             assert await sim.update([ResourceLink(path="/3303/1")]) == codes.CHANGED
-            await eventually(lambda: {o.path for o in sim._observers.values()} == {"/3303/1/5700"})
+            await eventually(lambda: {o.path for o in sim.observers.by_token.values()} == {"/3303/1/5700"})
 
     run(scenario())

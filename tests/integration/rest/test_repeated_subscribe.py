@@ -65,12 +65,12 @@ def test_a_repeated_subscribe_sends_no_second_observe_but_one_after_the_observat
             await eventually(lambda: not node.lwm2m.observing(device_id, TEMPERATURE))
             after_register = await subscribe(http, events, device_id)
             assert after_register["status"] == 200 and sim.log.observes == [TEMPERATURE] * 2
-            assert len(sim._observers) == 1  # the device observes again (the Pelion flavor's auto one aside)
+            assert len(sim.observers.by_token) == 1  # the device observes again (the Pelion flavor's auto one aside)
 
             # an unsubscribe cancels the observation: subscribing again observes the device again
             async with http.delete(f"/v2/subscriptions/{device_id}{TEMPERATURE}") as r:
                 assert r.status == 204
-            await eventually(lambda: not sim._observers)
+            await eventually(lambda: not sim.observers.by_token)
             await subscribe(http, events, device_id)
             assert sim.log.observes == [TEMPERATURE] * 3
 
@@ -79,8 +79,8 @@ def test_a_repeated_subscribe_sends_no_second_observe_but_one_after_the_observat
 
 async def end_with_error_notification(sim: SimDevice, path: str) -> None:
     """The device ends its observation with a 4.04 notification (RFC 7641 §3.2), as a client whose object went."""
-    token = next(token for token, observer in sim._observers.items() if observer.path == path)
-    sim._drop_observer(token)
+    token = next(token for token, observer in sim.observers.by_token.items() if observer.path == path)
+    sim.observers.cancel(token)
     await sim.endpoint.send_notification(sim.server, codes.NOT_FOUND, token, [], b"", confirmable=True)
 
 
