@@ -76,12 +76,6 @@ class RequestQueue:
         self._fresh.setdefault(request.device_id, []).append(request)  # committed: in the store, in this order
         self._start(request.device_id)
 
-    def delivering(self, device_id: str) -> bool:
-        """Whether a worker is on the device's queue now (a finished one has left): a pass in progress, asked by
-        whoever waits for one to end before reading what stayed queued (tests of unreachable devices)."""
-        worker = self._workers.get(device_id)
-        return worker is not None and not worker.done()
-
     def kick(self, device_id: str) -> None:
         """The device may be reachable now (it registered or updated): its worker reads its queue from the store."""
         self._kicked.add(device_id)  # a worker running reads the queue again once through what it read

@@ -149,7 +149,7 @@ def test_a_rest_request_to_a_disconnected_tcp_device_waits_for_its_next_connecti
                 async with http.post(f"/v2/device-requests/{device_id}?async-id=gone-1", json=body) as r:
                     assert r.status == 202, await r.text()
                 queue = node.devices.requests
-                await eventually(lambda: not queue.delivering(device_id))  # its worker looked and left it queued
+                await eventually(lambda: device_id not in queue.draining())  # its worker looked and left it queued
                 assert [q.async_id for q in await node.store.pending_requests(device_id)] == ["gone-1"]
                 reader, writer = await update_raw(node.coap_tcp_port, location)
                 code, token, _ = await asyncio.wait_for(read_frame(reader), 3)  # the queued request, on this connection
