@@ -175,7 +175,7 @@ def test_an_icmp_error_does_not_stop_the_reader(loop: LoopKind, recverr: bool) -
 
     async def scenario() -> None:
         endpoint = await _listen(batch=64)
-        server_socket = endpoint._transport.get_extra_info("socket") if endpoint._transport else None
+        server_socket = endpoint.datagram_socket
         assert server_socket is not None
         if recverr:
             server_socket.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
@@ -240,8 +240,7 @@ def test_a_burst_that_arrives_while_the_loop_is_busy_waits_in_the_socket_instead
         endpoint = await _listen(batch=64)
         peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
-            assert endpoint._transport is not None
-            address = endpoint._transport.get_extra_info("sockname")
+            address = endpoint.address
             for mid in range(BURST):  # no await: the loop reads none of them meanwhile
                 peer.sendto(coap_encode(codes.NON, codes.CONTENT, mid, KNOWN, [], bytes(1024)), address)
             await eventually(lambda: sum(len(batch) for batch in endpoint.batches) == BURST, within=10)
@@ -263,8 +262,8 @@ def test_the_listener_asks_for_the_wide_receive_buffer_with_and_without_batched_
     async def scenario() -> None:
         endpoint = await _listen(batch=16)
         try:
-            assert endpoint._transport is not None
-            sock = endpoint._transport.get_extra_info("socket")
+            sock = endpoint.datagram_socket
+            assert sock is not None
             granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
             assert granted >= 2 * min(udp.RECEIVE_BUFFER, rmem_max())
         finally:

@@ -46,7 +46,7 @@ def test_a_device_vanishing_mid_request_ends_it_504_after_the_retransmission_win
             await sim.start()
             await asyncio.wait_for(sim.registered.wait(), 10)
             device_id = sim.device_id or ""
-            sock = sim.endpoint._transport.get_extra_info("socket").dup()  # its address, for the silent taker
+            sock = sim.endpoint.datagram_socket.dup()  # its address, for the silent taker
             await sim.stop(deregister=False)  # no de-registration: the service still takes it for registered
             silent = Silent()
             transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(lambda: silent, sock=sock)

@@ -256,8 +256,8 @@ def test_datagrams_the_kernel_dropped_at_the_coap_listener_are_counted(tmp_path:
     async def scenario() -> None:
         async with running_node(tmp_path) as node:
             endpoint = node.lwm2m.listeners.plain
-            assert endpoint is not None and endpoint._transport is not None
-            listener = endpoint._transport.get_extra_info("socket")
+            assert endpoint is not None and endpoint.datagram_socket is not None
+            listener = endpoint.datagram_socket
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             headers = {"Authorization": f"Bearer {node.dev_api_key}"}
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 import struct
 from collections.abc import Awaitable
 from typing import Any, cast
@@ -216,6 +217,15 @@ class CoapEndpoint(asyncio.DatagramProtocol):
         assert self._transport is not None
         host, port = self._transport.get_extra_info("sockname")[:2]
         return str(host), int(port)
+
+    @property
+    def datagram_socket(self) -> socket.socket | None:
+        """The bound socket (None before bind, once closed, or behind a DTLS or TCP adapter without one): what the
+        kernel granted it (its receive buffer) and what it dropped, read here for `receive_drops` and by whoever
+        checks a listener's buffer (tests of the receive path)."""
+        if self._transport is None:
+            return None
+        return cast("socket.socket | None", self._transport.get_extra_info("socket"))
 
     async def close(self) -> None:
         stream = self._stream
@@ -428,7 +438,7 @@ class CoapEndpoint(asyncio.DatagramProtocol):
 
     def receive_drops(self) -> int:
         """Datagrams the kernel dropped at this endpoint's UDP socket (its receive buffer was full)."""
-        sock = None if self._transport is None else self._transport.get_extra_info("socket")
+        sock = self.datagram_socket
         return 0 if sock is None else receive_drops(sock)
 
     def table_sizes(self) -> dict[str, int]:
