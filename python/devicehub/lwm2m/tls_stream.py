@@ -261,6 +261,11 @@ class TlsAcceptor:
     def connection_count(self) -> int:
         return len(self._streams)
 
+    def handshake_count(self) -> int:
+        """Handshakes under way (bounded by `max_handshakes` and the fair share), beside `connection_count`: read by
+        whoever watches the listener's load (tests of its handshake bounds)."""
+        return len(self._handshaking)
+
     # ---- what the streams report ---------------------------------------------------------------------
     def admit(self, stream: TlsStream) -> bool:
         refusal = self._shares.refusal(stream.peer)

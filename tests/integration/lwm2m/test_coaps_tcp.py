@@ -228,14 +228,14 @@ def test_tls_handshakes_are_bounded_and_one_that_stalls_ends_after_the_timeout(
         await listener.start("127.0.0.1", 0)
         try:
             stalled_reader, stalled = await asyncio.open_connection(*listener.address)  # says nothing
-            await eventually(lambda: len(acceptor._handshaking) == 1)
+            await eventually(lambda: acceptor.handshake_count() == 1)
             busy_reader, busy = await asyncio.open_connection(*listener.address)
             assert await asyncio.wait_for(busy_reader.read(), 5) == b""  # closed at once: one handshake at a time
             assert acceptor.stats.busy == 1
             with caplog.at_level(logging.WARNING):
                 await clock.advance(11.0)
                 assert await asyncio.wait_for(stalled_reader.read(), 5) == b""
-            assert acceptor.stats.handshake_timeouts == 1 and not acceptor._handshaking
+            assert acceptor.stats.handshake_timeouts == 1 and acceptor.handshake_count() == 0
             assert [m for m in refusals(caplog) if "not finished within 10 s" in m]
             stalled.close()
             busy.close()
@@ -269,17 +269,17 @@ def test_one_address_cannot_hold_every_tls_handshake_slot(tmp_path: Path) -> Non
         try:
             oldest, _ = await connect("127.0.0.1")
             await connect("127.0.0.1")
-            await eventually(lambda: len(acceptor._handshaking) == 2)
+            await eventually(lambda: acceptor.handshake_count() == 2)
             third, _ = await connect("127.0.0.1")
             assert await asyncio.wait_for(third.read(), 5) == b""  # its address holds its share: closed at once
             assert acceptor.stats.busy_address == 1
             for _ in range(2):
                 await connect("127.0.0.2")
-            await eventually(lambda: len(acceptor._handshaking) == 4)  # full, all of 127.0.0.0/24
+            await eventually(lambda: acceptor.handshake_count() == 4)  # full, all of 127.0.0.0/24
             newcomer, _ = await connect("127.0.1.5")
             assert await asyncio.wait_for(oldest.read(), 5) == b""  # the fullest network's oldest slot ended
             await eventually(lambda: acceptor.stats.evicted_handshake == 1)
-            assert len(acceptor._handshaking) == 4 and not newcomer.at_eof()
+            assert acceptor.handshake_count() == 4 and not newcomer.at_eof()
         finally:
             for _, writer in opened:
                 writer.close()

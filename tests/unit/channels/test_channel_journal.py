@@ -45,10 +45,15 @@ class JournalStore:
         return self.events.pop(key_id, None) is not None
 
 
+_JOURNALS: dict[int, Journal] = {}  # the journal each channel was made with, by the channel's identity
+
+
 def make_channel(store: JournalStore, max_bytes: int = 10**9) -> Channel:
     config = ChannelConfig(key_id="k1", account_id="a1", kind="callback", created_at=0.0)
     journal = Journal(store, 0.1)  # type: ignore[arg-type]  # only the journal methods are used
-    return Channel(config, journal, Counters(), 0.0, max_bytes=max_bytes)
+    channel = Channel(config, journal, Counters(), 0.0, max_bytes=max_bytes)
+    _JOURNALS[id(channel)] = journal
+    return channel
 
 
 def undelivered(channel: Channel, out: Batch | None) -> list[StoredEvent]:
@@ -57,7 +62,7 @@ def undelivered(channel: Channel, out: Batch | None) -> list[StoredEvent]:
 
 
 def journal_of(channel: Channel) -> Journal:
-    return channel._journal
+    return _JOURNALS[id(channel)]
 
 
 def check(store: JournalStore, channel: Channel, out: Batch | None) -> None:
