@@ -14,12 +14,19 @@ asyncio UDP server (this file, `--baseline-server`) that parses only the CoAP he
 every request from the same simulator load (`devicehub simulate --flavor pelion --workers W --bind 127.0.0.0/24
 --rate 0`); printed as a ratio. Writes bench/results/register_cpu.json.
 Reproduce: `python bench/register_bench.py --devices 5000 --measure-cpu --runs 3`.
+
+`--measure-cpu --store-compare` (issue 30 #5): the same registrations against an embedded node and against a node
+on a real redis-server, alternately in each run; Redis mode's CPU counts the node and redis-server
+(`INFO server` process_id). Once all are registered, `GET /v3/devices?limit=1000` is timed (median of 20 calls)
+on each. Prints the ratios Redis/SQLite and writes bench/results/register_stores.json.
+Reproduce: `python bench/register_bench.py --devices 5000 --measure-cpu --store-compare --runs 3`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -44,6 +51,8 @@ from support.waiting import wait_until  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "register.json"
 CPU_RESULTS = Path(__file__).resolve().parent / "results" / "register_cpu.json"
+STORES_RESULTS = Path(__file__).resolve().parent / "results" / "register_stores.json"
+LIST_CALLS = 20
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 DEVICES_PER_WORKER = 2_500  # simulator processes: the simulator must not be what limits the node
 
@@ -173,16 +182,24 @@ def _stop_simulator(sim: subprocess.Popen[str]) -> None:
     sim.wait(timeout=60)
 
 
-def _idle_rate(pid: int, seconds: float = 2.0) -> float:
-    before = cpu_seconds(pid)
-    time.sleep(seconds)
-    return (cpu_seconds(pid) - before) / seconds
+def _cpu_of(pids: list[int]) -> float:
+    return sum(cpu_seconds(pid) for pid in pids)
 
 
-def measure_process(pid: int, server: str, devices: int, register_rate: float, timeout: float) -> dict[str, float]:
-    """CPU-seconds of `pid` spent on `devices` registrations from one simulator, less its idle CPU meanwhile."""
-    idle = _idle_rate(pid)
-    start, cpu0, main0 = time.perf_counter(), cpu_seconds(pid), cpu_seconds(pid, pid)
+def _idle_rate(pid: list[int], seconds: float = 2.0) -> float:
+    before = _cpu_of(pid)
+    time.sleep(seconds)  # a measurement window, not a synchronisation
+    return (_cpu_of(pid) - before) / seconds
+
+
+def measure_process(
+    pid: int, server: str, devices: int, register_rate: float, timeout: float, also: tuple[int, ...] = ()
+) -> dict[str, float]:
+    """CPU-seconds of `pid` (and of the processes `also`, e.g. its redis-server) spent on `devices` registrations
+    from one simulator, less their idle CPU meanwhile."""
+    pids = [pid, *also]
+    idle = _idle_rate(pids)
+    start, cpu0, main0 = time.perf_counter(), _cpu_of(pids), cpu_seconds(pid, pid)
     sim = cpu_simulator(server, devices, register_rate)
     try:
         done = _watch_registered(sim, devices)
@@ -190,14 +207,14 @@ def measure_process(pid: int, server: str, devices: int, register_rate: float, t
             raise RuntimeError(f"not all {devices} devices registered within {timeout} s")
         registered = time.perf_counter() - start
         # the node answers before it stores: wait for its batches (and Pelion auto-observations) to end
-        quiet_since, last = time.perf_counter(), cpu_seconds(pid)
+        quiet_since, last = time.perf_counter(), _cpu_of(pids)
         while time.perf_counter() - quiet_since < 1.0:
             time.sleep(0.25)
-            now = cpu_seconds(pid)
+            now = _cpu_of(pids)
             if now - last > (idle * 0.25) + 1.5 / CLOCK_TICKS:
                 quiet_since = time.perf_counter()
             last = now
-        elapsed, cpu1, main1 = time.perf_counter() - start, cpu_seconds(pid), cpu_seconds(pid, pid)
+        elapsed, cpu1, main1 = time.perf_counter() - start, _cpu_of(pids), cpu_seconds(pid, pid)
     finally:
         _stop_simulator(sim)
     used = cpu1 - cpu0 - idle * elapsed
@@ -277,6 +294,87 @@ def measure_cpu(args: argparse.Namespace) -> None:
     )
 
 
+# ---- --store-compare --------------------------------------------------------------------------------------------
+def list_latency_ms(base_url: str, key: str) -> float:
+    """Median wall time of `GET /v3/devices?limit=1000` over LIST_CALLS calls on one kept-alive connection."""
+    import http.client
+
+    connection = http.client.HTTPConnection(base_url.removeprefix("http://"), timeout=30)
+    times = []
+    try:
+        for _ in range(LIST_CALLS):
+            start = time.perf_counter()
+            connection.request("GET", "/v3/devices?limit=1000", headers={"Authorization": f"Bearer {key}"})
+            response = connection.getresponse()
+            body = json.loads(response.read())
+            times.append((time.perf_counter() - start) * 1000)
+            if response.status != 200 or not body.get("data"):
+                raise RuntimeError(f"device list answered {response.status}")
+    finally:
+        connection.close()
+    return statistics.median(times)
+
+
+def store_run(store: str, devices: int, register_rate: float, timeout: float, log_level: str) -> dict[str, float]:
+    from support.redis_server import redis_server
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        extra: tuple[str, ...] = ("--log-level", log_level)
+        also: tuple[int, ...] = ()
+        if store == "redis":
+            import redis
+
+            url = stack.enter_context(redis_server())
+            with redis.Redis.from_url(url) as client:
+                also = (int(cast(dict[str, Any], client.info("server"))["process_id"]),)
+            extra += ("--redis-url", url)
+        service = ServiceProcess(data_dir=Path(tmp) / "data", extra_args=extra).start()
+        try:
+            assert service.process is not None
+            node = measure_process(service.process.pid, service.coap_uri, devices, register_rate, timeout, also)
+            pids = [service.process.pid, *also]
+            cpu0 = _cpu_of(pids)
+            node["list_ms"] = list_latency_ms(service.base_url, service.api_key)
+            node["list_cpu_ms"] = (_cpu_of(pids) - cpu0) * 1000 / LIST_CALLS
+        finally:
+            service.stop()
+    return node
+
+
+def store_compare(args: argparse.Namespace) -> None:
+    pairs = []
+    for _ in range(args.runs):
+        sqlite = store_run("sqlite", args.devices, args.register_rate, args.timeout, args.log_level)
+        redis_ = store_run("redis", args.devices, args.register_rate, args.timeout, args.log_level)
+        pairs.append({"sqlite": sqlite, "redis": redis_})
+    median: Callable[[str, str], float] = lambda store, key: statistics.median(p[store][key] for p in pairs)  # noqa: E731
+    cpu_ratio = statistics.median(p["redis"]["ms_per_registration"] / p["sqlite"]["ms_per_registration"] for p in pairs)
+    result = {
+        "devices": args.devices,
+        "register_rate": args.register_rate,
+        "pairs": pairs,
+        "sqlite_ms_per_registration": median("sqlite", "ms_per_registration"),
+        "redis_ms_per_registration": median("redis", "ms_per_registration"),
+        "redis_over_sqlite_cpu": cpu_ratio,
+        "sqlite_list_1000_ms": median("sqlite", "list_ms"),
+        "redis_list_1000_ms": median("redis", "list_ms"),
+        "sqlite_list_1000_cpu_ms": median("sqlite", "list_cpu_ms"),
+        "redis_list_1000_cpu_ms": median("redis", "list_cpu_ms"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
+        "command": "python bench/register_bench.py " + " ".join(sys.argv[1:]),
+    }
+    if not args.smoke:
+        STORES_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        STORES_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"register stores: {result['redis_ms_per_registration']:.3f} ms CPU per registration in Redis mode (node + "
+        f"redis-server) vs {result['sqlite_ms_per_registration']:.3f} ms embedded, ratio {cpu_ratio:.2f} "
+        f"(median of {args.runs} pairs, {args.devices} devices); GET /v3/devices?limit=1000 "
+        f"{result['redis_list_1000_ms']:.1f} ms Redis vs {result['sqlite_list_1000_ms']:.1f} ms embedded (CPU "
+        f"{result['redis_list_1000_cpu_ms']:.1f} vs {result['sqlite_list_1000_cpu_ms']:.1f} ms)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--devices", type=int, default=1000)
@@ -285,6 +383,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--measure-cpu", action="store_true", help="serve CPU per registration vs a bare UDP server")
+    parser.add_argument(
+        "--store-compare", action="store_true", help="--measure-cpu: Redis mode against the embedded store, alternately"
+    )
     parser.add_argument("--log-level", default="warning", help="--measure-cpu: the node's --log-level")
     parser.add_argument("--baseline-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -293,6 +394,9 @@ def main() -> None:
         return
     if args.smoke:
         args.devices, args.runs = (200 if args.measure_cpu else 20), 1
+    if args.measure_cpu and args.store_compare:
+        store_compare(args)
+        return
     if args.measure_cpu:
         measure_cpu(args)
         return

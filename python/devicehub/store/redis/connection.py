@@ -24,8 +24,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import NoScriptError, WatchError
 
+from devicehub.domain.model import Device
 from devicehub.errors import StartupFailed, Unavailable
-from devicehub.store.redis.codec import T, decode, encode, text
+from devicehub.store.redis.codec import DecodedRecords, T, decode, encode, text
 from devicehub.store.redis.keys import LAYOUT, Keys
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
@@ -58,6 +59,10 @@ def _sha(script: str) -> str:
     return hashlib.sha1(script.encode()).hexdigest()  # Redis names a script by its SHA-1
 
 
+# decoded device records a node keeps (codec.DecodedRecords): ten directory pages of 1 000, about 30 MB at most
+DEVICE_RECORDS_KEPT = 10_000
+
+
 class RedisConnection:
     """One Redis database under a key prefix, shared by every node of a cluster."""
 
@@ -81,6 +86,7 @@ class RedisConnection:
         self._delete_bootstrap: Any = None
         self._reindex_pending: dict[str, set[str]] = {}  # devices.py: account -> devices whose indexes are due
         self._reindex_locks: dict[str, asyncio.Lock] = {}
+        self._device_record = DecodedRecords(Device, DEVICE_RECORDS_KEPT)  # devices.py
         self._reported = ReportedWriteBehind(self._write_reported, reported_flush_s)
 
     @property

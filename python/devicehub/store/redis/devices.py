@@ -20,7 +20,7 @@ from redis.asyncio.client import Pipeline
 
 from devicehub.domain.model import Device, ReportedValue
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
-from devicehub.store.redis.codec import SEP, decode, encode, text
+from devicehub.store.redis.codec import SEP, encode, text
 from devicehub.store.redis.snapshot import RedisSnapshot
 from devicehub.store.redis.writes import Writes
 
@@ -66,7 +66,7 @@ class RedisDevices(RedisSnapshot):
             return
         keys = [text(k) async for k in self.redis.scan_iter(match=self._p + "device:{dev:*", count=1000)]
         for start in range(0, len(keys), 500):
-            devices = await self._blobs(Device, keys[start : start + 500])
+            devices = await self._devices(keys[start : start + 500])
             by_account: dict[str, list[str]] = {}
             for device in devices:
                 by_account.setdefault(device.account_id, []).append(device.id)
@@ -110,7 +110,7 @@ class RedisDevices(RedisSnapshot):
         def write(tx: Pipeline, found: tuple[list[Any], list[Any]]) -> None:
             writes = Writes()
             for device_id, held, data in zip(ids, *found, strict=True):
-                device = None if data is None else decode(Device, data)
+                device = None if data is None else self._device_record(data)
                 old = set(text(held).split(SEP)) if held else set()
                 new = set(self._device_indexes(device)) if device and device.account_id == account_id else set()
                 for index in sorted(old - new):
@@ -132,7 +132,7 @@ class RedisDevices(RedisSnapshot):
         stale: dict[str, list[str]] = {}
         async with self.redis.pipeline(transaction=False) as pipe:
             for device, data in zip(written, replaced, strict=True):
-                previous = None if data is None else decode(Device, data)
+                previous = None if data is None else self._device_record(data)
                 pipe.hset(k.ep("device_ep", device.endpoint_name), device.account_id, device.id)
                 pipe.zadd(k.bucket("seen", device.id), {device.id: device.last_seen_at})
                 if previous is None or self._device_indexes(previous) != self._device_indexes(device):
@@ -158,10 +158,16 @@ class RedisDevices(RedisSnapshot):
         await self._after_device_writes([device], [replaced])
 
     async def get_device(self, device_id: str) -> Device | None:
-        return await self._blob(Device, self.keys.dev("device", device_id))
+        data = await self.redis.get(self.keys.dev("device", device_id))
+        return None if data is None else self._device_record(data)
 
     async def get_devices(self, device_ids: Sequence[str]) -> list[Device]:
-        return await self._blobs(Device, [self.keys.dev("device", i) for i in device_ids])
+        return await self._devices([self.keys.dev("device", i) for i in device_ids])
+
+    async def _devices(self, keys: Sequence[str]) -> list[Device]:
+        """The records under these keys (those that exist), decoded once per distinct blob (codec.DecodedRecords)."""
+        decoded = self._device_record
+        return [decoded(data) for data in await self._mget(keys) if data is not None]
 
     async def put_registered_devices(
         self,
@@ -259,7 +265,7 @@ class RedisDevices(RedisSnapshot):
                 raw = await self.redis.zrangebylex(index, low, "+", start=0, num=page)
             ids = [text(i) for i in raw]
             if ids:
-                yield await self._blobs(Device, [self.keys.dev("device", i) for i in ids])
+                yield await self._devices([self.keys.dev("device", i) for i in ids])
             if len(ids) < page:
                 return
             cursor = ids[-1]
@@ -280,7 +286,7 @@ class RedisDevices(RedisSnapshot):
             ids = sorted(direct, reverse=descending)
             if after is not None:
                 ids = [i for i in ids if (i < after if descending else i > after)]
-            devices = await self._blobs(Device, [self.keys.dev("device", i) for i in ids])
+            devices = await self._devices([self.keys.dev("device", i) for i in ids])
             return [d for d in devices if d.account_id == account_id and full.matches(d)][:limit]
         index = await self._narrowest_index(account_id, full)
         found: list[Device] = []
@@ -311,7 +317,7 @@ class RedisDevices(RedisSnapshot):
         data, queued = await self._delete(
             keys=[k.dev(part, device_id) for part in _DEVICE_PARTS],
         )
-        device = None if data is None else decode(Device, data)
+        device = None if data is None else self._device_record(data)
         async with self.redis.pipeline(transaction=False) as pipe:
             for member in (text(m) for m in queued):
                 key_id, _, async_id = member.partition(SEP)
