@@ -78,7 +78,8 @@ class ServeSettings:
         default=2000,
         metadata={
             "help": "registrations admitted but not yet stored beyond which a Register is answered CoAP 5.03 "
-            "with a Max-Age of 5-60 s (load shedding in a registration storm)"
+            "with a Max-Age that books its return into the first second the node can take (2-120 s; load shedding in a "
+            "registration storm)"
         },
     )
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
