@@ -20,7 +20,7 @@ from devicehub.domain.device_results import DeviceError
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Reply, option_values
-from devicehub.sim.objects import INT, OPAQUE, STRING, Model, Resource, Value
+from devicehub.sim.objects import Model, Value, defined
 
 log = logging.getLogger("devicehub.sim")
 
@@ -93,12 +93,12 @@ class SimFirmware:
         self._task: asyncio.Task[None] | None = None
         device.model.objects[5] = {
             0: {
-                0: Resource(0, OPAQUE, b"", writable=True),  # Package (push)
-                1: Resource(1, STRING, "", writable=True),  # Package URI (pull)
-                2: Resource(2, STRING, "", executable=True),  # Update
-                3: Resource(3, INT, IDLE),  # State
-                5: Resource(5, INT, INITIAL),  # Update Result
-                9: Resource(9, INT, 2),  # Firmware Update Delivery Method: both
+                0: defined(5, 0, b""),  # Package (push)
+                1: defined(5, 1, ""),  # Package URI (pull)
+                2: defined(5, 2, ""),  # Update
+                3: defined(5, 3, IDLE),  # State
+                5: defined(5, 5, INITIAL),  # Update Result
+                9: defined(5, 9, 2),  # Firmware Update Delivery Method: both
             }
         }
 

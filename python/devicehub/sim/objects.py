@@ -1,13 +1,16 @@
 """The simulated device's LwM2M objects: 3 Device, 1 Server, 3303 Temperature, 3311 Light Control.
 
 Values are typed so that text, opaque and TLV encodings come out as a real client's would
-(lwm2m-device-side.md §5, §6). Reads of an instance or object answer TLV.
+(lwm2m-device-side.md §5, §6). Reads of an instance or object answer TLV. Each resource's type and operations come
+from the OMA registry's definition of it (`defined`), the same definitions the service checks requests against
+(issue 32 #1), so the simulator and the service cannot disagree on what a resource is.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,6 +33,7 @@ from devicehub._core import (
     tlv_read_float,
     tlv_read_int,
 )
+from devicehub.domain.object_catalog import registry
 
 Value = int | float | bool | str | bytes
 
@@ -42,6 +46,22 @@ CBOR_CFS = (SENML_CBOR_CF, LWM2M_CBOR_CF)
 TEMPERATURE = "/3303/0/5700"
 BATTERY = "/3/0/9"  # auto-observed by the Pelion flavour: notifies with no subscription (spec §3.2)
 READ_ONLY = "/3/0/0"  # Manufacturer: writes answer 4.05
+
+
+# a definition's data type (OMA-TS-LightweightM2M_Core Appendix C) as the simulator keeps the value; links and an
+# executable resource's (none) are kept as text
+_KINDS = {
+    "integer": INT,
+    "unsigned integer": INT,
+    "float": FLOAT,
+    "boolean": BOOL,
+    "string": STRING,
+    "opaque": OPAQUE,
+    "time": TIME,
+    "objlnk": STRING,
+    "corelnk": STRING,
+    "": STRING,
+}
 
 
 class BadValue(ValueError):
@@ -139,13 +159,29 @@ class Resource:
             raise BadValue(str(error)) from error
 
 
+def defined(object_id: int, resource_id: int, value: Value, *, published: bool = False) -> Resource:
+    """A resource with the type and operations the OMA registry's definition gives it (a simulated object is one the
+    registry defines: KeyError otherwise)."""
+    kind, writable, executable = _typing(object_id, resource_id)
+    return Resource(resource_id, kind, value, writable=writable, executable=executable, published=published)
+
+
+@functools.cache  # a fleet of 100 000 builds each of its 19 resources per device: look each definition up once
+def _typing(object_id: int, resource_id: int) -> tuple[str, bool, bool]:
+    definition = registry()[object_id].resource(resource_id)
+    if definition is None:
+        raise KeyError(f"/{object_id}/x/{resource_id} is not in the registry's object {object_id}")
+    return _KINDS[definition.type], definition.writable, definition.executable
+
+
 class CurrentTime(Resource):
     """/3/0/13 Current Time: moves with the (injected) clock; a write sets the offset from it."""
 
-    def __init__(self, rid: int, now: Callable[[], float], *, writable: bool = True) -> None:
+    def __init__(self, rid: int, now: Callable[[], float]) -> None:
         self._now = now
         self._offset = 0
-        super().__init__(rid, TIME, int(now()), writable=writable)
+        typed = defined(3, rid, 0)
+        super().__init__(rid, typed.kind, int(now()), writable=typed.writable)
 
     @property
     def value(self) -> Value:
@@ -268,42 +304,42 @@ def _ids(path: str) -> list[int] | None:
 
 
 def standard_model(endpoint_name: str, lifetime: int, now: Callable[[], float]) -> Model:
-    """The objects every simulated device has (issue 8 §5)."""
+    """The objects every simulated device has (issue 8 §5), typed by the registry's definitions."""
     return Model(
         objects={
             1: {
                 0: {
-                    0: Resource(0, INT, 1),  # Short Server ID
-                    1: Resource(1, INT, lifetime, writable=True),  # Lifetime
-                    7: Resource(7, STRING, "U", writable=True),  # Binding
-                    8: Resource(8, STRING, "", executable=True),  # Registration Update Trigger
+                    0: defined(1, 0, 1),  # Short Server ID
+                    1: defined(1, 1, lifetime),  # Lifetime
+                    7: defined(1, 7, "U"),  # Binding
+                    8: defined(1, 8, ""),  # Registration Update Trigger
                 }
             },
             3: {
                 0: {
-                    0: Resource(0, STRING, "devicehub", published=True),  # Manufacturer (read-only)
-                    1: Resource(1, STRING, "simulator", published=True),  # Model Number
-                    2: Resource(2, STRING, endpoint_name, published=True),  # Serial Number
-                    3: Resource(3, STRING, "1.0", published=True),  # Firmware Version
-                    4: Resource(4, STRING, "", executable=True),  # Reboot
-                    9: Resource(9, INT, 100),  # Battery Level (auto-observed in the Pelion flavour)
+                    0: defined(3, 0, "devicehub", published=True),  # Manufacturer (read-only)
+                    1: defined(3, 1, "simulator", published=True),  # Model Number
+                    2: defined(3, 2, endpoint_name, published=True),  # Serial Number
+                    3: defined(3, 3, "1.0", published=True),  # Firmware Version
+                    4: defined(3, 4, ""),  # Reboot
+                    9: defined(3, 9, 100),  # Battery Level (auto-observed in the Pelion flavour)
                     13: CurrentTime(13, now),  # Current Time
-                    16: Resource(16, STRING, "U"),  # Supported Binding and Modes
+                    16: defined(3, 16, "U"),  # Supported Binding and Modes
                 }
             },
             3303: {
                 0: {
-                    5700: Resource(5700, FLOAT, 21.5),  # Sensor Value
-                    5701: Resource(5701, STRING, "Cel"),  # Sensor Units
-                    5601: Resource(5601, FLOAT, 21.5),  # Min Measured Value
-                    5602: Resource(5602, FLOAT, 21.5),  # Max Measured Value
+                    5700: defined(3303, 5700, 21.5),  # Sensor Value
+                    5701: defined(3303, 5701, "Cel"),  # Sensor Units
+                    5601: defined(3303, 5601, 21.5),  # Min Measured Value
+                    5602: defined(3303, 5602, 21.5),  # Max Measured Value
                 }
             },
             3311: {
                 0: {
-                    5850: Resource(5850, BOOL, False, writable=True),  # On/Off
-                    5851: Resource(5851, INT, 0, writable=True),  # Dimmer 0-100
-                    5706: Resource(5706, STRING, "#FFFFFF", writable=True),  # Colour
+                    5850: defined(3311, 5850, False),  # On/Off
+                    5851: defined(3311, 5851, 0),  # Dimmer 0-100
+                    5706: defined(3311, 5706, "#FFFFFF"),  # Colour
                 }
             },
         }
