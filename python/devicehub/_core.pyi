@@ -35,6 +35,7 @@ __all__ = [
     "LinkFormatError",
     "LinkTable",
     "ObserveLane",
+    "ObserveOrder",
     "QueueError",
     "RequestLog",
     "TlsConnector",
@@ -49,7 +50,6 @@ __all__ = [
     "coap_encode_uint",
     "lwm2m_cbor_decode",
     "lwm2m_cbor_encode",
-    "observe_newer",
     "parse_links",
     "senml_cbor_decode",
     "senml_cbor_encode",
@@ -256,10 +256,6 @@ def coap_encode(
 def coap_encode_uint(value: int) -> bytes:
     """Minimal big-endian unsigned option value (0 → empty)."""
 
-def observe_newer(last: int | None, last_at: float, seq: int, now: float, freshness: float) -> bool:
-    """RFC 7641 §3.4/§4.4: is Observe number `seq`, received at `now`, newer than `last` (received at `last_at`)?
-    None for `last`: nothing seen yet, any number is newer. The rule `ObserveLane` applies, for the Python path."""
-
 @final
 class CoapNotification:
     """One observation's notification encoded once; `encode` fills in the message ID, Observe value
@@ -439,10 +435,30 @@ class UdpReceiver:
     ]:
         """`receive`, each datagram offered to `lane` first. Returns `(others, values, acks, (taken, duplicates,
         stale))`: the datagrams the lane left, as `receive` gives them; the new values of armed observations as
-        `(device_id, path, content_format, payload, observe)`, each observation's `last_seq`/`last_at` moved on (a
-        number not newer, RFC 7641 §3.4, is dropped as stale); the empty ACKs of the CON notifications (and of
+        `(device_id, path, content_format, payload, observe)`, each observation's `ObserveOrder` moved on (a number
+        not newer, RFC 7641 §3.4, is dropped as stale); the empty ACKs of the CON notifications (and of
         their retransmissions) taken, as `(ack, (host, port))`, for the caller to send; and the datagrams the lane
         took, the retransmissions among them and the stale numbers among them."""
+
+@final
+class ObserveOrder:
+    """The order of one observation's notifications (RFC 7641 §3.4), owned here for both notification paths (issue
+    29 #6): the last Observe number taken (None until the first of the stream) and when. The lane moves it on for
+    what it takes; the Python path asks `advance` for what it takes. The one freshness rule: a number is newer if
+    (V1 < V2 and V2 - V1 < 2^23) or (V1 > V2 and V1 - V2 > 2^23) or it came more than 128 s after the last one."""
+
+    def __new__(cls, last_seq: int | None = None, last_at: float = 0.0) -> ObserveOrder: ...
+    @property
+    def last_seq(self) -> int | None: ...
+    @property
+    def last_at(self) -> float: ...
+    def advance(self, seq: int, now: float) -> bool:
+        """Take Observe number `seq`, received at `now`, if it is newer than the last one (it becomes the last);
+        False, the order unchanged, for a stale one."""
+
+    def restart(self, seq: int | None, now: float) -> None:
+        """A new stream starts at `now` (RFC 7641 §4.1's re-registration): its first number is `seq` whatever the
+        old stream's last one was (None: not known yet, any number is taken next)."""
 
 @final
 class ObserveLane:
@@ -450,14 +466,14 @@ class ObserveLane:
     (address, token), recognised in `UdpReceiver.receive_sifting` without Python per datagram — a 2.xx NON or CON
     response with Observe, every critical option understood, no Block2 transfer — and CON ones acknowledged (their
     message IDs remembered, at most `max_acked` for `lifetime` seconds, so a retransmission is acknowledged
-    again). Anything else of an armed token goes to the Python path and disarms it. `freshness`: RFC 7641 §3.4's
-    window after which any number is newer. ValueError for `max_acked` < 1 or a non-positive time."""
+    again). Anything else of an armed token goes to the Python path and disarms it. A value is taken only if its
+    observation's `ObserveOrder` takes its number. ValueError for `max_acked` < 1 or a non-positive lifetime."""
 
-    def __new__(cls, max_acked: int, lifetime: float, max_datagram: int, freshness: float) -> ObserveLane: ...
-    def arm(self, device_id: str, address: tuple[str, int], token: bytes, path: str, observation: Any) -> bool:
+    def __new__(cls, max_acked: int, lifetime: float, max_datagram: int) -> ObserveLane: ...
+    def arm(self, device_id: str, address: tuple[str, int], token: bytes, path: str, order: ObserveOrder) -> bool:
         """Arm `token` of `device_id` at `address` (whatever another device had armed there, or this device at
-        another address, is disarmed); `observation` has `last_seq` (int | None) and `last_at` (float), read and
-        moved on by each value. False, nothing armed, for a host that is not an IP literal."""
+        another address, is disarmed); each value moves `order` on, the same object the server's Python path asks
+        (issue 29 #6). False, nothing armed, for a host that is not an IP literal."""
 
     def disarm_device(self, device_id: str) -> None: ...
     def disarm_remote(self, address: tuple[str, int]) -> None: ...

@@ -5,23 +5,15 @@ as it was, and answers only CON datagrams with their own message ID."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FUZZ
-from devicehub._core import ObserveLane, coap_decode, coap_encode, coap_encode_uint
+from devicehub._core import ObserveLane, ObserveOrder, coap_decode, coap_encode, coap_encode_uint
 from devicehub.lwm2m import codes
 
 DEVICE, PATH, TOKEN = "d" * 32, "/3303/0/5700", b"\x9a\x6d\x2c\x69"
 ADDRESS = ("127.0.0.1", 56830)
-
-
-@dataclass
-class Observation:  # what the server's `_Observation` gives the lane: its ordering state
-    last_seq: int | None = None
-    last_at: float = 0.0
 
 
 def _notification(mtype: int, mid: int, seq: int, payload: bytes) -> bytes:
@@ -53,9 +45,9 @@ DATAGRAM = st.builds(
 @FUZZ
 @given(st.lists(DATAGRAM | st.binary(max_size=64), min_size=1, max_size=16), st.booleans())
 def test_any_datagrams_of_an_armed_device_are_sifted_without_error(datagrams: list[bytes], again: bool) -> None:
-    lane = ObserveLane(64, 247.0, 1500, 128.0)
-    observation = Observation()
-    assert lane.arm(DEVICE, ADDRESS, TOKEN, PATH, observation)
+    lane = ObserveLane(64, 247.0, 1500)
+    order = ObserveOrder()  # what the server's observation gives the lane: its order, moved on by each value
+    assert lane.arm(DEVICE, ADDRESS, TOKEN, PATH, order)
     sent = datagrams + datagrams if again else datagrams  # a second pass: retransmissions of every CON one
     others, values, acks, (taken, duplicates, stale) = lane.sift(sent, ADDRESS, 1.0)
     assert taken == len(sent) - len(others) and duplicates + stale <= taken
@@ -65,7 +57,7 @@ def test_any_datagrams_of_an_armed_device_are_sifted_without_error(datagrams: li
         assert (device_id, path) == (DEVICE, PATH)
         assert last is None or 0 < (seq - last) % (1 << 24) < 1 << 23, "numbers only move forward"
         last = seq
-    assert observation.last_seq == last if values else True
+    assert order.last_seq == last if values else True
     taken_mids = {int.from_bytes(d[2:4], "big") for d in sent if d not in others and d[0] >> 4 & 3 == codes.CON}
     for ack, address in acks:
         assert address == ADDRESS

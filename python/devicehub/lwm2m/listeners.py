@@ -21,9 +21,6 @@ from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.tls_stream import TlsAcceptor
 from devicehub.lwm2m.udp import RECV_BATCHES, open_udp
 
-OBSERVE_FRESHNESS = 128.0  # RFC 7641 §3.4: after this long any sequence number is taken as newer
-
-
 class RequestHandler(Protocol):
     """A request from a peer, with the identity its (D)TLS session proved (None: plain CoAP) and its transport."""
 
@@ -87,7 +84,7 @@ class Listeners:
         return endpoint
 
     def _add_lane(self, endpoint: CoapEndpoint) -> None:
-        lane = ObserveLane(self._limits.dedup_entries, EXCHANGE_LIFETIME, MAX_DATAGRAM, OBSERVE_FRESHNESS)
+        lane = ObserveLane(self._limits.dedup_entries, EXCHANGE_LIFETIME, MAX_DATAGRAM)
         endpoint.attach_lane(lane, self._on_lane_values)
         self._lanes.append(lane)
 

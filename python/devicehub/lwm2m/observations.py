@@ -2,8 +2,8 @@
 
 Observations are state of the service (issue 12 #5): each is written to the store and held in the registry, so a
 restarted node — or, in Redis mode, another node the device's datagrams now reach — understands a device's
-notifications by token. Ordering by Observe number (RFC 7641 §3.4) is the Rust lane's rule (`observe_newer`), the
-one the lane applies to what it takes (issue 29 #6).
+notifications by token. Ordering by Observe number (RFC 7641 §3.4) is each observation's `ObserveOrder`, a Rust object
+the lane moves on for what it takes and this path asks for what it takes: one owner, one rule (issue 29 #6).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable
 from dataclasses import replace
 
-from devicehub._core import CoapMessage, coap_encode_uint, observe_newer
+from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceError, DeviceResponse
 from devicehub.domain.model import ObservationRecord
@@ -23,7 +23,7 @@ from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
 from devicehub.lwm2m.coap.messages import Address, LaneNotification
-from devicehub.lwm2m.listeners import OBSERVE_FRESHNESS, Listeners
+from devicehub.lwm2m.listeners import Listeners
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Device, Observation, Registry
 from devicehub.lwm2m.security import PeerIdentity
@@ -84,7 +84,8 @@ class ObservationService:
             # (avs_coap: "Response to the original Observe request always set the option to 0"), so the
             # old stream's last number and time must not judge the new one stale (RFC 7641 §3.4, §4.4)
             renewed = device.observations[token]
-            renewed.last_seq, renewed.last_at, renewed.accept = None, self._clock.now(), accept
+            renewed.order.restart(None, self._clock.now())
+            renewed.accept = accept
         options = [(codes.OBSERVE, b""), *codes.path_options(path)]
         if accept is not None:
             options.append((codes.ACCEPT, coap_encode_uint(accept)))
@@ -99,8 +100,8 @@ class ObservationService:
         if (observation := device.observations.get(token)) is not None:
             # the response opens the stream: its number is the baseline even if a datagram of the old stream
             # slipped in meanwhile; its value is reported only if no notification overtook it (that one is newer)
-            overtaken = observation.last_seq is not None
-            observation.last_seq, observation.last_at = response.observe, self._clock.now()
+            overtaken = observation.order.last_seq is not None
+            observation.order.restart(response.observe, self._clock.now())
             # delivered before any await: a notification handled during one would reach channels before this
             # older value
             if response.payload and not overtaken:
@@ -181,7 +182,7 @@ class ObservationService:
         accepted with.)"""
         lane = self._listeners.lane_for(identity)
         if lane is not None and device.observations.get(token) is observation:
-            lane.arm(device.registration.device_id, remote, token, observation.path, observation)
+            lane.arm(device.registration.device_id, remote, token, observation.path, observation.order)
 
     def lane_values(self, values: list[LaneNotification], stale: int) -> None:
         """What the lane accepted of a batch: as `_accept` goes on with each, in their order."""
@@ -198,15 +199,10 @@ class ObservationService:
             self._registry.end_observation(device, message.token)  # an error ends the observation (RFC 7641 §3.2)
             self.forget_stored(message.token)
             return True
-        now = self._clock.now()
         seq = message.observe
-        if seq is not None and not observe_newer(
-            observation.last_seq, observation.last_at, seq, now, OBSERVE_FRESHNESS
-        ):
+        if seq is not None and not observation.order.advance(seq, self._clock.now()):
             self._stats.stale_notifications += 1
             return True  # acknowledged, but older than what we have (RFC 7641 §3.4)
-        if seq is not None:
-            observation.last_seq, observation.last_at = seq, now
         block2 = message.block2
         if block2 is not None and (block2[0] != 0 or block2[1]):
             if block2[0] == 0:  # RFC 7959 §3.4: the first block of a larger notification; fetch the rest first
@@ -236,7 +232,7 @@ class ObservationService:
             return
         if whole.code >> 5 != 2 or device.observations.get(token) is not observation:
             return
-        if first.observe is not None and observation.last_seq != first.observe:
+        if first.observe is not None and observation.order.last_seq != first.observe:
             self._stats.stale_notifications += 1
             return
         self._stats.notifications += 1

@@ -190,7 +190,7 @@ class RegistrationWriter:
             registration = entry.device.registration
             records.append(record_of(registration, self._registry.expires_at(registration)))
             for token, observation in entry.device.observations.items():
-                if entry.fresh or observation.last_seq is None:
+                if entry.fresh or observation.order.last_seq is None:
                     observations.append(entry.device.record_of(token))
         await store.put_registrations(
             records, observations, [e.device.registration.device_id for e in entries if e.fresh and not e.failed]

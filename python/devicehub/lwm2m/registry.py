@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from devicehub._core import ObserveLane
+from devicehub._core import ObserveLane, ObserveOrder
 from devicehub.clock import Clock
 from devicehub.domain.model import ObservationRecord, RegistrationRecord
 from devicehub.domain.ports import DeviceEvents
@@ -26,8 +26,9 @@ MAX_MISSED_TOKENS = 10_000
 class Observation:
     path: str
     auto: bool  # adopted from the device's `aobs` (Pelion auto-observation), not requested by us
-    last_seq: int | None = None  # None until the first notification (or the Observe response) of this stream
-    last_at: float = 0.0
+    # the order of its notifications (RFC 7641 §3.4): the Rust object the lane moves on too, so both paths ask one
+    # owner (issue 29 #6); kept for the observation's life, a new stream restarts it (the lane may hold it armed)
+    order: ObserveOrder = field(default_factory=ObserveOrder)
     accept: int | None = None  # the Accept of the Observe request, asked again for later Block2 blocks
 
 
@@ -44,7 +45,8 @@ class Device:
 
     def record_of(self, token: bytes) -> ObservationRecord:
         o = self.observations[token]
-        return observation_record(self.registration.device_id, token, o.path, o.auto, o.last_seq, o.last_at)
+        order = o.order
+        return observation_record(self.registration.device_id, token, o.path, o.auto, order.last_seq, order.last_at)
 
 
 class MissedTokens:
@@ -137,8 +139,7 @@ class Registry:
                 device.observations[observation.token] = Observation(
                     path=observation.path,
                     auto=observation.auto,
-                    last_seq=observation.last_seq,
-                    last_at=observation.last_at,
+                    order=ObserveOrder(observation.last_seq, observation.last_at),
                 )
         self.hold(device)
         self.note_gateway(device.registration)

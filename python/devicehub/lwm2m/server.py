@@ -201,7 +201,7 @@ class LwM2MServer:
         the number until its answer comes."""
         device = self.registry.devices.get(device_id)
         observation = None if device is None else self._observations.requested(device, path)
-        return observation is not None and observation.last_seq is not None
+        return observation is not None and observation.order.last_seq is not None
 
     async def cancel_observe(self, device_id: str, path: str) -> None:
         device = self.registry.devices.get(device_id)

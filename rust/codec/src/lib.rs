@@ -8,11 +8,13 @@
 //! - [`histogram`]: the log-bucket latency histogram of the simulator's report.
 //! - [`links`]: the CoRE link format (RFC 6690) of Register and Update payloads.
 //! - [`observe_lane`]: the plain UDP listener's steady-state notifications, recognised without Python.
+//! - [`observe_order`]: the order of one observation's notifications (RFC 7641 §3.4), the one freshness rule.
 
 pub mod cbor;
 pub mod coap;
 pub mod histogram;
 pub mod links;
 pub mod observe_lane;
+pub mod observe_order;
 pub mod queue;
 pub mod tlv;

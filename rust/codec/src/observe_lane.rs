@@ -14,8 +14,8 @@
 //! that goes to the Python path disarms the token, so that token's later datagrams of the same batch follow
 //! it there, in order; the server arms it again when it accepts one.
 //!
-//! Ordering by Observe number (RFC 7641 §3.4) is [`newer`], applied by the caller to the observation's state,
-//! which stays the server's.
+//! Ordering by Observe number (RFC 7641 §3.4) is not the lane's: the caller's handle carries the observation's
+//! [`crate::observe_order::ObserveOrder`], which the Python path asks too.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -44,14 +44,6 @@ pub enum Sifted<'a, H> {
 pub fn empty_ack(mid: u16) -> [u8; 4] {
     let [hi, lo] = mid.to_be_bytes();
     [0x60, 0x00, hi, lo]
-}
-
-/// RFC 7641 §3.4: is `seq` newer than `last` (seen at `last_at`)? Any number is after `freshness` seconds.
-pub fn newer(last: Option<u32>, last_at: f64, seq: u32, now: f64, freshness: f64) -> bool {
-    let Some(last) = last else { return true };
-    (last < seq && seq - last < 1 << 23)
-        || (last > seq && last - seq > 1 << 23)
-        || now > last_at + freshness
 }
 
 struct ArmedDevice<H> {

@@ -9,6 +9,7 @@ mod errors;
 mod histogram;
 mod links;
 mod observe_lane;
+mod observe_order;
 mod queue;
 mod request_log;
 mod tls;
@@ -27,6 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     links::register(m)?;
     histogram::register(m)?;
     udp::register(m)?;
+    observe_order::register(m)?;
     observe_lane::register(m)?;
     dtls::register(m)?;
     tls::register(m)?;

@@ -1,28 +1,29 @@
 //! `ObserveLane`: `devicehub_codec::observe_lane` holding the server's own objects as handles; the receiver's
-//! `receive_sifting` (udp.rs) runs it over each batch.
+//! `receive_sifting` (udp.rs) runs it over each batch. Each armed observation's order is the `ObserveOrder` the
+//! server's observation holds (observe_order.rs): the lane moves it on in Rust, no attribute of a Python object
+//! is read or written per value.
 
 use pyo3::exceptions::PyValueError;
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 
-use devicehub_codec::observe_lane::{empty_ack, newer, ObserveLane, Sifted};
+use devicehub_codec::observe_lane::{empty_ack, ObserveLane, Sifted};
+
+use crate::observe_order::PyObserveOrder;
 
 /// What an armed observation hands back: the device's id and the observed path (given to the core as they
-/// are), and the server's observation object, whose `last_seq`/`last_at` the lane reads and moves on.
+/// are), and the observation's order, shared with the server's Python path.
 pub struct Armed {
     pub device_id: Py<PyString>,
     pub path: Py<PyString>,
-    pub observation: Py<PyAny>,
+    pub order: Py<PyObserveOrder>,
 }
 
 /// The armed observations of the plain UDP listener and the CON notifications it acknowledged.
 #[pyclass(module = "devicehub._core", name = "ObserveLane")]
 pub struct PyObserveLane {
     pub lane: ObserveLane<Armed>,
-    /// RFC 7641 §3.4's 128 s: after it any Observe number is taken as newer.
-    pub freshness: f64,
 }
 
 /// The `SocketAddr` of a `(host, port)` the receiver handed out (an IP literal, IPv6 with a numeric `%scope`),
@@ -64,8 +65,8 @@ impl Tally {
 
 impl PyObserveLane {
     /// Offer one datagram from `addr`: a new value of an armed observation is appended to `values` as
-    /// `(device_id, path, content_format, payload, observe)`, the observation's `last_seq`/`last_at` moved on (a
-    /// number not newer is counted stale and dropped, RFC 7641 §3.4).
+    /// `(device_id, path, content_format, payload, observe)`, the observation's order moved on (a number not
+    /// newer is counted stale and dropped, RFC 7641 §3.4).
     pub fn offer(
         &mut self,
         py: Python<'_>,
@@ -75,7 +76,6 @@ impl PyObserveLane {
         values: &Bound<'_, PyList>,
         tally: &mut Tally,
     ) -> PyResult<Offered> {
-        let freshness = self.freshness;
         match self.lane.sift(data, addr, now) {
             Sifted::Slow => Ok(Offered::Slow),
             Sifted::Duplicate { mid } => {
@@ -91,12 +91,7 @@ impl PyObserveLane {
                 ack,
             } => {
                 tally.taken += 1;
-                let observation = handle.observation.bind(py);
-                let last: Option<u32> = observation.getattr(intern!(py, "last_seq"))?.extract()?;
-                let last_at: f64 = observation.getattr(intern!(py, "last_at"))?.extract()?;
-                if newer(last, last_at, seq, now, freshness) {
-                    observation.setattr(intern!(py, "last_seq"), seq)?;
-                    observation.setattr(intern!(py, "last_at"), now)?;
+                if handle.order.bind(py).try_borrow_mut()?.order.advance(seq, now) {
                     values.append((
                         handle.device_id.bind(py),
                         handle.path.bind(py),
@@ -124,16 +119,14 @@ pub type Sifting<'py> = (
 #[pymethods]
 impl PyObserveLane {
     #[new]
-    fn new(max_acked: usize, lifetime: f64, max_datagram: usize, freshness: f64) -> PyResult<Self> {
-        let positive = |value: f64| value.is_finite() && value > 0.0;
-        if max_acked == 0 || !positive(lifetime) || !positive(freshness) {
+    fn new(max_acked: usize, lifetime: f64, max_datagram: usize) -> PyResult<Self> {
+        if max_acked == 0 || !(lifetime.is_finite() && lifetime > 0.0) {
             return Err(PyValueError::new_err(
-                "max_acked must be at least 1, lifetime and freshness positive",
+                "max_acked must be at least 1, lifetime positive",
             ));
         }
         Ok(Self {
             lane: ObserveLane::new(max_acked, lifetime, max_datagram),
-            freshness,
         })
     }
 
@@ -144,7 +137,7 @@ impl PyObserveLane {
         address: (String, u16),
         token: &[u8],
         path: Bound<'_, PyString>,
-        observation: Bound<'_, PyAny>,
+        order: Bound<'_, PyObserveOrder>,
     ) -> PyResult<bool> {
         let Some(remote) = socket_address(&address.0, address.1) else {
             return Ok(false);
@@ -153,7 +146,7 @@ impl PyObserveLane {
         let armed = Armed {
             device_id: device_id.unbind(),
             path: path.unbind(),
-            observation: observation.unbind(),
+            order: order.unbind(),
         };
         self.lane.arm(&device, remote, token, armed);
         Ok(true)
@@ -227,16 +220,7 @@ impl PyObserveLane {
     }
 }
 
-/// RFC 7641 §3.4/§4.4: is Observe number `seq`, received at `now`, newer than `last` (received at `last_at`)?
-/// The lane's own rule, for the Python path to ask, so the two paths order a stream the same way (issue 29 #6).
-#[pyfunction]
-#[pyo3(signature = (last, last_at, seq, now, freshness))]
-fn observe_newer(last: Option<u32>, last_at: f64, seq: u32, now: f64, freshness: f64) -> bool {
-    newer(last, last_at, seq, now, freshness)
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyObserveLane>()?;
-    m.add_function(wrap_pyfunction!(observe_newer, m)?)?;
     Ok(())
 }

@@ -266,23 +266,6 @@ fn disarming_by_device_address_and_token() {
     );
 }
 
-#[test]
-fn newer_follows_rfc7641_section_3_4() {
-    assert!(newer(None, 0.0, 0, 0.0, 128.0));
-    assert!(newer(Some(5), 0.0, 6, 1.0, 128.0));
-    assert!(!newer(Some(6), 0.0, 6, 1.0, 128.0));
-    assert!(!newer(Some(6), 0.0, 5, 1.0, 128.0));
-    assert!(
-        newer(Some((1 << 24) - 1), 0.0, 0, 1.0, 128.0),
-        "wrapped around"
-    );
-    assert!(!newer(Some(0), 0.0, (1 << 24) - 1, 1.0, 128.0));
-    assert!(
-        newer(Some(6), 0.0, 5, 128.5, 128.0),
-        "anything after the freshness window"
-    );
-}
-
 proptest! {
     #[test]
     fn arbitrary_datagrams_never_panic(data in proptest::collection::vec(any::<u8>(), 0..64)) {
