@@ -1,14 +1,17 @@
 """The observation service on its own (issue 29 #1, #6): notifications by token, their order by Observe number, and
 tokens this node does not hold looked up in the store — on fakes of the core and the store, a manual clock and no
-socket. The device's `aobs` link (Pelion auto-observation) gives an observation without an Observe request."""
+socket. The device's `aobs` link (Pelion auto-observation) gives an observation without an Observe request. The order
+of a stream is each observation's `ObserveOrder`, the one object the service and the Rust lane both ask."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
 
-from devicehub._core import CoapMessage
+from devicehub._core import CoapMessage, ObserveLane, coap_encode, coap_encode_uint
 from devicehub.lwm2m import codes
+from devicehub.lwm2m.coap.endpoint import CoapEndpoint
+from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS, EXCHANGE_LIFETIME, MAX_DATAGRAM
 from devicehub.lwm2m.registry import MISSED_TOKEN_TTL
 from support.lwm2m_parts import MemoryPersistence, Parts, notification, register_message
 
@@ -26,6 +29,26 @@ async def _registered(parts: Parts) -> None:
 async def _notify(parts: Parts, message: CoapMessage) -> bool:
     accepted = parts.observations.notification(message, DEVICE)
     return await accepted if isinstance(accepted, Awaitable) else accepted
+
+
+def _plain_lane(parts: Parts) -> CoapEndpoint:
+    """A plain UDP endpoint (no socket) with the lane `Listeners.start` gives it: the service arms it as it accepts a
+    notification; `lane_sift` offers it datagrams as the batch reader would."""
+
+    async def no_request(*_: object) -> None:
+        return None
+
+    endpoint = CoapEndpoint(parts.clock, no_request, limits=DEFAULT_LIMITS)
+    lane = ObserveLane(DEFAULT_LIMITS.dedup_entries, EXCHANGE_LIFETIME, MAX_DATAGRAM)
+    endpoint.attach_lane(lane, parts.observations.lane_values)
+    parts.registry.lanes.append(lane)
+    parts.listeners.plain = endpoint
+    return endpoint
+
+
+def _datagram(seq: int, payload: bytes, mid: int = 9) -> bytes:
+    options = [(codes.OBSERVE, coap_encode_uint(seq)), (codes.CONTENT_FORMAT, b"")]
+    return coap_encode(codes.NON, codes.CONTENT, mid, TOKEN, options, payload)
 
 
 def test_a_notification_of_a_held_token_reaches_the_core_with_its_path() -> None:
@@ -58,6 +81,51 @@ def test_after_128_seconds_any_observe_number_is_newer() -> None:
         parts.clock.jump(128.5)
         await _notify(parts, notification(TOKEN, 5, b"after a restart of the device"))
         assert [value[4] for value in parts.events.values] == [6, 5]
+
+    asyncio.run(main())
+
+
+def test_a_number_the_lane_took_makes_an_older_one_stale_on_the_python_path() -> None:
+    async def main() -> None:
+        parts = Parts()
+        lane = _plain_lane(parts)
+        await _registered(parts)
+        await _notify(parts, notification(TOKEN, 5, b"first"))  # accepted here: arms the lane
+        assert lane.lane_sift([_datagram(7, b"by the lane")], DEVICE) == []  # taken by the lane
+        assert await _notify(parts, notification(TOKEN, 6, b"late"))  # acknowledged, but older than 7
+        assert [value[3] for value in parts.events.values] == [b"first", b"by the lane"]
+        assert parts.stats.stale_notifications == 1
+
+    asyncio.run(main())
+
+
+def test_a_number_the_python_path_took_makes_an_older_one_stale_in_the_lane() -> None:
+    async def main() -> None:
+        parts = Parts()
+        lane = _plain_lane(parts)
+        await _registered(parts)
+        await _notify(parts, notification(TOKEN, 5, b"first"))
+        await _notify(parts, notification(TOKEN, 8, b"second"))
+        assert lane.lane_sift([_datagram(6, b"late")], DEVICE) == []  # taken by the lane, dropped as stale
+        assert [value[4] for value in parts.events.values] == [5, 8]
+        assert parts.stats.stale_notifications == 1
+
+    asyncio.run(main())
+
+
+def test_the_stored_observation_carries_the_number_the_lane_took_to_the_next_node() -> None:
+    async def main() -> None:
+        store = MemoryPersistence()
+        parts = Parts(store=store)
+        lane = _plain_lane(parts)
+        await _registered(parts)
+        await _notify(parts, notification(TOKEN, 5))
+        lane.lane_sift([_datagram(9, b"22.0")], DEVICE)
+        await parts.observations.store_freshness()  # as the server does when it stops
+        assert store.observations[TOKEN].last_seq == 9
+        other = Parts(store=store)  # a restarted node takes the observation up where the lane left it
+        assert await _notify(other, notification(TOKEN, 8, b"older"))
+        assert other.events.values == [] and other.stats.stale_notifications == 1
 
     asyncio.run(main())
 
