@@ -21,6 +21,7 @@ from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.tls_stream import TlsAcceptor
 from devicehub.lwm2m.udp import RECV_BATCHES, open_udp
 
+
 class RequestHandler(Protocol):
     """A request from a peer, with the identity its (D)TLS session proved (None: plain CoAP) and its transport."""
 

@@ -91,7 +91,13 @@ impl PyObserveLane {
                 ack,
             } => {
                 tally.taken += 1;
-                if handle.order.bind(py).try_borrow_mut()?.order.advance(seq, now) {
+                if handle
+                    .order
+                    .bind(py)
+                    .try_borrow_mut()?
+                    .order
+                    .advance(seq, now)
+                {
                     values.append((
                         handle.device_id.bind(py),
                         handle.path.bind(py),

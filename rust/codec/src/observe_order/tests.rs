@@ -57,12 +57,27 @@ fn the_rule_at_its_edges() {
     assert!(newer(Some(5), 0.0, 6, 1.0));
     assert!(!newer(Some(6), 0.0, 5, 1.0), "older");
     assert!(!newer(Some(6), 0.0, 6, 1.0), "the same number again");
-    assert!(!newer(Some(0), 0.0, 1 << 23, 1.0), "exactly half the space ahead");
-    assert!(newer(Some(0), 0.0, (1 << 23) - 1, 1.0), "just under half the space ahead");
+    assert!(
+        !newer(Some(0), 0.0, 1 << 23, 1.0),
+        "exactly half the space ahead"
+    );
+    assert!(
+        newer(Some(0), 0.0, (1 << 23) - 1, 1.0),
+        "just under half the space ahead"
+    );
     assert!(newer(Some((1 << 23) + 1), 0.0, 0, 1.0), "wrapped around");
-    assert!(newer(Some((1 << 24) - 1), 0.0, 0, 1.0), "wrapped around by one");
-    assert!(!newer(Some(6), 0.0, 5, FRESHNESS), "128 s exactly: still judged by number");
-    assert!(newer(Some(6), 0.0, 5, FRESHNESS + 0.001), "later than 128 s: any number");
+    assert!(
+        newer(Some((1 << 24) - 1), 0.0, 0, 1.0),
+        "wrapped around by one"
+    );
+    assert!(
+        !newer(Some(6), 0.0, 5, FRESHNESS),
+        "128 s exactly: still judged by number"
+    );
+    assert!(
+        newer(Some(6), 0.0, 5, FRESHNESS + 0.001),
+        "later than 128 s: any number"
+    );
     assert!(newer(None, 0.0, 0, 0.0), "nothing taken yet");
 }
 
