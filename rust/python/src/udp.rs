@@ -100,7 +100,7 @@ impl PyUdpReceiver {
 
     /// `receive`, with each datagram offered to `lane` first (issue 15 #2). Returns `(others, values, acks,
     /// (taken, duplicates, stale))`: the datagrams the lane left, as `receive` gives them; the armed observations'
-    /// new values as `(device_id, path, content_format, payload, observe)`, each observation's `last_seq`/`last_at`
+    /// new values as `(device_id, path, content_format, payload, observe)`, each observation's `ObserveOrder`
     /// moved on (a number not newer is dropped as stale, RFC 7641 §3.4); and the empty ACKs of the CON
     /// notifications and retransmissions taken, as `(ack, (host, port))`, for the caller to send.
     fn receive_sifting<'py>(
