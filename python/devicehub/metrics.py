@@ -276,6 +276,7 @@ class _NodeCollector(Collector):
         for outcome, name in (
             ("looked_up", "lwm2m_token_lookups"),
             ("shed", "lwm2m_token_lookups_shed"),
+            ("failed", "lwm2m_token_lookups_failed"),
             ("missed_cached", "lwm2m_tokens_missed_cached"),
             ("not_stored", "lwm2m_tokens_not_stored"),
             ("ended", "lwm2m_tokens_ended"),

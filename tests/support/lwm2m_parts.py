@@ -10,6 +10,7 @@ from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_u
 from devicehub.clock import ManualClock
 from devicehub.domain.model import ObservationRecord, RegistrationRecord
 from devicehub.domain.registration import Admission, Registration, ResourceLink
+from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
 from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS
@@ -81,6 +82,7 @@ class MemoryPersistence:
     registrations: dict[str, RegistrationRecord] = field(default_factory=dict)
     observations: dict[bytes, ObservationRecord] = field(default_factory=dict)
     lookups: int = 0
+    failing: bool = False  # observation lookups raise Unavailable (an outage, a time-out)
 
     async def put_registrations(
         self,
@@ -114,6 +116,8 @@ class MemoryPersistence:
 
     async def get_observation(self, token: bytes) -> ObservationRecord | None:
         self.lookups += 1
+        if self.failing:
+            raise Unavailable("store unavailable")
         return self.observations.get(token)
 
     async def device_observations(self, device_id: str) -> list[ObservationRecord]:

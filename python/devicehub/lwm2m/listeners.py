@@ -12,7 +12,15 @@ from devicehub.domain.device_results import NotConnected, NotRegistered
 from devicehub.domain.registration import TCP, UDP, Registration
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
-from devicehub.lwm2m.coap.messages import Address, Handler, LaneHandler, NotificationHandler, Reply, Shed
+from devicehub.lwm2m.coap.messages import (
+    Address,
+    Handler,
+    LaneHandler,
+    NotificationAnswer,
+    NotificationHandler,
+    Reply,
+    Shed,
+)
 from devicehub.lwm2m.coap.parameters import EXCHANGE_LIFETIME, MAX_DATAGRAM, Limits
 from devicehub.lwm2m.dtls import DtlsListener
 from devicehub.lwm2m.security import PeerIdentity
@@ -35,7 +43,7 @@ class IdentifiedNotificationHandler(Protocol):
 
     def __call__(
         self, message: CoapMessage, remote: Address, identity: PeerIdentity | None, transport: str
-    ) -> bool | Awaitable[bool]: ...
+    ) -> NotificationAnswer | Awaitable[NotificationAnswer]: ...
 
 
 class Listeners:
@@ -161,7 +169,7 @@ class Listeners:
                 return Reply(codes.UNAUTHORIZED)
             return await self._on_request(message, payload, remote, identity, transport)
 
-        def notification(message: CoapMessage, remote: Address) -> bool | Awaitable[bool]:
+        def notification(message: CoapMessage, remote: Address) -> NotificationAnswer | Awaitable[NotificationAnswer]:
             identity = identity_of(remote)
             return False if identity is None else self._on_notification(message, remote, identity, transport)
 

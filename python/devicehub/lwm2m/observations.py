@@ -22,7 +22,7 @@ from devicehub.domain.registration import UDP
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
-from devicehub.lwm2m.coap.messages import Address, LaneNotification
+from devicehub.lwm2m.coap.messages import Address, LaneNotification, NotificationAnswer
 from devicehub.lwm2m.listeners import Listeners
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Device, Observation, Registry
@@ -157,7 +157,9 @@ class ObservationService:
     # ---- notifications ---------------------------------------------------------------------------------
     def notification(
         self, message: CoapMessage, remote: Address, identity: PeerIdentity | None = None, transport: str = UDP
-    ) -> bool | Awaitable[bool]:
+    ) -> NotificationAnswer | Awaitable[NotificationAnswer]:
+        """ACK (True), RST (False: the observation is gone, RFC 7641 §3.6 "reactive cancellation") or, when that is
+        not known now, no answer (None): the device retransmits its CON (RFC 7252 §4.2) and asks again."""
         if identity is None and not self._authorizer.allow_nosec:
             return False
         device = self._registry.device_at(remote)
@@ -243,9 +245,15 @@ class ObservationService:
     # ---- unknown tokens --------------------------------------------------------------------------------
     def _look_up(
         self, message: CoapMessage, remote: Address, identity: PeerIdentity | None, transport: str
-    ) -> bool | Awaitable[bool]:
+    ) -> NotificationAnswer | Awaitable[NotificationAnswer]:
         """A token this node does not hold: the device may have been served by another node or before a restart.
-        Looked up in the store once at a time, boundedly; a miss is remembered for MISSED_TOKEN_TTL."""
+        Looked up in the store once at a time, boundedly; a miss is remembered for MISSED_TOKEN_TTL.
+
+        Issue 31 #4: RST only for a token the store says is gone (RFC 7641 §3.6: "the client MAY reject a
+        notification ... if it is not interested any more"; §4.5: the server then removes the observer, for good).
+        A lookup shed or failed says nothing of the observation: no answer, and the CON's retransmission (RFC 7252
+        §4.2, up to MAX_TRANSMIT_WAIT) asks again. A re-homed device whose node died would otherwise lose its
+        observation to a busy moment of the node its datagrams reach now."""
         assert self._store is not None
         token = message.token
         if self._registry.missed.missed(token):
@@ -254,7 +262,7 @@ class ObservationService:
         lookup = self.lookups.get(token)
         if self._lookup_waiters >= MAX_TOKEN_WAITERS or (lookup is None and len(self.lookups) >= MAX_TOKEN_LOOKUPS):
             self._stats.token_lookups_shed += 1
-            return False
+            return None
         if lookup is None:
             self._stats.token_lookups += 1
             lookup = self.lookups[token] = asyncio.ensure_future(self._store.get_observation(token))
@@ -275,17 +283,33 @@ class ObservationService:
         identity: PeerIdentity | None,
         transport: str,
         lookup: asyncio.Future[ObservationRecord | None],
+    ) -> NotificationAnswer:
+        try:
+            try:
+                stored = await asyncio.shield(lookup)  # shared by the notifications of this token: none cancels it
+            finally:
+                self._lookup_waiters -= 1
+            return await self._take_stored(message, remote, identity, transport, stored)
+        except Exception as error:  # the store failed (or timed out): unknown, not gone; the device asks again
+            self._stats.token_lookups_failed += 1
+            log.info("notification of an unknown token not looked up (%s): left unanswered", error)
+            return None
+
+    async def _take_stored(
+        self,
+        message: CoapMessage,
+        remote: Address,
+        identity: PeerIdentity | None,
+        transport: str,
+        stored: ObservationRecord | None,
     ) -> bool:
         assert self._store is not None
-        try:
-            stored = await asyncio.shield(lookup)  # shared by the notifications of this token: none cancels it
-        finally:
-            self._lookup_waiters -= 1
         if stored is None:
             self._stats.tokens_not_stored += 1
             return False
         registry = self._registry
         device = registry.devices.get(stored.device_id)
+        adopted = False
         if device is None or message.token not in device.observations:  # the cached device lacks the token
             record = await self._store.get_registration(stored.device_id)
             device = registry.devices.get(stored.device_id)  # another notification may have adopted it meanwhile
@@ -300,6 +324,7 @@ class ObservationService:
                     self._stats.tokens_ended += 1
                     return False
                 device = await registry.adopt(record)
+                adopted = True
         observation = device.observations.get(message.token)
         if observation is None:
             self._stats.tokens_not_observed += 1
@@ -307,10 +332,15 @@ class ObservationService:
         if not self._authorizer.continues(device.registration, identity, remote, "notification"):
             self._stats.tokens_identity_refused += 1
             return False
-        if device.registration.address != remote:  # its source address moved (NAT, load balancer, a new connection)
+        moved = device.registration.address != remote
+        if moved:  # its source address moved (NAT, load balancer, a new connection)
             registry.release(device.registration.address, stored.device_id)
             device.registration = replace(device.registration, address=remote, transport=transport)
             registry.map_address(remote, stored.device_id)
+            # the stored registration says where the device is reached now: a node that takes it up later (a
+            # restart, the next re-home) starts from this address, not the dead session's (issue 31 #4)
+            self._writer.enqueue(device, fresh=False)
+        if moved or adopted:  # held elsewhere (or nowhere) until now: this node is the device's node from here
             self._moved(device)
         accepted = self._accept(device, observation, message, remote)
         if transport == UDP:  # plain CoAP or DTLS: each listener's lane

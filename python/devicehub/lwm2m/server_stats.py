@@ -18,7 +18,8 @@ class ServerStats:
     registrations_shed: int = 0  # Registers answered 5.03 + Max-Age because the backlog was full (issue 14 #5)
     registration_batches: int = 0  # batches of registrations written to the store (issue 16 #1)
     token_lookups: int = 0  # store lookups of a notification's unknown token
-    token_lookups_shed: int = 0  # unknown tokens not looked up: too many lookups under way
+    token_lookups_shed: int = 0  # unknown tokens not looked up: too many lookups under way (left unanswered)
+    token_lookups_failed: int = 0  # unknown tokens whose lookup failed (the store): left unanswered
     tokens_missed_cached: int = 0  # unknown tokens answered from the remembered misses
     # issue 31 #4: why a notification of a token this node did not hold was refused after its store lookup (the
     # re-homed devices answered RST behind the front: which refusal it is)

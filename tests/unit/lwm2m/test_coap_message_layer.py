@@ -157,3 +157,30 @@ def test_a_ping_and_a_malformed_confirmable_message_get_rst() -> None:
         assert coap.stats.malformed == 1
 
     asyncio.run(scenario())
+
+
+def test_a_notification_its_owner_cannot_place_now_gets_no_answer_and_its_retransmission_is_asked_again() -> None:
+    """issue 31 #4: neither ACK nor RST while the owner cannot say whether the observation is its (a lookup shed or
+    failed): an RST would end the device's observation for good (RFC 7641 §3.6); the CON's retransmission (RFC 7252
+    §4.2, same message ID) is taken as new, not as a duplicate of a message already answered."""
+
+    async def scenario() -> None:
+        answers: list[bool | None] = [None, True]
+
+        async def place() -> bool | None:
+            return answers.pop(0)
+
+        coap = CoapEndpoint(ManualClock(), on_request=None, on_notification=lambda message, remote: place())  # type: ignore[arg-type]
+        transport = FakeDatagramTransport()
+        coap.connection_made(transport)
+        notification = coap_encode(codes.CON, codes.CONTENT, 9, b"tk", [(codes.OBSERVE, b"\x05")], b"21.5")
+        coap.datagram_received(notification, PEER)
+        await settle()
+        assert transport.messages() == [] and coap.stats.unanswered_notifications == 1
+        coap.datagram_received(notification, PEER)  # the retransmission
+        await settle()
+        (ack,) = transport.messages()
+        assert (ack.mtype, ack.mid) == (codes.ACK, 9) and coap.stats.duplicates == 0
+        assert coap.stats.unknown_notifications == 0
+
+    asyncio.run(scenario())

@@ -12,6 +12,7 @@ from devicehub._core import CoapMessage, ObserveLane, coap_encode, coap_encode_u
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.parameters import DEFAULT_LIMITS, EXCHANGE_LIFETIME, MAX_DATAGRAM
+from devicehub.lwm2m.observations import MAX_TOKEN_LOOKUPS
 from devicehub.lwm2m.registry import MISSED_TOKEN_TTL
 from support.lwm2m_parts import MemoryPersistence, Parts, notification, register_message
 
@@ -26,8 +27,9 @@ async def _registered(parts: Parts) -> None:
     await parts.writer.flush()
 
 
-async def _notify(parts: Parts, message: CoapMessage) -> bool:
-    accepted = parts.observations.notification(message, DEVICE)
+async def _notify(parts: Parts, message: CoapMessage, remote: tuple[str, int] = DEVICE) -> bool | None:
+    """True: ACK; False: RST; None: no answer (the device retransmits)."""
+    accepted = parts.observations.notification(message, remote)
     return await accepted if isinstance(accepted, Awaitable) else accepted
 
 
@@ -136,7 +138,7 @@ def test_an_error_notification_ends_the_observation() -> None:
         await _registered(parts)
         await _notify(parts, notification(TOKEN, 5, b"", code=codes.NOT_FOUND))
         assert TOKEN not in parts.registry.devices["dev-sensor-1"].observations
-        assert not await _notify(parts, notification(TOKEN, 6))  # unknown now: not acknowledged
+        assert False is await _notify(parts, notification(TOKEN, 6))  # unknown now: not acknowledged
         assert parts.events.values == []
 
     asyncio.run(main())
@@ -162,12 +164,12 @@ def test_an_unknown_token_is_looked_up_once_until_its_miss_is_forgotten() -> Non
         assert parts.store is not None
         await _registered(parts)
         made_up = b"\xde\xad"
-        assert not await _notify(parts, notification(made_up, 1))
-        assert not await _notify(parts, notification(made_up, 2))
+        assert False is await _notify(parts, notification(made_up, 1))
+        assert False is await _notify(parts, notification(made_up, 2))
         assert parts.store.lookups == 1 and parts.stats.tokens_missed_cached == 1
         assert parts.stats.tokens_not_stored == 1  # the refusal is counted by its cause (issue 31 #4)
         parts.clock.jump(MISSED_TOKEN_TTL + 0.1)
-        assert not await _notify(parts, notification(made_up, 3))
+        assert False is await _notify(parts, notification(made_up, 3))
         assert parts.store.lookups == 2 and parts.stats.tokens_not_stored == 2
 
     asyncio.run(main())
@@ -181,7 +183,56 @@ def test_a_stored_token_whose_registration_is_gone_is_refused_and_counted_as_end
         await _registered(Parts(store=store))
         assert await store.remove_registration("dev-sensor-1")  # the observation record outlived its registration
         other = Parts(store=store)
-        assert not await _notify(other, notification(TOKEN, 5, b"21.5"))
+        assert False is await _notify(other, notification(TOKEN, 5, b"21.5"))
         assert other.stats.tokens_ended == 1 and other.stats.tokens_not_stored == 0 and other.events.values == []
+
+    asyncio.run(main())
+
+
+def test_a_token_whose_lookup_fails_or_is_shed_gets_no_answer_not_rst() -> None:
+    """issue 31 #4: RST ends the device's observation for good (RFC 7641 §3.6), so it answers only a token the store
+    says is gone. A lookup that failed (the store) or was shed (too many under way) says nothing of the
+    observation: no answer, and the CON's retransmission finds it."""
+
+    async def main() -> None:
+        store = MemoryPersistence()
+        await _registered(Parts(store=store))
+        other = Parts(store=store)
+        store.failing = True
+        assert await _notify(other, notification(TOKEN, 5, b"21.5")) is None
+        assert other.stats.token_lookups_failed == 1 and other.events.values == []
+        store.failing = False
+        loop = asyncio.get_running_loop()
+        busy = {bytes([n, n]): loop.create_future() for n in range(MAX_TOKEN_LOOKUPS)}
+        other.observations.lookups.update(busy)  # lookups of other tokens under way
+        assert await _notify(other, notification(TOKEN, 6, b"22.0")) is None
+        assert other.stats.token_lookups_shed == 1
+        other.observations.lookups.clear()
+        assert await _notify(other, notification(TOKEN, 7, b"22.5")) is True  # the retransmission, later
+        assert other.events.values == [("dev-sensor-1", "/3303/0/5700", 0, b"22.5", 7)]
+
+    asyncio.run(main())
+
+
+def test_a_device_whose_notification_reaches_this_node_from_a_new_address_moves_here_with_its_stored_address() -> None:
+    """issue 31 #4: behind a balancer a device whose node died reaches another node from another source address
+    (the balancer's new session). That node takes the stored observation up, tells the domain the device moved
+    (it holds it now), and stores the new address: the dead session's address no longer stands for the device."""
+
+    async def main() -> None:
+        store = MemoryPersistence()
+        await _registered(Parts(store=store))
+        other = Parts(store=store)
+        await other.registry.known("dev-sensor-1")  # taken up earlier (an API call): it has the old address
+        moved_to = ("192.0.2.1", 40001)
+        assert await _notify(other, notification(TOKEN, 5, b"21.5"), moved_to) is True
+        await asyncio.sleep(0)
+        assert other.events.named("moved") == ["dev-sensor-1"]
+        await other.writer.flush()
+        record = store.registrations["dev-sensor-1"]
+        assert (record.host, record.port) == moved_to
+        assert other.registry.device_at(moved_to) is other.registry.devices["dev-sensor-1"]
+        assert await _notify(other, notification(TOKEN, 6, b"22.0"), moved_to) is True  # held: no lookup
+        assert store.lookups == 1 and other.events.named("moved") == ["dev-sensor-1"]
 
     asyncio.run(main())

@@ -36,6 +36,7 @@ from devicehub.lwm2m.coap.messages import (
     Handler,
     LaneHandler,
     LaneNotification,
+    NotificationAnswer,
     NotificationHandler,
     Options,
     Reply,
@@ -385,12 +386,13 @@ class CoapEndpoint(asyncio.DatagramProtocol):
                 self._seen.remember(remote, message.mid, reply)
                 self._send(reply, remote)
             return
+        accepted: NotificationAnswer
         if self._requester.settle(message, remote):
             accepted = True
         elif self._on_notification is not None:
             self.stats.notifications += 1
             answer = self._on_notification(message, remote)
-            if not isinstance(answer, bool):
+            if answer is not None and not isinstance(answer, bool):
                 task = asyncio.ensure_future(self._answer_notification(message, remote, answer))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -400,15 +402,24 @@ class CoapEndpoint(asyncio.DatagramProtocol):
             accepted = False
         self._acknowledge_notification(message, remote, accepted)
 
-    async def _answer_notification(self, message: CoapMessage, remote: Address, answer: Awaitable[bool]) -> None:
+    async def _answer_notification(
+        self, message: CoapMessage, remote: Address, answer: Awaitable[NotificationAnswer]
+    ) -> None:
         try:
             accepted = await answer
-        except Exception:
+        except Exception:  # not known to be unwanted: no RST (it would end a stream that may be ours)
             log.exception("notification handler failed for %s:%d", remote[0], remote[1])
-            accepted = False
+            accepted = None
         self._acknowledge_notification(message, remote, accepted)
 
-    def _acknowledge_notification(self, message: CoapMessage, remote: Address, accepted: bool) -> None:
+    def _acknowledge_notification(self, message: CoapMessage, remote: Address, accepted: NotificationAnswer) -> None:
+        if accepted is None:
+            # issue 31 #4: whether the observation is ours is not known now (its lookup was shed or failed). An RST
+            # would end it for good (RFC 7641 §3.6: the device removes the observer), so nothing is sent and the
+            # message is forgotten: the device's retransmission (RFC 7252 §4.2) asks again
+            self.stats.unanswered_notifications += 1
+            self._seen.forget(remote, message.mid)
+            return
         if not accepted:
             self.stats.unknown_notifications += 1
         if message.mtype == codes.CON:

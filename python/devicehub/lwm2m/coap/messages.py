@@ -24,9 +24,11 @@ Handler = Callable[[CoapMessage, bytes, Address], Awaitable[Reply | None]]
 # the owner's overload check, asked on the receive path before a request costs a task: a Reply refuses it at once
 # (issue 30 #4: a shed Register must cost far less than an admitted one)
 Shed = Callable[[CoapMessage], Reply | None]
-# True/False at once, or an awaitable of it when the observation must first be looked up (issue 12 #5: another
-# node's or a restarted node's observation is found in the store); the ACK/RST waits for the answer
-NotificationHandler = Callable[[CoapMessage, Address], "bool | Awaitable[bool]"]
+# True (ACK) / False (RST: no such observation) / None (no answer: unknown for now, so the device's retransmission
+# asks again, issue 31 #4) at once, or an awaitable of it when the observation must first be looked up (issue 12 #5:
+# another node's or a restarted node's observation is found in the store); the ACK/RST waits for the answer
+NotificationAnswer = bool | None
+NotificationHandler = Callable[[CoapMessage, Address], "NotificationAnswer | Awaitable[NotificationAnswer]"]
 # what an ObserveLane hands over per value: (device id, path, content format, payload, Observe number)
 LaneNotification = tuple[str, str, "int | None", bytes, int]
 LaneHandler = Callable[[list[LaneNotification], int], None]
@@ -47,6 +49,7 @@ class Stats:
     resets: int = 0
     notifications: int = 0
     unknown_notifications: int = 0
+    unanswered_notifications: int = 0  # neither ACK nor RST: unknown for now, the retransmission asks again
     lane_taken: int = 0  # of `received`, datagrams the owner's ObserveLane took (notifications, retransmissions)
     block1_refused: int = 0
     block1_expired: int = 0

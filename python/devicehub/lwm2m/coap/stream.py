@@ -13,7 +13,15 @@ from devicehub._core import CoapMessage
 from devicehub.domain.device_results import DeviceProtocolError, DeviceReset
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.exchanges import PendingExchange
-from devicehub.lwm2m.coap.messages import Address, NotificationHandler, Options, Reply, Stats, option_fault
+from devicehub.lwm2m.coap.messages import (
+    Address,
+    NotificationAnswer,
+    NotificationHandler,
+    Options,
+    Reply,
+    Stats,
+    option_fault,
+)
 from devicehub.lwm2m.coap.requester import Requester
 from devicehub.lwm2m.coap.responder import Responder
 
@@ -97,18 +105,18 @@ class StreamLayer:
             return
         self._stats.notifications += 1
         answer = self._on_notification(message, remote)
-        if isinstance(answer, bool):
-            self._stats.unknown_notifications += not answer
+        if answer is None or isinstance(answer, bool):
+            self._stats.unknown_notifications += answer is False
             return
         task = asyncio.ensure_future(self._await_notification(remote, answer))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _await_notification(self, remote: Address, answer: Awaitable[bool]) -> None:
+    async def _await_notification(self, remote: Address, answer: Awaitable[NotificationAnswer]) -> None:
         """No ACK or RST to send over a stream (§2.2): the answer is only counted."""
         try:
             accepted = await answer
         except Exception:
             log.exception("notification handler failed for %s:%d", remote[0], remote[1])
-            accepted = False
-        self._stats.unknown_notifications += not accepted
+            accepted = None
+        self._stats.unknown_notifications += accepted is False
