@@ -23,7 +23,7 @@ from devicehub.channels.options import ChannelOptions
 from devicehub.channels.registry import ChannelRegistry
 from devicehub.channels.websocket import GOING_AWAY
 from devicehub.clock import Clock
-from devicehub.domain.events import Event
+from devicehub.domain.events import KIND_ASYNC_RESPONSE, Event
 from devicehub.domain.model import ChannelConfig, StoredEvent
 from devicehub.domain.storage.store import Store
 from devicehub.errors import Unavailable
@@ -65,6 +65,7 @@ class ClusterOwnership:
         }
         self._adopting: dict[str, asyncio.Lock] = {}
         self._outbox: dict[str, list[StoredEvent]] = {}
+        self._outbox_waiters: list[asyncio.Future[None]] = []  # publishers waiting for the outbox to be in Redis
         self._forwarder: asyncio.Task[None] | None = None
         self._origin_prefix = uuid.uuid4().hex[:12] + "."  # this process's events: unique across restarts
         self._origin_seq = itertools.count()
@@ -118,14 +119,25 @@ class ClusterOwnership:
             # the next owner; its id tells the cursor channel it has it already (it would get a second cursor)
             origin = f"{self._origin_prefix}{next(self._origin_seq)}" if options.include_cursor else ""
             self._outbox.setdefault(key_id, []).append(StoredEvent(event.kind, data, now_ms, device, origin))
-        if self._outbox and (self._forwarder is None or self._forwarder.done()):
+        if not self._outbox:
+            return
+        if self._forwarder is None or self._forwarder.done():
             self._forwarder = asyncio.create_task(self._forward_outbox(), name="cluster-forward")
+        if event.kind == KIND_ASYNC_RESPONSE:
+            # issue 31 #4: the answer to a device request is the last trace of it (the request leaves the store
+            # after this returns): it is in its key's inbox in Redis before this returns, so a node killed now
+            # leaves either the answer or the queued request (delivered again by the device's next node), never
+            # neither. Notifications do not wait: the device's ACK has gone already, as on one node.
+            forwarded = asyncio.get_running_loop().create_future()
+            self._outbox_waiters.append(forwarded)
+            await asyncio.shield(forwarded)
 
     async def _forward_outbox(self) -> None:
         """One writer sends what queued up meanwhile in one round trip, so order holds and Redis is not
         asked once per event (a stop waits for it: nothing published is left behind)."""
         while self._outbox:
             batches, self._outbox = self._outbox, {}
+            waiters, self._outbox_waiters = self._outbox_waiters, []
             try:
                 await self.cluster.forward(batches)
             except Exception as error:
@@ -133,9 +145,13 @@ class ClusterOwnership:
                 self._outages["forwarding events to Redis"].failed(error)
                 for key_id, events in batches.items():  # put them back ahead of newer ones
                     self._outbox[key_id] = events + self._outbox.get(key_id, [])
+                self._outbox_waiters[:0] = waiters
                 await asyncio.sleep(0.1)
             else:
                 self._outages["forwarding events to Redis"].worked()
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
 
     # ---- ownership (lifecycle.Ownership) ------------------------------------------------------------
     async def changed(self, key_id: str, verb: str = "changed") -> None:

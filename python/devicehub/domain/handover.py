@@ -32,8 +32,14 @@ class DeviceWork(msgspec.Struct, frozen=True, array_like=True):
 class DeviceHolders(Protocol):
     """Which node holds which device, and the hand-over of work to it, as the domain sees them."""
 
+    node_id: str  # this node's: the owner of the leases it takes
+
     def holds(self, device_id: str) -> bool:
         """Whether this node took the device's latest Register or Update (from memory: no store read)."""
+        ...
+
+    async def held_elsewhere(self, device_id: str) -> bool:
+        """Whether another node that is alive holds the device (a store read: for the rare caller)."""
         ...
 
     async def took(self, device_ids: Sequence[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 import msgspec
@@ -23,6 +24,10 @@ log = logging.getLogger("devicehub.requests")
 UNAVAILABLE_LOG_S = 60.0
 
 MAX_QUEUE = 20  # wire-format.md: per-device queue of 20 requests
+# issue 31 #4: the node that expires the requests of devices no live node holds; renewed by each pass that finds some
+# expired (wall-clock seconds: a lease is shared with the other nodes, as channel leases are)
+EXPIRY_LEASE = "requests:expiry"
+EXPIRY_LEASE_TTL_S = 10.0
 PENDING, SUCCESS, FAILURE = 0, 1, 2  # spec §3.1
 
 
@@ -227,7 +232,6 @@ class RequestQueue:
             return True
         if self._answered is not None:
             self._answered(request.device_id)
-        await self._store.remove_request(request.key_id, request.async_id)
         status = http_status(response)
         if request.method == "GET" and response.success and response.payload:
             registration = self._gateway.registration(request.device_id)
@@ -247,15 +251,19 @@ class RequestQueue:
                 content_type=mime_for(response.content_format),
             ),
         )
+        # issue 31 #4: the request leaves the queue once its answer is published (with several nodes: in Redis), so
+        # a node that dies between the two leaves the request queued for the device's next node, which delivers it
+        # again: at least once, never lost (the async-id tells the application it has the answer)
+        await self._store.remove_request(request.key_id, request.async_id)
         return True
 
     async def _fail(self, request: DeviceRequest, status: int, error: str) -> None:
-        await self._store.remove_request(request.key_id, request.async_id)
         if _is_write(request):
             await self._record_desired(request, FAILURE)
         await self._sink.publish(
             [request.key_id], AsyncResponseEvent(async_id=request.async_id, status=status, error=error)
         )
+        await self._store.remove_request(request.key_id, request.async_id)  # after its answer, as in `_deliver`
 
     async def _record_desired(self, request: DeviceRequest, status: int) -> None:
         desired = await self._desired(request, status)
@@ -308,10 +316,34 @@ class RequestQueue:
     async def _expire_loop(self) -> None:
         while True:
             await self._clock.sleep(1.0)
-            now = self._clock.now()
-            for request in await self._store.all_pending_requests():
-                if request.expires_at <= now and request.device_id not in self._workers:
-                    await self._fail(request, 429, "REQUEST_EXPIRED")
+            try:
+                await self._expire()
+            except Exception as error:
+                if not self._store.unavailable(error):
+                    raise
+                self._missed_read(error)  # expired on the next pass
+
+    async def _expire(self) -> None:
+        """Answer 429 REQUEST_EXPIRED for the requests past their expiry that no worker is delivering.
+
+        With several nodes (issue 31 #4) each node expires the requests of the devices it holds: another node may be
+        delivering one at this moment, and both would answer. The requests of a device no live node holds (its node
+        died, the device has not come back) are expired by one node, the holder of the EXPIRY_LEASE."""
+        now = self._clock.now()
+        expired = [r for r in await self._store.all_pending_requests() if r.expires_at <= now]
+        holders = self._holders
+        orphans = holders is None or (
+            bool(expired)
+            and await self._store.acquire_lease(EXPIRY_LEASE, holders.node_id, EXPIRY_LEASE_TTL_S, time.time())
+        )
+        for request in expired:
+            device_id = request.device_id
+            if device_id in self._workers:
+                continue  # its worker answers it (`_deliver` checks the expiry first)
+            if holders is not None and not holders.holds(device_id):
+                if not orphans or await holders.held_elsewhere(device_id):
+                    continue  # its holder expires it
+            await self._fail(request, 429, "REQUEST_EXPIRED")
 
     def draining(self) -> set[str]:
         """The devices whose queue a worker is delivering now (a worker leaves when it is done)."""

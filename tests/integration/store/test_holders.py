@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
@@ -165,5 +166,47 @@ def test_work_handed_over_while_the_holder_was_cut_off_or_unacknowledged_at_a_cr
                 await a.link.close()
             # all done: the streams went with their nodes (a node id made per process is never seen again)
             assert await client.exists(f"{prefix}work:{{node:node-a}}", f"{prefix}work:{{node:node-b}}") == 0
+
+    run(scenario)
+
+
+def test_work_handed_to_a_holder_that_died_before_doing_it_is_done_by_the_node_that_takes_the_device(
+    redis_url: str,
+) -> None:
+    """issue 31 #4: a node killed with work in its stream (handed while its heartbeat still ran, or read and never
+    acknowledged) leaves it to the device's next node: the node that takes the device claims, once the dead node's
+    heartbeat has run out, the entries of that device it had not done (not the ones done, nor other devices')."""
+
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            a, c = Node(client, prefix, "node-a"), Node(client, prefix, "node-c")
+            for node in (a, c):
+                await node.link.start(node.handle)
+            stream = f"{prefix}work:{{node:node-b}}"
+            # node B as a kill leaves it: it holds d1 and d2, its heartbeat runs out soon
+            await client.set(f"{prefix}holder:{{dev:d1}}", "node-b")
+            await client.set(f"{prefix}holder:{{dev:d2}}", "node-b")
+            await client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            await client.set(f"{prefix}alive:{{node:node-b}}", "1", px=300)
+            done = DeviceWork(REQUESTS, "d1")
+            in_hand = DeviceWork(OBSERVE, "d1", "k1", "/3/0/9", "x1")
+            waiting = DeviceWork(OBSERVE, "d1", "k1", "/3/0/13", "x2")
+            other = DeviceWork(OBSERVE, "d2", "k1", "/3/0/9", "x3")
+            for work in (done, in_hand, waiting, other):
+                assert await a.link.hand_over(work)
+            read = await client.xreadgroup(GROUP, "node-b", {stream: ">"}, count=2)
+            await client.xack(stream, GROUP, read[0][1][0][0])  # B did the first, died doing the second
+            try:
+                await c.link.took(["d1"])  # d1's next contact reached node C
+                assert await c.received(2) == [in_hand, waiting]
+                await eventually(lambda: c.link.salvaged == 2)
+                left = [
+                    msgspec.msgpack.decode(fields[b"w"], type=DeviceWork) for _, fields in await client.xrange(stream)
+                ]
+                # the entry done, d2's (left for d2's next node), and the word that B holds d1 no more
+                assert [(w.kind, w.device_id) for w in left] == [(REQUESTS, "d1"), (OBSERVE, "d2"), ("release", "d1")]
+            finally:
+                for node in (a, c):
+                    await node.link.close()
 
     run(scenario)

@@ -8,10 +8,12 @@ the holder through a consumer group: an entry stays pending until the holder has
 not done before a crash is read again at the node's restart (same --node-id). A node is alive while its heartbeat
 key `alive:<node>` exists (refreshed every `BEAT_S`, gone `ALIVE_TTL_S` after the node stops refreshing it, deleted
 at a graceful stop, with the stream when nothing is left in it); work for a node not alive is not added: it waits
-for the device's next contact, as it did before hand-overs, and `orphaned` counts it. A request handed to a node
-that dies before doing it stays queued in the store (the device's next contact delivers it); an observe is lost
-with that node (the subscription stays stored, and routes the values of any later observation of that path; the
-application gets no async-response for it).
+for the device's next contact, as it did before hand-overs, and `orphaned` counts it. Work handed to a node that
+dies before doing it (added while its heartbeat still ran, or read and never acknowledged) is taken over by the
+device's next node (issue 31 #4): when a node takes a device whose holder is gone, it claims that node's undone
+entries for the device (XDEL decides which node claims an entry: the one whose XDEL removed it) and does them, so
+an observe handed to a dying node is made and answered, not lost with it. (A request is safe either way: it stays
+queued in the store until answered, and the device's next node delivers its queue.)
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ _decode = msgspec.msgpack.Decoder(DeviceWork).decode
 WorkHandler = Callable[[DeviceWork], Awaitable[None]]
 
 
+def _entry_id(text: str) -> tuple[int, int]:
+    milliseconds, _, sequence = text.partition("-")
+    return int(milliseconds), int(sequence or 0)
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -65,11 +72,14 @@ class HolderLink:
         self._hand_over = redis.register_script(_HAND_OVER)
         self._release = redis.register_script((_LUA / "release_holder.lua").read_text())
         self._reader: asyncio.Task[None] | None = None
+        self._handler: WorkHandler | None = None
+        self._salvages: set[asyncio.Task[None]] = set()  # claims of dead holders' work (issue 31 #4)
         self._closing = False
         self._beaten_at = float("-inf")
         self.sent = 0  # work handed to another node
         self.orphaned = 0  # work whose device's holder is gone: left for the device's next contact
         self.taken = 0  # work other nodes handed to this one, done
+        self.salvaged = 0  # work handed to a node that died before doing it, done here
 
     # hash tags (store/redis/keys.py): the holder record in its device's slot; a node's heartbeat and stream in one
     # slot of their own, which hand_over.lua checks and adds to in one step
@@ -92,12 +102,15 @@ class HolderLink:
             if "BUSYGROUP" not in str(error):  # the group exists: this node id ran before
                 raise
         await self._beat()
+        self._handler = handler
         self._reader = asyncio.create_task(self._read(handler), name="device-work")
 
     async def close(self) -> None:
         self._closing = True  # redis-py may turn the cancel of a blocked read into a ConnectionError: not retried
         if self._reader is not None:
             await tasks.stop(self._reader)
+        if self._salvages:
+            await tasks.stop(*self._salvages)
         try:  # gone at once: other nodes stop handing work here (its devices wait for their next contact)
             await self._redis.delete(self._alive(self.node_id))
             await self._drop_empty_stream()
@@ -115,11 +128,23 @@ class HolderLink:
             await self._redis.delete(stream)
 
     def metrics(self) -> dict[str, float]:
-        return {"handover_sent": self.sent, "handover_orphaned": self.orphaned, "handover_taken": self.taken}
+        return {
+            "handover_sent": self.sent,
+            "handover_orphaned": self.orphaned,
+            "handover_taken": self.taken,
+            "handover_salvaged": self.salvaged,
+        }
 
     # ---- DeviceHolders ----------------------------------------------------------------------------
     def holds(self, device_id: str) -> bool:
         return device_id in self._held
+
+    async def held_elsewhere(self, device_id: str) -> bool:
+        if device_id in self._held:
+            return False
+        holder = await self._redis.get(self._holder_key(device_id))
+        node = None if holder is None else _text(holder)
+        return node is not None and node != self.node_id and bool(await self._redis.exists(self._alive(node)))
 
     async def took(self, device_ids: Sequence[str]) -> None:
         new = [d for d in device_ids if d not in self._held]
@@ -140,7 +165,13 @@ class HolderLink:
                     keys = [self._alive(node), self._stream(node)]
                     for device_id in devices:  # EVAL: a cluster's pipeline loads no script on the node it reaches
                         pipe.eval(_HAND_OVER, 2, *keys, STREAM_MAX, _encode(DeviceWork(RELEASE, device_id)))
-                await pipe.execute()
+                added = await pipe.execute()
+            told = [node for node, devices in released.items() for _ in devices]  # one RELEASE per device
+            gone = {node for node, done in zip(told, added, strict=True) if not done}
+            for node, devices in released.items():  # a node killed may still look alive (ALIVE_TTL_S): checked then
+                task = asyncio.create_task(self._salvage(node, set(devices), node in gone), name="device-work-salvage")
+                self._salvages.add(task)
+                task.add_done_callback(self._salvages.discard)
 
     async def released(self, device_id: str) -> None:
         if device_id in self._held:
@@ -166,6 +197,58 @@ class HolderLink:
             return False
         self.sent += 1
         return True
+
+    async def _salvage(self, node: str, devices: set[str], gone: bool) -> None:
+        """Issue 31 #4: `node` held `devices` until this node took them. Once it is gone (its heartbeat ran out), the
+        work it was handed for them and did not do is claimed and done here: each entry added after its group's
+        last read, or read and never acknowledged (a kill mid-work)."""
+        stream = self._stream(node)
+        try:
+            deadline = time.monotonic() + ALIVE_TTL_S + BEAT_S
+            while not gone:
+                if not await self._redis.exists(self._alive(node)):
+                    break
+                if time.monotonic() > deadline:
+                    return  # alive: a live node that let the device go (it was told: RELEASE); its work is its own
+                await asyncio.sleep(BEAT_S)
+            groups = [g for g in await self._redis.xinfo_groups(stream) if _text(g.get("name")) == GROUP]
+            if not groups:
+                return
+            read_up_to = _entry_id(_text(groups[0].get("last-delivered-id", "0-0")))
+            unacked = {
+                _text(p["message_id"])
+                for p in await self._redis.xpending_range(stream, GROUP, min="-", max="+", count=STREAM_MAX)
+            }
+            entries: Any = await self._redis.xrange(stream, count=STREAM_MAX)
+            claims: list[tuple[Any, DeviceWork]] = []
+            for entry_id, fields in entries:
+                text = _text(entry_id)
+                if not fields or (text not in unacked and _entry_id(text) <= read_up_to):
+                    continue  # done by its node
+                try:
+                    work = _decode(fields[b"w"])
+                except (KeyError, msgspec.DecodeError):
+                    continue
+                if work.kind != RELEASE and work.device_id in devices:
+                    claims.append((entry_id, work))
+            if not claims:
+                return
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for entry_id, _ in claims:
+                    pipe.xdel(stream, entry_id)
+                removed = await pipe.execute()
+        except RedisError as error:  # left for the device's next contact, as before hand-overs
+            log.info("work of %s left by %s not claimed: %s", sorted(devices), node, error)
+            return
+        handler = self._handler
+        for (_, work), claimed in zip(claims, removed, strict=True):
+            if claimed and handler is not None:  # another node that took the device may have claimed it first
+                log.info("%s of %s handed to %s, which died: done here", work.kind, work.device_id, node)
+                try:
+                    await handler(work)
+                except Exception:
+                    log.exception("device work %s of %s failed", work.kind, work.device_id)
+                self.salvaged += 1
 
     # ---- the holder's side ------------------------------------------------------------------------
     async def _beat(self) -> None:
@@ -207,7 +290,9 @@ class HolderLink:
                 except (RedisError, OSError) as error:  # read again after a restart: the work is idempotent
                     log.info("device work %s not acknowledged: %s", entry_id, error)
 
-    async def _do(self, handler: WorkHandler, fields: dict[bytes, bytes]) -> None:
+    async def _do(self, handler: WorkHandler, fields: dict[bytes, bytes] | None) -> None:
+        if not fields:  # deleted after it was read (another node claimed it: issue 31 #4): nothing to do
+            return
         try:
             work = _decode(fields[b"w"])
         except (KeyError, msgspec.DecodeError):
