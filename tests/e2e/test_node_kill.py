@@ -1,0 +1,117 @@
+"""A node killed behind the front (issue 31 #4): three `devicehub serve` nodes on one real redis-server behind a real
+nginx (docker/nginx.conf); simulated devices at distinct addresses send CON notifications; every node has one
+application's WebSocket and (by lease) callback channels. One node is killed with SIGKILL while its heartbeat still
+says it lives, work for its devices is taken by the others: device requests, and subscriptions that the taking node
+hands to the dying holder's work stream. Its devices re-home on their next exchange (a CON retransmission that nginx,
+told by ICMP that the node is gone, sends to the next node on its ring), and that node takes them with the work the
+dead node never did: every device's next notification reaches every application, and every request and
+subscription is answered, none lost."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import redis
+
+from devicehub.sim.objects import TEMPERATURE
+from support.front import ThreeNodes, three_nodes_behind_the_front
+from support.node_kill import App, applications, fleet, request_all, until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+DEVICES = 12
+BATTERY = "/3/0/9"  # observed by nobody until the subscriptions below
+REHOMED_WITHIN = 30.0  # the 3rd transmission of a CON leaves 6-9 s after the 1st (RFC 7252 §4.8 defaults)
+
+
+@pytest.fixture
+def three_nodes(tmp_path: Path) -> Iterator[ThreeNodes]:
+    with three_nodes_behind_the_front(tmp_path) as nodes:
+        yield nodes
+
+
+async def _subscribe(http: aiohttp.ClientSession, front: str, app: App, device_id: str) -> str:
+    """A subscription through the front (any live node; round robin): its async-response id."""
+    async with http.put(
+        f"{front}/v2/subscriptions/{device_id}{BATTERY}", headers={"Authorization": f"Bearer {app.key}"}
+    ) as r:
+        assert r.status == 202, (r.status, await r.text())
+        return str((await r.json())["async-response-id"])
+
+
+def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or_subscription_is_lost(
+    three_nodes: ThreeNodes,
+) -> None:
+    front, nodes = three_nodes.front, three_nodes.nodes
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as http:
+            apps = await applications(http, front.base_url, [n.base_url for n in nodes], nodes[0].api_key, "kill-")
+            devices = fleet(front.coap_address, DEVICES, "kill-")
+            await asyncio.gather(*(device.start() for device in devices))
+            client = redis.Redis.from_url(three_nodes.redis_url)
+            try:
+                await until(lambda: all(d.device_id for d in devices), 15, "the fleet registered")
+                await until(lambda: len(three_nodes.holders()) == DEVICES, 15, "holders recorded")
+                ids = [str(d.device_id) for d in devices]
+
+                def reached(value: float) -> bool:
+                    return all(value in app.values.get(i, ()) for app in apps.all for i in ids)
+
+                def missing(value: float) -> list[tuple[int, str, str]]:
+                    return [
+                        (n, d.endpoint_name, before.get(str(d.device_id), "?"))
+                        for n, app in enumerate(apps.all)
+                        for d in devices
+                        if value not in app.values.get(str(d.device_id), ())
+                    ]
+
+                before: dict[str, str] = {}
+                await until(lambda: reached(21.5), 30, "every device's first value at every application")
+                before.update(three_nodes.holders())
+                victim = max(("node-a", "node-b", "node-c"), key=list(before.values()).count)
+                orphans = [d for d in devices if before[str(d.device_id)] == victim]
+                assert nodes["abc".index(victim[-1])].stop(signal.SIGKILL) != 0
+                # at once, while its heartbeat still runs (5 s): a live node takes each subscription and hands it to
+                # the dying holder's work stream (issue 31 #1), where nothing will read it
+                subscribed = [
+                    (app, await _subscribe(http, front.base_url, app, str(d.device_id)))
+                    for app, d in zip(apps.all * DEVICES, orphans, strict=False)
+                ]
+                assert client.exists(f"devicehub:alive:{{node:{victim}}}"), "the kill's window closed before the test"
+                asked = await request_all(http, front.base_url, apps.all, devices, "after-kill")
+                for device in devices:
+                    device.set_value(TEMPERATURE, 30.5)  # the next notification of every device
+                await until(
+                    lambda: reached(30.5),
+                    REHOMED_WITHIN,
+                    "every device's next value at every application",
+                    lambda: missing(30.5),
+                )
+                await until(
+                    lambda: all(a in app.answers for app, a in [*asked, *subscribed]),
+                    15,
+                    "every request and subscription answered",
+                    lambda: [a for app, a in [*asked, *subscribed] if a not in app.answers],
+                )
+                assert all(app.answers[a] == 200 for app, a in [*asked, *subscribed])
+                after = three_nodes.holders()
+                assert victim not in after.values()  # its devices re-homed: the nodes that took them hold them
+                assert {after[str(d.device_id)] for d in orphans} <= {"node-a", "node-b", "node-c"} - {victim}
+                assert all(d.counters.updates == 0 and d.counters.registrations == 1 for d in devices)
+                assert all(d.counters.timeouts == 0 and d.observers.by_token for d in devices)  # none was reset
+                for d in devices:  # and the fleet goes on
+                    d.set_value(TEMPERATURE, 31.5)
+                await until(lambda: reached(31.5), 15, "every device's later value at every application")
+                assert any(app.reconnects for app in apps.sockets)  # the victim's WebSocket moved
+            finally:
+                client.close()
+                await asyncio.gather(*(device.stop(deregister=False) for device in devices))
+                await apps.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 90))
