@@ -356,10 +356,11 @@ class _NodeCollector(Collector):
             "devicehub_device_handovers",
             "Device-bound work (requests, observes, cancels) taken here for a device held by another node, by "
             "outcome: sent to its holder, orphaned (the holder is gone: it waits for the device's next contact), "
-            "and work other nodes handed to this node, taken",
+            "work other nodes handed to this node, taken, and work handed to a node that died before doing it, "
+            "salvaged (done here, the node that took the device next)",
             labels=["outcome"],
         )
-        for outcome in ("sent", "orphaned", "taken"):
+        for outcome in ("sent", "orphaned", "taken", "salvaged"):
             handovers.add_metric([outcome], v(lw, f"handover_{outcome}"))
         yield handovers
 
