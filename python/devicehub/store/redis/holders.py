@@ -74,6 +74,9 @@ class HolderLink:
         self._reader: asyncio.Task[None] | None = None
         self._handler: WorkHandler | None = None
         self._salvages: set[asyncio.Task[None]] = set()  # claims of dead holders' work (issue 31 #4)
+        # devices taken from each previous holder, gathered for its next claim: a storm of Registers after a node's
+        # death makes one scan of its stream per moment, not one per registration batch
+        self._to_salvage: dict[str, set[str]] = {}
         self._closing = False
         self._beaten_at = float("-inf")
         self.sent = 0  # work handed to another node
@@ -169,7 +172,12 @@ class HolderLink:
             told = [node for node, devices in released.items() for _ in devices]  # one RELEASE per device
             gone = {node for node, done in zip(told, added, strict=True) if not done}
             for node, devices in released.items():  # a node killed may still look alive (ALIVE_TTL_S): checked then
-                task = asyncio.create_task(self._salvage(node, set(devices), node in gone), name="device-work-salvage")
+                waiting = self._to_salvage.get(node)
+                if waiting is not None:
+                    waiting.update(devices)
+                    continue
+                self._to_salvage[node] = set(devices)
+                task = asyncio.create_task(self._salvage(node, node in gone), name="device-work-salvage")
                 self._salvages.add(task)
                 task.add_done_callback(self._salvages.discard)
 
@@ -198,57 +206,76 @@ class HolderLink:
         self.sent += 1
         return True
 
-    async def _salvage(self, node: str, devices: set[str], gone: bool) -> None:
-        """Issue 31 #4: `node` held `devices` until this node took them. Once it is gone (its heartbeat ran out), the
-        work it was handed for them and did not do is claimed and done here: each entry added after its group's
-        last read, or read and never acknowledged (a kill mid-work)."""
-        stream = self._stream(node)
+    async def _salvage(self, node: str, gone: bool) -> None:
+        """Issue 31 #4: `node` held the devices in `_to_salvage[node]` until this node took them. Once it is gone (its
+        heartbeat ran out), the work it was handed for them and did not do is claimed and done here."""
         try:
-            deadline = time.monotonic() + ALIVE_TTL_S + BEAT_S
-            while not gone:
-                if not await self._redis.exists(self._alive(node)):
-                    break
-                if time.monotonic() > deadline:
-                    return  # alive: a live node that let the device go (it was told: RELEASE); its work is its own
-                await asyncio.sleep(BEAT_S)
-            groups = [g for g in await self._redis.xinfo_groups(stream) if _text(g.get("name")) == GROUP]
-            if not groups:
-                return
-            read_up_to = _entry_id(_text(groups[0].get("last-delivered-id", "0-0")))
-            unacked = {
-                _text(p["message_id"])
-                for p in await self._redis.xpending_range(stream, GROUP, min="-", max="+", count=STREAM_MAX)
-            }
-            entries: Any = await self._redis.xrange(stream, count=STREAM_MAX)
-            claims: list[tuple[Any, DeviceWork]] = []
-            for entry_id, fields in entries:
-                text = _text(entry_id)
-                if not fields or (text not in unacked and _entry_id(text) <= read_up_to):
-                    continue  # done by its node
-                try:
-                    work = _decode(fields[b"w"])
-                except (KeyError, msgspec.DecodeError):
-                    continue
-                if work.kind != RELEASE and work.device_id in devices:
-                    claims.append((entry_id, work))
-            if not claims:
-                return
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for entry_id, _ in claims:
-                    pipe.xdel(stream, entry_id)
-                removed = await pipe.execute()
+            gone = gone or await self._runs_out(node)
+        except RedisError as error:
+            log.info("heartbeat of %s not read: %s", node, error)
+            gone = False
+        devices = self._to_salvage.pop(node, set())  # taken now: a device taken later starts a claim of its own
+        if not gone:
+            return
+        try:
+            claims = await self._claim(node, devices)
         except RedisError as error:  # left for the device's next contact, as before hand-overs
-            log.info("work of %s left by %s not claimed: %s", sorted(devices), node, error)
+            log.info("work left by %s not claimed: %s", node, error)
             return
         handler = self._handler
-        for (_, work), claimed in zip(claims, removed, strict=True):
-            if claimed and handler is not None:  # another node that took the device may have claimed it first
-                log.info("%s of %s handed to %s, which died: done here", work.kind, work.device_id, node)
+        for work in claims:
+            log.info("%s of %s handed to %s, which died: done here", work.kind, work.device_id, node)
+            if handler is not None:
                 try:
                     await handler(work)
                 except Exception:
                     log.exception("device work %s of %s failed", work.kind, work.device_id)
-                self.salvaged += 1
+            self.salvaged += 1
+
+    async def _runs_out(self, node: str) -> bool:
+        """Whether `node`'s heartbeat is gone within ALIVE_TTL_S (False: a live node that let its device go; it was
+        told so, RELEASE, and its work is its own)."""
+        deadline = time.monotonic() + ALIVE_TTL_S + BEAT_S
+        while await self._redis.exists(self._alive(node)):
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(BEAT_S)
+        return True
+
+    async def _claim(self, node: str, devices: set[str]) -> list[DeviceWork]:
+        """The entries of `node`'s stream for `devices` that it had not done (added after its group's last read, or
+        read and never acknowledged: a kill mid-work), each removed by this node (XDEL: whoever removes it does it)."""
+        stream = self._stream(node)
+        if not devices or not await self._redis.exists(stream):
+            return []  # a node stopped gracefully leaves no stream with work in it
+        groups = [g for g in await self._redis.xinfo_groups(stream) if _text(g.get("name")) == GROUP]
+        if not groups:
+            return []
+        read_up_to = _entry_id(_text(groups[0].get("last-delivered-id", "0-0")))
+        unacked = {
+            _text(p["message_id"])
+            for p in await self._redis.xpending_range(stream, GROUP, min="-", max="+", count=STREAM_MAX)
+        }
+        entries: Any = await self._redis.xrange(stream, count=STREAM_MAX)
+        claims: list[tuple[Any, DeviceWork]] = []
+        for entry_id, fields in entries:
+            text = _text(entry_id)
+            if not fields or (text not in unacked and _entry_id(text) <= read_up_to):
+                continue  # done by its node
+            try:
+                work = _decode(fields[b"w"])
+            except (KeyError, msgspec.DecodeError):
+                continue
+            if work.kind != RELEASE and work.device_id in devices:
+                claims.append((entry_id, work))
+        if not claims:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for entry_id, _ in claims:
+                pipe.xdel(stream, entry_id)
+            removed = await pipe.execute()
+        # another node that took one of these devices may have claimed an entry first
+        return [work for (_, work), claimed in zip(claims, removed, strict=True) if claimed]
 
     # ---- the holder's side ------------------------------------------------------------------------
     async def _beat(self) -> None:
