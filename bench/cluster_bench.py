@@ -22,7 +22,8 @@ capacity table in bench/README.md is projected from it.
 `--node-kill` (issue 31 #4): three nodes on one redis-server behind nginx (docker/nginx.conf, tests/support/front.py);
 `--devices` simulated devices at distinct loopback addresses send a CON notification every `--period` seconds
 (staggered); a WebSocket application on every node and a callback application per node (tests/support/node_kill.py)
-each get every notification; device requests go through the front every 0.25 s. After `--before` seconds the node
+each get every notification; device requests (and, one in four, a subscription to /3/0/9, answered by an
+async-response too) go through the front every 0.25 s. After `--before` seconds the node
 holding the most devices is killed with SIGKILL; `--after` seconds later the values stop and the run waits (up to the
 CoAP retransmission window, 93 s) for what is still under way. Counts, per application: notifications the devices
 sent and had acknowledged that never reached it (lost), those dropped by the node as older than one it had already
@@ -348,7 +349,9 @@ def commands_main(args: argparse.Namespace) -> None:
 RETRANSMISSION_WINDOW = 93.0  # RFC 7252 §4.8.2 MAX_TRANSMIT_WAIT with the default parameters
 
 
-async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: float, after: float) -> dict[str, Any]:
+async def _node_kill(
+    nodes: ThreeNodes, devices: int, period: float, before: float, after: float, victim: str | None
+) -> dict[str, Any]:
     front = nodes.front
     async with aiohttp.ClientSession() as http:
         apps = await applications(
@@ -373,7 +376,7 @@ async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: flo
             changer = asyncio.create_task(_change(sims, period, stop))
             requester = asyncio.create_task(_request(http, front.base_url, apps.all, sims, asked, stop))
             await asyncio.sleep(before)
-            victim = max(set(holders.values()), key=list(holders.values()).count)
+            victim = victim or max(set(holders.values()), key=list(holders.values()).count)
             killed_at = time.monotonic()
             nodes.nodes["abc".index(victim[-1])].stop(signal.SIGKILL)
             await asyncio.sleep(after)
@@ -387,6 +390,9 @@ async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: flo
             with contextlib.suppress(AssertionError):
                 await _wait(settled, RETRANSMISSION_WINDOW, "settled")
             await asyncio.sleep(2.0)  # the last acknowledged values through the inboxes and channels
+            unknown = {
+                n.base_url: await _unknown_tokens(http, n.base_url) for n in nodes.nodes if n.process is not None
+            }
         finally:
             await asyncio.gather(*(s.stop(deregister=False) for s in sims))
             await apps.stop()
@@ -433,6 +439,7 @@ async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: flo
         "async_responses_not_200": sum(answer not in (None, 200) for answer in answers),
         "rehome_p50_s": statistics.median(rehome) if rehome else None,
         "rehome_max_s": max(rehome) if rehome else None,
+        "unknown_token_notifications": unknown,
         "websocket_reconnects": sum(app.reconnects for app in apps.sockets),
         # a device whose notification was answered RST drops its observation (RFC 7641 §3.6) and notifies no more
         "moved_devices_observation_cancelled": sum(1 for s in moved if not s.observers.by_token),
@@ -451,6 +458,18 @@ async def _node_kill(nodes: ThreeNodes, devices: int, period: float, before: flo
             for node in sorted(set(holders.values()))
         },
     }
+
+
+async def _unknown_tokens(http: aiohttp.ClientSession, base_url: str) -> dict[str, float]:
+    """A live node's devicehub_unknown_token_notifications_total by outcome (why it refused unknown tokens)."""
+    async with http.get(f"{base_url}/metrics") as r:
+        text = await r.text()
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("devicehub_unknown_token_notifications_total{"):
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            counts[outcome] = float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 async def _change(sims: list[Any], period: float, stop: asyncio.Event) -> None:
@@ -474,16 +493,24 @@ async def _request(
     n = 0
     while not stop.is_set():
         app, sim = apps[n % len(apps)], sims[(n * 7) % len(sims)]
-        async_id = f"nk-{n}"
+        headers = {"Authorization": f"Bearer {app.key}"}
         with contextlib.suppress(aiohttp.ClientError):
-            async with http.post(
-                f"{front}/v2/device-requests/{sim.device_id}?async-id={async_id}",
-                json={"method": "GET", "uri": "/3/0/0"},
-                headers={"Authorization": f"Bearer {app.key}"},
-            ) as r:
-                if r.status == 202:
-                    asked.append((app, async_id))
-                    targets[async_id] = str(sim.device_id)
+            if n % 4 == 3:  # a subscription (its observe is handed to the device's holder: issue 31 #1)
+                async with http.put(f"{front}/v2/subscriptions/{sim.device_id}/3/0/9", headers=headers) as r:
+                    if r.status == 202:
+                        async_id = str((await r.json())["async-response-id"])
+                        asked.append((app, async_id))
+                        targets[async_id] = str(sim.device_id)
+            else:
+                async_id = f"nk-{n}"
+                async with http.post(
+                    f"{front}/v2/device-requests/{sim.device_id}?async-id={async_id}",
+                    json={"method": "GET", "uri": "/3/0/0"},
+                    headers=headers,
+                ) as r:
+                    if r.status == 202:
+                        asked.append((app, async_id))
+                        targets[async_id] = str(sim.device_id)
         n += 1
         await asyncio.sleep(0.25)
 
@@ -499,7 +526,7 @@ async def _wait(check: Any, within: float, what: str, detail: Any = None) -> Non
 def node_kill(args: argparse.Namespace) -> None:
     devices, before, after = (30, 3.0, 20.0) if args.smoke else (args.devices, args.before, args.after)
     with tempfile.TemporaryDirectory() as tmp, three_nodes_behind_the_front(Path(tmp)) as nodes:
-        result = asyncio.run(_node_kill(nodes, devices, args.period, before, after))
+        result = asyncio.run(_node_kill(nodes, devices, args.period, before, after, args.victim))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "cluster-node-kill.json").write_text(json.dumps(result, indent=2) + "\n")
     rehome = result["rehome_p50_s"], result["rehome_max_s"]
@@ -525,6 +552,7 @@ def main() -> None:
     parser.add_argument("--notifications", type=int, default=5, help="--commands: notifications per device")
     parser.add_argument("--node-kill", action="store_true", help="kill one of three nodes behind nginx under load")
     parser.add_argument("--devices", type=int, default=None, help="simulated devices (--commands 200, --node-kill 300)")
+    parser.add_argument("--victim", choices=("node-a", "node-b", "node-c"), help="--node-kill: the node killed")
     parser.add_argument("--period", type=float, default=5.0, help="--node-kill: seconds between a device's values")
     parser.add_argument("--before", type=float, default=10.0, help="--node-kill: seconds of load before the kill")
     parser.add_argument("--after", type=float, default=60.0, help="--node-kill: seconds of load after the kill")
