@@ -20,7 +20,8 @@ import redis
 
 from devicehub.sim.objects import TEMPERATURE
 from support.front import ThreeNodes, three_nodes_behind_the_front
-from support.node_kill import App, applications, fleet, request_all, until
+from support.node_kill import App, applications, fleet, request_all
+from support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -56,8 +57,8 @@ def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or
             await asyncio.gather(*(device.start() for device in devices))
             client = redis.Redis.from_url(three_nodes.redis_url)
             try:
-                await until(lambda: all(d.device_id for d in devices), 15, "the fleet registered")
-                await until(lambda: len(three_nodes.holders()) == DEVICES, 15, "holders recorded")
+                await eventually(lambda: all(d.device_id for d in devices), within=15, what="the fleet registered")
+                await eventually(lambda: len(three_nodes.holders()) == DEVICES, within=15, what="holders recorded")
                 ids = [str(d.device_id) for d in devices]
 
                 def reached(value: float) -> bool:
@@ -72,7 +73,9 @@ def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or
                     ]
 
                 before: dict[str, str] = {}
-                await until(lambda: reached(21.5), 30, "every device's first value at every application")
+                await eventually(
+                    lambda: reached(21.5), within=30, what="every device's first value at every application"
+                )
                 before.update(three_nodes.holders())
                 victim = max(("node-a", "node-b", "node-c"), key=list(before.values()).count)
                 orphans = [d for d in devices if before[str(d.device_id)] == victim]
@@ -87,17 +90,17 @@ def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or
                 asked = await request_all(http, front.base_url, apps.all, devices, "after-kill")
                 for device in devices:
                     device.set_value(TEMPERATURE, 30.5)  # the next notification of every device
-                await until(
-                    lambda: reached(30.5),
-                    REHOMED_WITHIN,
-                    "every device's next value at every application",
+                await eventually(  # the last answer seen is what is still missing
                     lambda: missing(30.5),
+                    accept=lambda left: not left,
+                    within=REHOMED_WITHIN,
+                    what="every device's next value at every application",
                 )
-                await until(
-                    lambda: all(a in app.answers for app, a in [*asked, *subscribed]),
-                    15,
-                    "every request and subscription answered",
+                await eventually(
                     lambda: [a for app, a in [*asked, *subscribed] if a not in app.answers],
+                    accept=lambda left: not left,
+                    within=15,
+                    what="every request and subscription answered",
                 )
                 assert all(app.answers[a] == 200 for app, a in [*asked, *subscribed])
                 after = three_nodes.holders()
@@ -107,7 +110,9 @@ def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or
                 assert all(d.counters.timeouts == 0 and d.observers.by_token for d in devices)  # none was reset
                 for d in devices:  # and the fleet goes on
                     d.set_value(TEMPERATURE, 31.5)
-                await until(lambda: reached(31.5), 15, "every device's later value at every application")
+                await eventually(
+                    lambda: reached(31.5), within=15, what="every device's later value at every application"
+                )
                 assert any(app.reconnects for app in apps.sockets)  # the victim's WebSocket moved
             finally:
                 client.close()
