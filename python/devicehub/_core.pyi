@@ -136,6 +136,10 @@ class ChannelQueue:
         """Return an undelivered batch to the head, order kept; returns events dropped by the cap."""
     def expire(self, now_ms: int) -> int:
         """Remove events older than the lifetime; returns how many."""
+    def take_dropped(self) -> list[tuple[int, bytes, int, str]]:
+        """The events the cap or the lifetime removed since the last call, as (kind, encoded event, queued-at
+        epoch ms, cause "byte_cap" | "lifetime"), in the order they left; at most one byte cap's worth is kept
+        (the oldest of them go first)."""
     def clear(self) -> int:
         """Remove every event; returns how many."""
     def snapshot(self) -> list[tuple[int, bytes, int]]:

@@ -10,11 +10,14 @@ from aiohttp import web
 
 from devicehub.api.body import decode, json_reply, read_body
 from devicehub.api.context import SERVICES, authenticate, bearer_token, principal, services
-from devicehub.channels import signing
+from devicehub.channels import delivery, signing
 from devicehub.channels.callback import parse_registration
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
+from devicehub.channels.deadletters import DeadLetter
+from devicehub.channels.delivery import KIND_NAMES
 from devicehub.channels.introspection import ChannelState, channel_state
 from devicehub.channels.options import ChannelOptions
+from devicehub.channels.removals import ChannelRemoval
 from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
 from devicehub.errors import BadRequest, FieldError, NotFound, Unauthorized, ValidationFailed
 
@@ -33,6 +36,7 @@ class CallbackChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaul
     consecutive_failures: int
     last_delivery_at: str | None = None
     next_retry_at: str | None = None
+    delivery: dict[str, Any] | None = None  # issue 34 #4: the delivery control asked for (absent: none)
 
 
 class WebSocketChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -45,6 +49,7 @@ class WebSocketChannelBody(msgspec.Struct, frozen=True, kw_only=True, omit_defau
     dropped_failed: int
     consecutive_failures: int
     last_delivery_at: str | None = None
+    delivery: dict[str, Any] | None = None  # issue 34 #4: the event filter and rate asked for (absent: none)
 
 
 class DeliveryMechanism(msgspec.Struct, frozen=True):
@@ -56,6 +61,15 @@ class ChannelIntrospection(msgspec.Struct, frozen=True):
     status: ChannelState
 
 
+class RemovedChannel(msgspec.Struct, frozen=True):
+    """`GET /v2/notification/channel?include=status` after the service removed the key's channel (issue 34 #4)."""
+
+    code: int
+    type: str
+    message: str
+    removed: ChannelRemoval
+
+
 _any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
 
 
@@ -64,6 +78,7 @@ def _callback_body(channel: Channel) -> CallbackChannelBody:
         url=channel.config.url,
         headers=channel.config.headers,
         serialization=channel.config.serialization,
+        delivery=channel.config.delivery or None,
         **msgspec.structs.asdict(channel.status()),
     )
 
@@ -74,6 +89,7 @@ def _websocket_body(channel: Channel) -> WebSocketChannelBody:
     return WebSocketChannelBody(
         serialization=channel.config.serialization,
         status="connected" if channel.session is not None else "disconnected",
+        delivery=channel.config.delivery or None,
         **status,
     )
 
@@ -147,24 +163,27 @@ class DeadLettersBody(msgspec.Struct, frozen=True):
     """The OpenAPI shape of GET /v2/notification/dead-letters (the body is joined from the stored event bytes)."""
 
     count: int
-    dead_letters: list[dict[str, Any]]  # {"cursor", "cause": "byte_cap" | "lifetime", "queued_at", "event"}
+    dead_letters: list[dict[str, Any]]  # {"kind", "cause": "byte_cap" | "lifetime", "queued_at", "event"[, "cursor"]}
+
+
+def _dead_letter(letter: DeadLetter) -> bytes:
+    cursor = b'"cursor":%d,' % letter.cursor if letter.cursor is not None else b""
+    return b'{%s"kind":"%s","cause":"%s","queued_at":%d,"event":%s}' % (
+        cursor,
+        KIND_NAMES[letter.kind].encode(),
+        letter.cause.encode(),
+        letter.queued_at_ms,
+        letter.data,
+    )
 
 
 async def get_dead_letters(request: web.Request) -> web.Response:
-    """issue 34 #5: the retained events the byte cap or the lifetime took off the queue (cursor channels)."""
+    """issue 34 #5: the events the byte cap or the lifetime took off the channel's queue, oldest first."""
     caller = await principal(request)
     channel = services(request).hub.channel(caller.key_id)
     if channel is None:
         raise NotFound("no notification channel for this key")
-    if channel.cursors is None:
-        raise BadRequest(
-            "dead letters are kept for channels with serialization.cfg.include_cursor", token="CURSORS_NOT_ENABLED"
-        )
-    items = [
-        b'{"cursor":%d,"cause":"%s","queued_at":%d,"event":%s}'
-        % (item.cursor, cause.encode(), item.event.queued_at_ms, item.event.data)
-        for item, cause in channel.dead_letters.select(channel.cursors.events)
-    ]
+    items = [_dead_letter(letter) for letter in channel.dead_letters.letters]
     body = b'{"count":%d,"dead_letters":[%s]}' % (len(items), b",".join(items))
     return web.Response(body=body, content_type="application/json")
 
@@ -196,7 +215,8 @@ async def put_websocket(request: web.Request) -> web.Response:
     caller = await principal(request)
     raw = await _json_body(request, optional=True)
     options = ChannelOptions.from_wire(raw.get("serialization")) if raw is not None and "serialization" in raw else None
-    channel, created = await services(request).hub.set_websocket(caller, options)
+    control = delivery.for_socket(raw["delivery"]) if raw is not None and "delivery" in raw else None  # issue 34 #4
+    channel, created = await services(request).hub.set_websocket(caller, options, control)
     return json_reply(_websocket_body(channel), status=201 if created else 200)
 
 
@@ -232,10 +252,15 @@ async def websocket_connect(request: web.Request) -> web.StreamResponse:
 
 async def get_channel(request: web.Request) -> web.Response:
     caller = await principal(request)
-    channel = services(request).hub.channel(caller.key_id)
+    hub = services(request).hub
+    channel = hub.channel(caller.key_id)
+    status = request.query.get("include") == "status"
     if channel is None:
+        gone = hub.removals.get(caller.key_id, services(request).clock.now()) if status else None
+        if gone is not None:  # issue 34 #4: devicehub's own answer says what was removed, when and why
+            return json_reply(RemovedChannel(404, "not_found", "no notification channel for this key", gone), 404)
         raise NotFound("no notification channel for this key")
-    if request.query.get("include") == "status":  # issue 34 #5: the spec's answer plus the channel's state
+    if status:  # issue 34 #5: the spec's answer plus the channel's state
         state = channel_state(channel, services(request).clock.now())
         return json_reply(ChannelIntrospection(_DELIVERY_MECHANISMS[channel.kind], state))
     return json_reply(DeliveryMechanism(_DELIVERY_MECHANISMS[channel.kind]))

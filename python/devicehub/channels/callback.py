@@ -267,8 +267,8 @@ async def deliver(channel: Channel, client: CallbackClient, clock: Clock, remove
             continue
         try:
             control = channel.delivery
-            if control.max_rate and channel.rate is not None:  # issue 34 #4: the channel's events a second
-                pause = channel.rate.wait(batch.count, clock.now())
+            if control.max_rate:  # issue 34 #4: the channel's events a second
+                pause = channel.pace(batch.count, clock.now())
                 if pause > 0:
                     channel.retry_at = clock.now() + pause
                     await clock.sleep(pause)

@@ -52,6 +52,8 @@ class Outbox(Protocol):
 
     def give_back(self, batch: Batch) -> None: ...
 
+    def pace(self, count: int, now: float) -> float: ...
+
     def body(self, batch: Batch) -> bytes: ...
 
     def delivered(self, batch: Batch, now: float) -> None: ...
@@ -154,7 +156,7 @@ class Channel:
         self._cursor_mode_wanted = self.options.include_cursor
         self._left_queue = 0  # events that left the queue since the channel began (a cursor channel's queue head)
         self._uncounted_deliveries = 0  # deliveries not in the store's count (a channel without cursors)
-        self.dead_letters = deadletters.DeadLetters()  # cursor channels: what the cap or the lifetime took
+        self.dead_letters = deadletters.DeadLetters()  # what the cap or the lifetime took (issue 34 #5)
         self.pending_lost = 0  # events a resume asked for that were no longer retained: said in the next batch
         self._body: bytes | None = None  # the batch that is out, as sent (a cursor channel adds to Rust's body)
         self.delivered_total = 0
@@ -250,7 +252,7 @@ class Channel:
         if self.cursors is not None and limit is not None:
             limit = max(limit - _BATCH_FIELDS_BYTES, 1)  # room for the batch's own "cursor" and "lost"
         batch = self.queue.take_batch(self.options.max_chunk_size, now_ms, limit)
-        self._account(taken=batch.count if batch is not None else 0)
+        self._account()
         self._in_flight = batch
         self._body = None
         if batch is not None:  # only the head leaves a queue, so what was pushed minus what is left locates it
@@ -263,6 +265,10 @@ class Channel:
                     extra += b',"lost":%d' % self.pending_lost
                 self._body = batch.body[:-1] + extra + b"}"
         return batch
+
+    def pace(self, count: int, now: float) -> float:
+        """issue 34 #4: seconds a batch of `count` events waits for the channel's `max_rate` (0 without one)."""
+        return self.rate.wait(count, now) if self.rate is not None else 0.0
 
     def body(self, batch: Batch) -> bytes:
         """What to send for the batch that is out: Rust's NotificationMessage, with a cursor channel's top-level
@@ -331,19 +337,15 @@ class Channel:
         self._evict(now_ms)
 
     def redrive_dead_letters(self, now_ms: int) -> int:
-        """issue 34 #5: queue the retained dead letters again as new events (deadletters.py); returns how many."""
-        cursors = self.cursors
-        if cursors is None:
-            raise BadRequest(
-                "dead letters are kept for channels with serialization.cfg.include_cursor", token="CURSORS_NOT_ENABLED"
-            )
-        found = self.dead_letters.select(cursors.events)
-        self.dead_letters.clear()
-        for item, _ in found:
-            event = item.event
-            data = cursors.restamp(event.data)
-            self._queue_stamped(StoredEvent(event.kind, data, now_ms, event.device), now_ms)
-        return len(found)
+        """issue 34 #5: queue the dead letters again as new events (deadletters.py); returns how many."""
+        letters = self.dead_letters.take_all()
+        for letter in letters:
+            if self.cursors is not None:
+                data = self.cursors.restamp(letter.data)
+                self._queue_stamped(StoredEvent(letter.kind, data, now_ms), now_ms)
+            else:
+                self.push(letter.kind, letter.data, now_ms)
+        return len(letters)
 
     def rewind(self, after: int, now_ms: int) -> int:
         """issue 34 #1: queue again every retained event after cursor `after` (a resume); the queue's other
@@ -466,17 +468,13 @@ class Channel:
             self.cursors = None
             self._journal.rewrite(self.key_id, events)
 
-    def _account(self, *, journal: bool = True, taken: int = 0) -> None:
-        """Count what the cap and the lifetime dropped since the last look; all of it left from the head (before
-        the `taken` events of a batch just taken)."""
+    def _account(self, *, journal: bool = True) -> None:
+        """Count what the cap and the lifetime dropped since the last look (all of it left from the head)."""
         overflow = self.queue.dropped_overflow - self._seen_overflow
         expired = self.queue.dropped_expired - self._seen_expired
         if not overflow and not expired:
             return
-        if self.cursors is not None:  # issue 34 #5: their cursors end just before the queue's head (and the batch)
-            end = self.cursors.last - len(self.queue) - taken
-            self.dead_letters.add(end - overflow - expired + 1, end - overflow, deadletters.LIFETIME)
-            self.dead_letters.add(end - overflow + 1, end, deadletters.BYTE_CAP)
+        self.dead_letters.collect(self.queue)  # issue 34 #5: what they took, on every channel kind
         self._seen_overflow += overflow
         self._seen_expired += expired
         self._counters.dropped_overflow += overflow

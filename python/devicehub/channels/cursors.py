@@ -25,6 +25,12 @@ RECENT_ORIGINS = 20_000  # ids of the newest forwarded events kept: an owner dra
 _TAIL = re.compile(rb',"cursor":(\d+)(?:,"device_seq":(\d+))?}\Z')
 
 
+def cursor_of(data: bytes) -> int | None:
+    """The cursor stamped into an event's bytes (None when it carries none)."""
+    match = _TAIL.search(data)
+    return int(match[1]) if match is not None else None
+
+
 class Retained(NamedTuple):
     cursor: int
     event: StoredEvent

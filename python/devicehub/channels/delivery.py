@@ -1,6 +1,9 @@
 """Delivery control a channel may opt into (issue 34 #4): the `"delivery"` object of a channel registration.
 
-Each is off by default, so a channel behaves as the spec says (§6 rule 7's retry table, every event kind):
+Each is off by default, so a channel behaves as the spec says (§6 rule 7's retry table, every event kind). `max_rate`
+and `events` apply to callback and WebSocket channels (`PUT /v2/notification/websocket`); the others answer a
+callback receiver's HTTP status and are refused for a WebSocket (the deprecated pull channel has no registration
+body, so none applies to it):
 - `retry_after`: a callback answered 429 or 503 with `Retry-After` (RFC 9110 §10.2.3) waits that long, if longer
   than the table's wait (at most MAX_RETRY_AFTER_S);
 - `remove_on_gone`: a callback answered 410 Gone removes the channel (as Svix does): the receiver says it is gone
@@ -41,6 +44,7 @@ EVENT_KINDS = {  # wire-format.md NotificationMessage keys
     "registrations-expired": KIND_REGISTRATIONS_EXPIRED,
     "async-responses": KIND_ASYNC_RESPONSE,
 }
+KIND_NAMES = {kind: name for name, kind in EVENT_KINDS.items()}
 _KEYS = frozenset({"retry_after", "remove_on_gone", "max_rate", "circuit_breaker", "events"})
 
 
@@ -83,7 +87,22 @@ class DeliveryOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
             ):
                 raise _invalid(f"{field}.events", f"must be a non-empty list of {', '.join(EVENT_KINDS)}")
             events = sorted(set(events))
-        return cls(max_rate=float(rate), events=events, **flags)
+        if rate:  # omitted when 0 (omit_defaults compares a float default by identity)
+            return cls(max_rate=float(rate), events=events, **flags)
+        return cls(events=events, **flags)
+
+
+CALLBACK_ONLY = ("retry_after", "remove_on_gone", "circuit_breaker")
+
+
+def for_socket(raw: object, field: str = "delivery") -> DeliveryOptions:
+    """A WebSocket channel's `"delivery"` object: the event filter and the rate apply to every channel kind; the
+    rest answers a callback receiver's HTTP status, which a socket has none of (400 when asked)."""
+    options = DeliveryOptions.from_wire(raw, field)
+    for name in CALLBACK_ONLY:
+        if getattr(options, name):
+            raise _invalid(f"{field}.{name}", "applies to callback channels only")
+    return options
 
 
 def retry_after(value: str | None, now: float | None = None) -> float | None:

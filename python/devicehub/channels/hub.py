@@ -20,6 +20,7 @@ from devicehub.channels import callback
 from devicehub.channels.callback import CallbackClient, CallbackTarget
 from devicehub.channels.channel import CALLBACK, WEBSOCKET, Channel, Counters
 from devicehub.channels.cluster import ClusterLink
+from devicehub.channels.delivery import DeliveryOptions
 from devicehub.channels.encode import EventEncoder
 from devicehub.channels.gauges import channel_figures
 from devicehub.channels.journal import Journal
@@ -29,6 +30,7 @@ from devicehub.channels.ownership import ClusterOwnership
 from devicehub.channels.publish import Publisher
 from devicehub.channels.pull import PullChannels, Send
 from devicehub.channels.registry import ChannelRegistry
+from devicehub.channels.removals import Removals
 from devicehub.channels.sweeper import Sweeper
 from devicehub.channels.targets import TargetPolicy
 from devicehub.channels.websocket import COALESCE_S, GOING_AWAY
@@ -173,6 +175,11 @@ class ChannelHub:
         """Hub-wide counters, and the hook that observes deliveries (metrics)."""
         return self._counters
 
+    @property
+    def removals(self) -> Removals:
+        """issue 34 #4: the channels removed lately, and the observer told of each (the console's feed)."""
+        return self._lifecycle.removals
+
     def channel(self, key_id: str) -> Channel | None:
         return self._registry.get(key_id)
 
@@ -184,9 +191,11 @@ class ChannelHub:
         """issue 34 #3: a new signing secret for the key's callback channel; the previous ones sign for the overlap."""
         return await self._lifecycle.rotate_secret(caller, secret, self._settings.callback_secret_overlap)
 
-    async def set_websocket(self, caller: Principal, options: ChannelOptions | None) -> tuple[Channel, bool]:
+    async def set_websocket(
+        self, caller: Principal, options: ChannelOptions | None, control: DeliveryOptions | None = None
+    ) -> tuple[Channel, bool]:
         """spec §4.6: the channel exists (disconnected) and stores events at once; True when it is new."""
-        return await self._lifecycle.set_websocket(caller, options)
+        return await self._lifecycle.set_websocket(caller, options, control)
 
     async def delete_channel(self, key_id: str, kind: str) -> bool:
         """REST delete of the key's channel of this kind: queue dropped, open socket closed 1001 (spec §7)."""

@@ -15,9 +15,11 @@ from aiohttp import web
 from devicehub.channels import callback, signing
 from devicehub.channels.callback import CallbackClient, CallbackTarget
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel, Counters
+from devicehub.channels.delivery import DeliveryOptions
 from devicehub.channels.journal import Journal
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.registry import ChannelRegistry
+from devicehub.channels.removals import Removals, removal
 from devicehub.channels.websocket import GOING_AWAY, POLICY_VIOLATION, UNEXPECTED, WebSocketSession
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
@@ -77,6 +79,7 @@ class ChannelLifecycle:
         self.lock = asyncio.Lock()
         self.client: CallbackClient | None = None  # set at start
         self.ownership: Ownership | None = None  # set in Redis mode
+        self.removals = Removals()  # issue 34 #4: what was removed, when and why (removals.py)
 
     # ---- administration (REST) -------------------------------------------------------------------
     async def set_callback(self, caller: Principal, target: CallbackTarget) -> None:
@@ -145,26 +148,43 @@ class ChannelLifecycle:
                     self.start_deliverer(channel)
         return channel if channel is not None and channel.kind in kinds else None
 
-    async def set_websocket(self, caller: Principal, options: ChannelOptions | None) -> tuple[Channel, bool]:
-        """spec §4.6: the channel exists (disconnected) and stores events at once; True when it is new."""
+    async def set_websocket(
+        self, caller: Principal, options: ChannelOptions | None, control: DeliveryOptions | None = None
+    ) -> tuple[Channel, bool]:
+        """spec §4.6: the channel exists (disconnected) and stores events at once; True when it is new. None keeps
+        the serialization options (or the delivery control, issue 34 #4) the channel has."""
         if self.ownership is not None and caller.key_id not in self._registry:
             current = await self.store.get_channel(caller.key_id)
             if current is not None and current.kind == WEBSOCKET:  # owned elsewhere, or by nobody right now
-                if options is not None and options != ChannelOptions.from_stored(current.serialization):
-                    current = self.config(caller, WEBSOCKET, options, free_tier=current.free_tier)
+                changed = self._socket_config(caller, current, options, control)
+                if changed is not None:
+                    current = changed
                     await self.store.put_channel(current)
                     await self.ownership.changed(caller.key_id)
                 return Channel(current, self._journal, self._counters, self._clock.now()), False  # a view
         async with self.lock:
             existing = self._registry.get(caller.key_id)
             if existing is not None and existing.kind == WEBSOCKET:
-                if options is not None and options != existing.options:
-                    config = self.config(caller, WEBSOCKET, options, free_tier=existing.config.free_tier)
+                config = self._socket_config(caller, existing.config, options, control)
+                if config is not None:
                     await self.store.put_channel(config)
                     existing.reconfigure(config)
                 return existing, False
             config = self.config(caller, WEBSOCKET, options or ChannelOptions())
+            if control is not None:
+                config = msgspec.structs.replace(config, delivery=msgspec.to_builtins(control))
             return await self.install(config), True
+
+    def _socket_config(
+        self, caller: Principal, current: ChannelConfig, options: ChannelOptions | None, control: DeliveryOptions | None
+    ) -> ChannelConfig | None:
+        """The WebSocket channel's new config, or None when the PUT changes nothing."""
+        serialization = options.to_wire() if options is not None else current.serialization
+        delivery = msgspec.to_builtins(control) if control is not None else current.delivery
+        if serialization == current.serialization and delivery == current.delivery:
+            return None
+        config = self.config(caller, WEBSOCKET, ChannelOptions.from_stored(serialization), free_tier=current.free_tier)
+        return msgspec.structs.replace(config, delivery=delivery)
 
     async def delete_channel(self, key_id: str, kind: str) -> bool:
         """REST delete of the key's channel of this kind: queue dropped, open socket closed 1001 (spec §7)."""
@@ -194,6 +214,7 @@ class ChannelLifecycle:
     # ---- the primitives (callers hold `lock`) --------------------------------------------------------
     async def install(self, config: ChannelConfig) -> Channel:
         """Store the key's one channel; a previous one of any kind is replaced, its queue kept (spec §2.5)."""
+        self.removals.forget(config.key_id)
         await self.store.put_channel(config)
         if self.ownership is not None and config.key_id not in self._registry:
             await self.ownership.changed(config.key_id)  # a previous owner hands its queue over
@@ -251,6 +272,9 @@ class ChannelLifecycle:
     async def remove_locked(self, channel: Channel, reason: str, code: int, close_reason: str) -> None:
         log.info("channel of key %s (%s) removed: %s", channel.key_id, channel.kind, reason)
         self._registry.discard(channel)
+        now = self._clock.now()
+        record = removal(channel.kind, channel.config.url, reason, channel.removed_gone, now)
+        self.removals.record(channel.key_id, channel.config.account_id, record, now)  # issue 34 #4
         channel.close()
         self._counters.channels_removed += 1
         if channel.removed_gone:

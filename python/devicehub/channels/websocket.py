@@ -131,6 +131,9 @@ class WebSocketSession:
                     await self._clock.sleep(self._coalesce)
                 continue
             try:
+                pause = channel.pace(batch.count, self._clock.now())  # issue 34 #4: the channel's events a second
+                if pause > 0:
+                    await self._clock.sleep(pause)
                 # spec §6 rule 6: no application acknowledgement; the transport taking the frame is delivery
                 await self.ws.send_frame(channel.body(batch), WSMsgType.TEXT)
             except BaseException:

@@ -49,6 +49,24 @@ pub enum QueueError {
     ZeroLifetime,
 }
 
+/// Why the queue let go of an undelivered event (issue 34 #5: a dead letter's cause).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropCause {
+    /// spec §8: the key's byte cap was exceeded; the oldest went.
+    ByteCap,
+    /// spec §6: the event outlived the lifetime.
+    Lifetime,
+}
+
+impl DropCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            DropCause::ByteCap => "byte_cap",
+            DropCause::Lifetime => "lifetime",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     pub kind: u8,
@@ -95,6 +113,11 @@ pub struct ChannelQueue {
     pub dropped_overflow: u64,
     pub dropped_expired: u64,
     pub pushed_total: u64,
+    /// Events the cap or the lifetime removed, kept (moved, not copied) until `take_dropped` hands them to the
+    /// dead-letter list; bounded by the byte cap (the oldest go first), so a caller that never asks costs at
+    /// most one more cap.
+    dropped: VecDeque<(Event, DropCause)>,
+    dropped_bytes: usize,
 }
 
 impl ChannelQueue {
@@ -113,6 +136,8 @@ impl ChannelQueue {
             dropped_overflow: 0,
             dropped_expired: 0,
             pushed_total: 0,
+            dropped: VecDeque::new(),
+            dropped_bytes: 0,
         })
     }
 
@@ -165,10 +190,29 @@ impl ChannelQueue {
                 break;
             };
             self.bytes_used -= oldest.cost();
+            self.keep_dropped(oldest, DropCause::ByteCap);
             dropped += 1;
         }
         self.dropped_overflow += dropped as u64;
         dropped
+    }
+
+    fn keep_dropped(&mut self, event: Event, cause: DropCause) {
+        self.dropped_bytes += event.cost();
+        self.dropped.push_back((event, cause));
+        while self.dropped_bytes > self.max_bytes {
+            let Some((oldest, _)) = self.dropped.pop_front() else {
+                break;
+            };
+            self.dropped_bytes -= oldest.cost();
+        }
+    }
+
+    /// The events the cap or the lifetime removed since the last call, in the order they left (the queue's
+    /// order), with why; at most a byte cap's worth (the oldest of them go first).
+    pub fn take_dropped(&mut self) -> Vec<(Event, DropCause)> {
+        self.dropped_bytes = 0;
+        self.dropped.drain(..).collect()
     }
 
     /// Remove events whose age reached the lifetime; returns how many.
@@ -184,6 +228,7 @@ impl ChannelQueue {
             }
             let head = self.events.pop_front().expect("front exists");
             self.bytes_used -= head.cost();
+            self.keep_dropped(head, DropCause::Lifetime);
             removed += 1;
         }
         self.dropped_expired += removed as u64;

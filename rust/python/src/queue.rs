@@ -120,6 +120,25 @@ impl PyChannelQueue {
     fn expire(&mut self, now_ms: u64) -> usize {
         self.queue.expire(now_ms)
     }
+    /// issue 34 #5: the events the cap or the lifetime removed since the last call, as (kind, encoded event,
+    /// queued-at epoch ms, cause) in the order they left.
+    fn take_dropped<'py>(
+        &mut self,
+        py: Python<'py>,
+    ) -> Vec<(u8, Bound<'py, PyBytes>, u64, &'static str)> {
+        self.queue
+            .take_dropped()
+            .into_iter()
+            .map(|(e, cause)| {
+                (
+                    e.kind,
+                    PyBytes::new(py, &e.data),
+                    e.queued_at_ms,
+                    cause.name(),
+                )
+            })
+            .collect()
+    }
     fn clear(&mut self) -> usize {
         self.queue.clear()
     }

@@ -222,3 +222,41 @@ proptest! {
         prop_assert_eq!(seen, kinds.len());
     }
 }
+
+#[test]
+fn dropped_events_are_handed_back_once_in_queue_order_with_their_cause() {
+    let cost = 7 + EVENT_OVERHEAD_BYTES;
+    let mut queue = ChannelQueue::new(3 * cost, 1_000).unwrap();
+    for n in 1..=4 {
+        queue.push(KIND_NOTIFICATION, note(n), n as u64).unwrap();
+    }
+    queue.expire(1_002); // queued at 2 and now 1002: 1000 ms old
+    let dropped: Vec<_> = queue
+        .take_dropped()
+        .into_iter()
+        .map(|(e, cause)| (e.data, e.queued_at_ms, cause))
+        .collect();
+    assert_eq!(
+        dropped,
+        vec![
+            (note(1), 1, DropCause::ByteCap),
+            (note(2), 2, DropCause::Lifetime)
+        ]
+    );
+    assert!(queue.take_dropped().is_empty());
+}
+
+#[test]
+fn dropped_events_not_taken_stay_within_one_cap() {
+    let cost = 7 + EVENT_OVERHEAD_BYTES;
+    let mut queue = ChannelQueue::new(2 * cost, DEFAULT_LIFETIME_MS).unwrap();
+    for n in 1..=9 {
+        queue.push(KIND_NOTIFICATION, note(n), 0).unwrap();
+    }
+    let kept: Vec<_> = queue
+        .take_dropped()
+        .into_iter()
+        .map(|(e, _)| e.data)
+        .collect();
+    assert_eq!(kept, vec![note(6), note(7)]);
+}
