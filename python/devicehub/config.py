@@ -111,6 +111,14 @@ class ServeSettings:
         default=1_048_576,
         metadata={"help": "largest NotificationMessage sent at once (WebSocket frame, callback or pull body)"},
     )
+    channel_max_bytes: int = field(
+        default=50 * 1024 * 1024,
+        metadata={
+            "range": (4096, 1 << 40),
+            "help": "byte cap of one key's channel queue; beyond it the oldest events become dead letters (spec §8: "
+            "50 MB)",
+        },
+    )
     rate_limit: float = field(
         default=200.0,
         metadata={"help": "REST requests a second per API key (unauthenticated: per client address); 0: no limit"},

@@ -121,7 +121,14 @@ class Node:
             cluster = ClusterLink(self.store.redis, self.store.shard, self.store.prefix, self.node_id)
             # and device-bound work taken by any node reaches the node holding the device (issue 31 #1)
             self.holders = HolderLink(self.store.redis, self.store.prefix, self.node_id)
-        self.hub = ChannelHub(self.store, self.clock, settings, pull_timeout=settings.pull_timeout, cluster=cluster)
+        self.hub = ChannelHub(
+            self.store,
+            self.clock,
+            settings,
+            pull_timeout=settings.pull_timeout,
+            queue_max_bytes=settings.channel_max_bytes,
+            cluster=cluster,
+        )
         await self.hub.start()
         # issue 32 #2: the console's feed taps what the core publishes; every event still goes to the hub as before
         self.feed = ConsoleFeed(self.hub)
@@ -129,6 +136,7 @@ class Node:
             self.store, self.clock, self.feed, default_account_id=default_account, holders=self.holders
         )
         self.feed.account_of = self._account_of
+        self.hub.removals.observer = self.feed.channel_removed  # issue 34 #4: a removal is said on the feed
         self.credentials = CredentialService(
             self.store,
             self.clock,

@@ -1,7 +1,8 @@
 """The operator console in a real browser (Debian's chromium, headless, driven by Selenium) against a real
 `devicehub serve` and simulated devices (issue 17 §5, §7; issue 32 #1, #2): the object tree with names, units,
 live values and only each resource's operations; a typed write; observe and cancel; the plot; the server-paged
-device list of 1 300 devices; the node view; a login that never touches the key's channel; the polish list.
+device list of 1 300 devices; the node view; a login that never touches the key's channel; the polish list; the
+channel view's state, dead letters, redrive and the removal a 410 caused (issue 34 #3).
 
 Screenshots go to `artifacts/console/` at the repository root (ignored by git), or `$DEVICEHUB_ARTIFACTS/console/`:
 CI keeps that directory as the run's artefacts.
@@ -9,12 +10,14 @@ CI keeps that directory as the run's artefacts.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -301,3 +304,66 @@ def test_docs_renders_every_operation_of_the_openapi_document(service: ServicePr
     assert colour not in ("rgba(255, 255, 255, 1)", "rgb(255, 255, 255)")
     assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(browser, "docs")
+
+
+class _Gone(http.server.BaseHTTPRequestHandler):
+    """A callback receiver that verifies the registration (200 to its empty PUT) and then answers 410 Gone."""
+
+    def do_PUT(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200 if body == b"{}" else 410)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_channel_view_shows_status_dead_letters_a_redrive_and_a_removal(tmp_path: Path, browser: WebDriver) -> None:
+    # issue 34 #3: a queue of 4 KiB holds about 15 registrations; 40 devices make the byte cap take the rest
+    service = ServiceProcess(
+        data_dir=tmp_path / "data", extra_args=("--channel-max-bytes", "4096", "--callback-allow", "127.0.0.0/8")
+    ).start()
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Gone)
+    serving = threading.Thread(target=receiver.serve_forever, daemon=True)
+    serving.start()
+    try:
+        assert service.api("PUT", "/v2/notification/websocket")[0] == 201
+        process = simulate(service, 40, "--prefix", "dl-")
+        try:
+            wait_until(
+                lambda: (service.api("GET", "/v2/notification/dead-letters")[1] or {}).get("count", 0) > 0,
+                within=60,
+                what="the byte cap's dead letters",
+            )
+        finally:
+            stop(process)
+        wait = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
+        browser.get(f"{service.base_url}/#key={service.api_key}")
+        wait.until(lambda b: b.find_element(By.ID, "live-state").text == "live")
+        browser.find_element(By.ID, "nav-channel").click()
+        state = "#channel-table tr[data-field='state'] td:nth-child(2)"
+        wait.until(lambda b: b.find_element(By.CSS_SELECTOR, state).text == "disconnected")
+        drops = browser.find_element(By.CSS_SELECTOR, "#channel-table tr[data-field='drops'] td:nth-child(2)").text
+        assert json.loads(drops)["byte_cap"] > 0
+        rows = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#dead-table tbody tr"))
+        assert len(rows) > 0 and all(r.get_attribute("data-cause") == "byte_cap" for r in rows)
+        assert browser.find_element(By.ID, "dead-count").text == f"({len(rows)})"
+        screenshot(browser, "channel-dead-letters")
+
+        browser.find_element(By.ID, "redrive").click()
+        wait.until(lambda b: b.find_element(By.ID, "redrive-result").text.endswith("queued again"))
+        assert int(browser.find_element(By.ID, "redrive-result").text.split()[0]) > 0
+
+        # the key's channel becomes a callback whose receiver answers 410: the feed says it went, the view why
+        port = receiver.server_address[1]
+        body = {"url": f"http://127.0.0.1:{port}/cb", "delivery": {"remove_on_gone": True}}
+        assert service.api("PUT", "/v2/notification/callback", body)[0] == 204
+        removed = wait.until(lambda b: b.find_element(By.ID, "channel-removed").text)
+        assert "410 Gone" in removed and "callback" in removed and "[gone]" in removed
+        wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#channel-table td.none").text == "no channel")
+        screenshot(browser, "channel-removed")
+        assert page_errors(browser) == []
+    finally:
+        receiver.shutdown()
+        service.stop()

@@ -5,7 +5,8 @@ logging in to the console with an application's key never changes that key's cha
 sub-protocol beside `wss`, or a bearer header); a bad key closes the socket with 1008.
 
 What a feed carries: every notification of the account's devices (whichever key subscribed), the registrations,
-updates and de-registrations of its devices, and the async-responses of requests made with the feed's own key.
+updates and de-registrations of its devices, the async-responses of requests made with the feed's own key, and
+the removal of any of the account's notification channels by the service (issue 34 #4: `channel-removed`).
 Notification values are decoded with the object model (TLV typed by the resource's type) into `values`. A slow
 reader loses the oldest events beyond QUEUE_EVENTS (counted in `dropped` of the next line), never blocks the
 devices. In a Redis cluster a feed sees the devices held by the node serving it (each node taps its own events).
@@ -17,6 +18,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from devicehub.channels.removals import ChannelRemoval
 from devicehub.domain.events import (
     Event,
     NotificationEvent,
@@ -35,12 +37,12 @@ class Tap:
     def __init__(self, account_id: str, key_id: str) -> None:
         self.account_id = account_id
         self.key_id = key_id
-        self.events: deque[Event] = deque(maxlen=QUEUE_EVENTS)
+        self.events: deque[Event | ChannelRemoval] = deque(maxlen=QUEUE_EVENTS)
         self.dropped = 0
         self.ready = asyncio.Event()
         self.closed = False
 
-    def put(self, event: Event) -> None:
+    def put(self, event: Event | ChannelRemoval) -> None:
         if len(self.events) == QUEUE_EVENTS:
             self.dropped += 1
         self.events.append(event)
@@ -77,6 +79,12 @@ class ConsoleFeed:
             taps.discard(tap)
             if not taps:
                 del self._taps[tap.account_id]
+
+    def channel_removed(self, account_id: str, key_id: str, removal: ChannelRemoval) -> None:
+        """issue 34 #4: the service removed one of the account's channels (a 410 from its receiver, 24 h of
+        failures, …): every open feed of the account says so (a `channel-removed` line)."""
+        for tap in self._taps.get(account_id, ()):
+            tap.put(removal)
 
     def _tap(self, key_ids: Sequence[str], event: Event) -> None:
         if isinstance(event, NotificationEvent):

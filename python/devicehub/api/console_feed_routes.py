@@ -14,6 +14,7 @@ from devicehub.api.console_feed import HEARTBEAT_S, TRY_AGAIN_LATER, Tap
 from devicehub.api.context import authenticate, bearer_token, services
 from devicehub.api.errors import V3Error
 from devicehub.api.route_spec import Reply, Route
+from devicehub.channels.removals import ChannelRemoval
 from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
 from devicehub.domain.content_formats import cf_for
 from devicehub.domain.events import (
@@ -36,7 +37,7 @@ class FeedValue(msgspec.Struct, frozen=True):
 
 class FeedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One line of the feed. `kind`: notification, async-response, registration, reg-update, de-registration,
-    or registration-expired."""
+    registration-expired, or channel-removed."""
 
     kind: str
     device_id: str | None = None
@@ -48,13 +49,16 @@ class FeedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str | None = None  # async-response id
     status: int | None = None
     error: str | None = None
+    removed: ChannelRemoval | None = None  # kind channel-removed: what was removed, when and why (issue 34 #4)
     dropped: int = 0  # events this feed lost to a full queue since the last line
 
 
 _encoder = msgspec.json.Encoder()
 
 
-async def _line(request: web.Request, account_id: str, event: Event) -> FeedEvent:
+async def _line(request: web.Request, account_id: str, event: Event | ChannelRemoval) -> FeedEvent:
+    if isinstance(event, ChannelRemoval):
+        return FeedEvent(kind="channel-removed", removed=event)
     if isinstance(event, NotificationEvent):
         return FeedEvent(
             kind="notification",

@@ -91,6 +91,9 @@ class AsyncResponseEvent(msgspec.Struct, frozen=True, kw_only=True):
     content_type: str = "text/plain"
     error: str | None = None
     max_age: int = 0
+    # the device the request went to ("" when none): never on the wire (encode.py), it places the answer in that
+    # device's sequence on a cursor channel (issue 34 #2: `device_seq`)
+    device_id: str = ""
 
     kind = KIND_ASYNC_RESPONSE
 

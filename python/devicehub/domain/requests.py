@@ -249,6 +249,7 @@ class RequestQueue:
                 status=status,
                 payload=response.payload,
                 content_type=mime_for(response.content_format),
+                device_id=request.device_id,
             ),
         )
         # issue 31 #4: the request leaves the queue once its answer is published (with several nodes: in Redis), so
@@ -261,7 +262,8 @@ class RequestQueue:
         if _is_write(request):
             await self._record_desired(request, FAILURE)
         await self._sink.publish(
-            [request.key_id], AsyncResponseEvent(async_id=request.async_id, status=status, error=error)
+            [request.key_id],
+            AsyncResponseEvent(async_id=request.async_id, status=status, error=error, device_id=request.device_id),
         )
         await self._store.remove_request(request.key_id, request.async_id)  # after its answer, as in `_deliver`
 

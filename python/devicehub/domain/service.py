@@ -399,7 +399,9 @@ class DeviceService:
         for request in waiting:  # wire-format.md: not delivered, the registration was removed
             await self._sink.publish(
                 [request.key_id],
-                AsyncResponseEvent(async_id=request.async_id, status=429, error="DEVICE_REMOVED_REGISTRATION"),
+                AsyncResponseEvent(
+                    async_id=request.async_id, status=429, error="DEVICE_REMOVED_REGISTRATION", device_id=device_id
+                ),
             )
         if connected:
             await self._sink.publish_account(

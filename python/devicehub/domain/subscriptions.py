@@ -212,7 +212,10 @@ class SubscriptionRouter:
                     log.info("observe %s%s failed: %s", device.id, target, error)
                     if async_id is not None:
                         await self._sink.publish(
-                            [key_id], AsyncResponseEvent(async_id=async_id, status=error.status, error=error.token)
+                            [key_id],
+                            AsyncResponseEvent(
+                                async_id=async_id, status=error.status, error=error.token, device_id=device.id
+                            ),
                         )
                     continue
                 status = http_status(response)
@@ -234,6 +237,7 @@ class SubscriptionRouter:
                             status=status if response.success else (412 if status == 405 else status),
                             payload=response.payload,  # on failure: the device's diagnostic payload
                             content_type=mime_for(response.content_format),
+                            device_id=device.id,
                         ),
                     )
                 # the first value comes through DeviceEvents.notification, in order with later notifications
@@ -266,7 +270,13 @@ class SubscriptionRouter:
         )
         await self._sink.publish(
             [key_id],
-            AsyncResponseEvent(async_id=async_id, status=200, payload=value.value, content_type=value.content_type),
+            AsyncResponseEvent(
+                async_id=async_id,
+                status=200,
+                payload=value.value,
+                content_type=value.content_type,
+                device_id=device.id,
+            ),
         )
         return True
 

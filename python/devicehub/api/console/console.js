@@ -395,6 +395,8 @@ function onFeedEvent(event) {
       if (state.device) loadDevice(state.device.id); // typed values of TLV answers, desired status: from the echo
   } else if (["registration", "reg-update", "de-registration", "registration-expired"].includes(event.kind)) {
     if (!$("devices-view").hidden) loadDevices();
+  } else if (event.kind === "channel-removed") {
+    if (!$("channel-view").hidden) loadChannel(); // channel.js: the removal says what, when and why
   }
 }
 
@@ -457,22 +459,6 @@ async function loadNode() {
   $("node-updated").textContent = "updated " + new Date().toLocaleTimeString();
 }
 
-// ---- channel (read only) --------------------------------------------------------------------------------
-async function loadChannel() {
-  const body = $("channel-table").tBodies[0];
-  body.replaceChildren();
-  const kind = await api("GET", "/v2/notification/channel");
-  if (kind.status !== 200) { body.append(el("tr", null, td("no channel", "none"))); return; }
-  const mechanism = kind.data.delivery_mechanism;
-  const type = { WEB_SOCKET: "websocket", CALLBACK: "callback" }[mechanism];
-  const details = type ? (await api("GET", "/v2/notification/" + type)).data || {} : {};
-  for (const [name, value] of Object.entries({ delivery_mechanism: mechanism, ...details })) {
-    const row = el("tr", null, td(name), td(typeof value === "object" ? JSON.stringify(value) : value));
-    row.dataset.field = name;
-    body.append(row);
-  }
-}
-
 // ---- routing --------------------------------------------------------------------------------------------
 async function route() {
   takeKeyFromFragment();
@@ -503,4 +489,4 @@ $("page-next").addEventListener("click", () => { if (state.nextAfter) { state.pa
 $("page-prev").addEventListener("click", () => { if (state.page > 0) { state.page -= 1; loadDevices(); } });
 $("page-first").addEventListener("click", () => { state.page = 0; loadDevices(); });
 window.addEventListener("hashchange", route);
-route();
+document.addEventListener("DOMContentLoaded", route); // after channel.js, the channel view's, has loaded
