@@ -366,4 +366,5 @@ def test_the_channel_view_shows_status_dead_letters_a_redrive_and_a_removal(tmp_
         assert page_errors(browser) == []
     finally:
         receiver.shutdown()
+        receiver.server_close()
         service.stop()

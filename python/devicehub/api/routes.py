@@ -372,13 +372,14 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v2/notification/dead-letters",
         notification_routes.get_dead_letters,
-        "Events the byte cap or the lifetime took off the channel's queue, still retained (cursor channels)",
+        "Events the byte cap or the lifetime took off the channel's queue before delivery (every channel kind)",
         "notifications",
         (
             Reply(
-                200, "the dead letters, oldest first, with cursor, cause and event", notification_routes.DeadLettersBody
+                200,
+                "the dead letters, oldest first, with kind, cause, queued_at, event (and cursor on a cursor channel)",
+                notification_routes.DeadLettersBody,
             ),
-            v2(400, "the channel has no cursors (CURSORS_NOT_ENABLED)"),
             V2_401,
             v2(404, "no channel"),
         ),
@@ -387,11 +388,10 @@ ROUTES: tuple[Route, ...] = (
         "POST",
         "/v2/notification/dead-letters/redrive",
         notification_routes.post_dead_letters_redrive,
-        "Queue the retained dead letters again, each with a new cursor and its original device_seq",
+        "Queue the dead letters again at the tail (a cursor channel: each with a new cursor, its device_seq kept)",
         "notifications",
         (
             Reply(202, "how many were queued again", notification_routes.DeadLettersRedriven),
-            v2(400, "the channel has no cursors (CURSORS_NOT_ENABLED)"),
             V2_401,
             v2(404, "no channel"),
         ),
@@ -474,7 +474,7 @@ ROUTES: tuple[Route, ...] = (
         (
             Reply(200, "the delivery mechanism", notification_routes.DeliveryMechanism),
             V2_401,
-            v2(404, "no channel"),
+            v2(404, "no channel (with include=status after the service removed it: a JSON RemovedChannel body)"),
         ),
         query=(INCLUDE_STATUS,),
     ),
