@@ -25,6 +25,8 @@ async def show(settings: ChannelsSettings) -> int:
         body = await response.read()
         if response.status == 404:
             print("no notification channel for this key", file=sys.stderr)
+            for name, value in _removed(body).items():  # issue 34 #4: the service removed it lately
+                print(f"removed {name}: {value}", file=sys.stderr)
             return 1
         if response.status != 200:
             print(f"{url}: {response.status} {body.decode(errors='replace')}", file=sys.stderr)
@@ -36,3 +38,13 @@ async def show(settings: ChannelsSettings) -> int:
             value = ", ".join(f"{k} {v}" for k, v in value.items())
         print(f"{name}: {value}")
     return 0
+
+
+def _removed(body: bytes) -> dict[str, object]:
+    """What was removed, when and why, from a 404's JSON body (empty for a plain 404)."""
+    try:
+        answer = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return {}
+    removed = answer.get("removed") if isinstance(answer, dict) else None
+    return removed if isinstance(removed, dict) else {}

@@ -1,13 +1,15 @@
 """issue 34 #4: a callback receiver answering 410 Gone (with `remove_on_gone`) removes the channel, and the removal
 is said where an application and an operator look: a `channel-removed` line on the account's console feed, and
 `GET /v2/notification/channel?include=status` (a 404 whose JSON says what was removed, when and why) until the key
-registers a channel again; the plain Pelion GET stays a bare 404."""
+registers a channel again, and `devicehub channels`; the plain Pelion GET stays a bare 404."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,16 @@ def test_a_410_removal_is_said_on_the_console_feed_and_by_the_channel_status(tmp
                 async with http.get("/v2/notification/channel", params={"include": "status"}) as r:
                     assert r.status == 404
                     assert (await r.json())["removed"] == removed
+
+                # the operator's command says it too (exit 1: no channel)
+                command = [sys.executable, "-m", "devicehub", "channels", "--api-key", node.dev_api_key]
+                command += ["--url", f"http://127.0.0.1:{node.http_port}"]
+                process = await asyncio.create_subprocess_exec(
+                    *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ)
+                )
+                _, err = await process.communicate()
+                assert process.returncode == 1
+                assert "removed cause: gone" in err.decode().splitlines()
 
                 # registering again clears it: the key has a channel
                 async with http.put("/v2/notification/websocket") as r:

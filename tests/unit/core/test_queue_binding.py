@@ -127,6 +127,21 @@ def test_lifetime_expiry_follows_the_passed_in_clock() -> None:
     assert queue.dropped_expired == 2 and queue.bytes_used == 0
 
 
+def test_what_the_cap_and_the_lifetime_removed_is_handed_back_once_with_its_cause() -> None:
+    # issue 34 #5: the dead letters of every channel come from here
+    queue = ChannelQueue(max_bytes=3 * cost(note(1)), lifetime_ms=1_000)
+    for n in range(1, 5):
+        queue.push(KIND_NOTIFICATION, note(n), n)
+    queue.push(KIND_REGISTRATION, note(5), 1_002)  # the cap takes note 2; note 3 (queued at 3) expires by 1_003
+    assert queue.take_batch(10, 1_003) is not None
+    assert queue.take_dropped() == [
+        (KIND_NOTIFICATION, note(1), 1, "byte_cap"),
+        (KIND_NOTIFICATION, note(2), 2, "byte_cap"),
+        (KIND_NOTIFICATION, note(3), 3, "lifetime"),
+    ]
+    assert queue.take_dropped() == []
+
+
 def test_body_groups_by_kind_in_fixed_key_order_and_queue_order() -> None:
     queue = ChannelQueue()
     pushed = [
