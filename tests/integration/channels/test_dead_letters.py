@@ -10,7 +10,9 @@ from typing import Any
 
 import msgspec
 from aiohttp import WSMsgType
-from channel_harness import Harness, Receiver, eventually, note, payloads, run, serving
+from channel_harness import Harness, Receiver, note, payloads, run, serving
+
+from support.waiting import eventually
 
 CAP = 10 * 300  # room for about ten events: the cap takes the oldest while nothing is delivered
 

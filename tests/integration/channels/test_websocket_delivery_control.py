@@ -8,10 +8,11 @@ from pathlib import Path
 
 import msgspec
 from aiohttp import WSMsgType
-from channel_harness import Harness, eventually, note, payloads, run, serving
+from channel_harness import Harness, note, payloads, run, serving
 
 from devicehub.channels.channel import Channel
 from devicehub.domain.events import DeregistrationEvent
+from support.waiting import eventually
 
 
 async def put(h: Harness, delivery: dict[str, object]) -> Channel:
