@@ -12,12 +12,13 @@ from devicehub.api.body import decode, json_reply, read_body
 from devicehub.api.context import SERVICES, authenticate, bearer_token, principal, services
 from devicehub.channels import delivery, signing
 from devicehub.channels.callback import parse_registration
-from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET, Channel
+from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET
 from devicehub.channels.deadletters import DeadLetter
 from devicehub.channels.delivery import KIND_NAMES
-from devicehub.channels.introspection import ChannelState, channel_state
+from devicehub.channels.introspection import ChannelState
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.removals import ChannelRemoval
+from devicehub.channels.view import ChannelView, view_of
 from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
 from devicehub.errors import BadRequest, FieldError, NotFound, Unauthorized, ValidationFailed
 
@@ -73,23 +74,23 @@ class RemovedChannel(msgspec.Struct, frozen=True):
 _any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
 
 
-def _callback_body(channel: Channel) -> CallbackChannelBody:
+def _callback_body(view: ChannelView) -> CallbackChannelBody:
     return CallbackChannelBody(
-        url=channel.config.url,
-        headers=channel.config.headers,
-        serialization=channel.config.serialization,
-        delivery=channel.config.delivery or None,
-        **msgspec.structs.asdict(channel.status()),
+        url=view.config.url,
+        headers=view.config.headers,
+        serialization=view.config.serialization,
+        delivery=view.config.delivery or None,
+        **msgspec.structs.asdict(view.status),
     )
 
 
-def _websocket_body(channel: Channel) -> WebSocketChannelBody:
-    status = msgspec.structs.asdict(channel.status())
+def _websocket_body(view: ChannelView) -> WebSocketChannelBody:
+    status = msgspec.structs.asdict(view.status)
     status.pop("next_retry_at", None)
     return WebSocketChannelBody(
-        serialization=channel.config.serialization,
-        status="connected" if channel.session is not None else "disconnected",
-        delivery=channel.config.delivery or None,
+        serialization=view.config.serialization,
+        status="connected" if view.connected else "disconnected",
+        delivery=view.config.delivery or None,
         **status,
     )
 
@@ -104,11 +105,12 @@ async def _json_body(request: web.Request, *, optional: bool = False) -> Mapping
     return raw
 
 
-def _channel_of(request: web.Request, key_id: str, kind: str) -> Channel:
-    channel = services(request).hub.channel(key_id)
-    if channel is None or channel.kind != kind:
-        raise NotFound(f"no {kind} channel for this key")
-    return channel
+async def _view_of(request: web.Request, key_id: str, kind: str | None = None) -> ChannelView:
+    """The key's channel as the channel GETs show it, from whichever node owns it (channels/view.py)."""
+    view = await services(request).hub.view(key_id)
+    if view is None or (kind is not None and view.config.kind != kind):
+        raise NotFound(f"no {kind or 'notification'} channel for this key")
+    return view
 
 
 # ---- callback (spec §4.5) ----------------------------------------------------------------------------
@@ -121,7 +123,7 @@ async def put_callback(request: web.Request) -> web.Response:
 
 async def get_callback(request: web.Request) -> web.Response:
     caller = await principal(request)
-    return json_reply(_callback_body(_channel_of(request, caller.key_id, CALLBACK)))
+    return json_reply(_callback_body(await _view_of(request, caller.key_id, CALLBACK)))
 
 
 async def delete_callback(request: web.Request) -> web.Response:
@@ -180,10 +182,8 @@ def _dead_letter(letter: DeadLetter) -> bytes:
 async def get_dead_letters(request: web.Request) -> web.Response:
     """issue 34 #5: the events the byte cap or the lifetime took off the channel's queue, oldest first."""
     caller = await principal(request)
-    channel = services(request).hub.channel(caller.key_id)
-    if channel is None:
-        raise NotFound("no notification channel for this key")
-    items = [_dead_letter(letter) for letter in channel.dead_letters.letters]
+    view = await _view_of(request, caller.key_id)
+    items = [_dead_letter(letter) for letter in view.dead_letters]
     body = b'{"count":%d,"dead_letters":[%s]}' % (len(items), b",".join(items))
     return web.Response(body=body, content_type="application/json")
 
@@ -217,12 +217,13 @@ async def put_websocket(request: web.Request) -> web.Response:
     options = ChannelOptions.from_wire(raw.get("serialization")) if raw is not None and "serialization" in raw else None
     control = delivery.for_socket(raw["delivery"]) if raw is not None and "delivery" in raw else None  # issue 34 #4
     channel, created = await services(request).hub.set_websocket(caller, options, control)
-    return json_reply(_websocket_body(channel), status=201 if created else 200)
+    view = view_of(channel, services(request).clock.now())
+    return json_reply(_websocket_body(view), status=201 if created else 200)
 
 
 async def get_websocket(request: web.Request) -> web.Response:
     caller = await principal(request)
-    return json_reply(_websocket_body(_channel_of(request, caller.key_id, WEBSOCKET)))
+    return json_reply(_websocket_body(await _view_of(request, caller.key_id, WEBSOCKET)))
 
 
 async def delete_websocket(request: web.Request) -> web.Response:
@@ -253,17 +254,16 @@ async def websocket_connect(request: web.Request) -> web.StreamResponse:
 async def get_channel(request: web.Request) -> web.Response:
     caller = await principal(request)
     hub = services(request).hub
-    channel = hub.channel(caller.key_id)
+    view = await hub.view(caller.key_id)
     status = request.query.get("include") == "status"
-    if channel is None:
+    if view is None:
         gone = hub.removals.get(caller.key_id, services(request).clock.now()) if status else None
         if gone is not None:  # issue 34 #4: devicehub's own answer says what was removed, when and why
             return json_reply(RemovedChannel(404, "not_found", "no notification channel for this key", gone), 404)
         raise NotFound("no notification channel for this key")
     if status:  # issue 34 #5: the spec's answer plus the channel's state
-        state = channel_state(channel, services(request).clock.now())
-        return json_reply(ChannelIntrospection(_DELIVERY_MECHANISMS[channel.kind], state))
-    return json_reply(DeliveryMechanism(_DELIVERY_MECHANISMS[channel.kind]))
+        return json_reply(ChannelIntrospection(_DELIVERY_MECHANISMS[view.config.kind], view.state))
+    return json_reply(DeliveryMechanism(_DELIVERY_MECHANISMS[view.config.kind]))
 
 
 # ---- pull (deprecated, spec §4.8) --------------------------------------------------------------------

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import redis.asyncio as aioredis
@@ -32,6 +33,7 @@ LEASE_TTL = 5.0  # seconds a dead node keeps its channels before another node ca
 INBOX_MAX = 1_000_000  # events an unowned key can gather before the oldest go (the queue's byte cap comes after)
 DRAIN_BATCH = 1000
 LISTEN_POLL_S = 1.0  # the control listener reads with this time-out (below any Redis socket time-out)
+ANSWER_KEPT_S = 30  # an answer nobody popped (its asker gave up) is dropped after this
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_event = msgspec.msgpack.Decoder(StoredEvent).decode
@@ -91,6 +93,25 @@ class ClusterLink:
     # ---- control messages ---------------------------------------------------------------------
     async def send(self, verb: str, key_id: str) -> None:
         await self._shard(self._control).spublish(self._control, f"{verb} {key_id} {self.node_id}")
+
+    # ---- questions to a key's owner: asked on the control channel, answered in a list ----------
+    def _reply(self, key_id: str, question: str) -> str:
+        return f"{self._prefix}reply:{{key:{key_id}}}:{question}"  # the key's slot: one shard pops it
+
+    async def ask(self, verb: str, key_id: str, within: float) -> bytes | None:
+        """Ask whichever node owns the key's channel; its answer (`answer`), or None if none came `within` seconds
+        (no node owns it now, or the owner died)."""
+        question = uuid.uuid4().hex
+        await self.send(f"{verb}:{question}", key_id)
+        reply = await self._shard(self._reply(key_id, question)).blpop([self._reply(key_id, question)], within)
+        return None if reply is None else cast(bytes, reply[1])
+
+    async def answer(self, key_id: str, question: str, data: bytes) -> None:
+        reply = self._reply(key_id, question)
+        async with self._shard(reply).pipeline(transaction=True) as pipe:
+            pipe.rpush(reply, data)
+            pipe.expire(reply, ANSWER_KEPT_S)  # an asker that gave up leaves nothing behind
+            await pipe.execute()
 
     async def listen(self, handler: ControlHandler) -> None:
         self._pubsub = self._shard(self._control).pubsub(ignore_subscribe_messages=True)

@@ -33,6 +33,7 @@ from devicehub.channels.registry import ChannelRegistry
 from devicehub.channels.removals import Removals
 from devicehub.channels.sweeper import Sweeper
 from devicehub.channels.targets import TargetPolicy
+from devicehub.channels.view import ChannelView, view_of
 from devicehub.channels.websocket import COALESCE_S, GOING_AWAY
 from devicehub.clock import Clock
 from devicehub.config import ServeSettings
@@ -182,6 +183,13 @@ class ChannelHub:
 
     def channel(self, key_id: str) -> Channel | None:
         return self._registry.get(key_id)
+
+    async def view(self, key_id: str) -> ChannelView | None:
+        """What the channel GETs show of the key's channel: this node's, or in Redis mode the owner's, asked."""
+        channel = self._registry.get(key_id)
+        if channel is not None:
+            return view_of(channel, self._clock.now())
+        return None if self._ownership is None else await self._ownership.ask_view(key_id)
 
     async def set_callback(self, caller: Principal, target: CallbackTarget) -> None:
         """spec §4.5: verify the URL with a PUT answered 200, then store it (replacing the key's channel)."""

@@ -21,6 +21,7 @@ from devicehub.channels.journal import Journal
 from devicehub.channels.lifecycle import ChannelLifecycle
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.registry import ChannelRegistry
+from devicehub.channels.view import ChannelView, decode_view, encode_view, view_of
 from devicehub.channels.websocket import GOING_AWAY
 from devicehub.clock import Clock
 from devicehub.domain.events import KIND_ASYNC_RESPONSE, Event
@@ -30,6 +31,9 @@ from devicehub.errors import Unavailable
 from devicehub.outages import OutageLog
 
 log = logging.getLogger("devicehub.channels")
+
+VIEW = "view"  # the control verb asking the owner for a channel's view (view.py)
+VIEW_WAIT_S = 2.0  # an owner answers in a round trip or two; an operator's GET waits no longer than this
 
 
 class ClusterOwnership:
@@ -201,7 +205,23 @@ class ClusterOwnership:
             accounts.setdefault(config.account_id, set()).add(config.key_id)
         self._accounts = accounts
 
+    async def ask_view(self, key_id: str) -> ChannelView | None:
+        """The key's channel as its owner sees it (view.py), asked of the owner; None when the cluster has no channel
+        for the key, or no owner answered within VIEW_WAIT_S (a dead owner's lease not yet run out)."""
+        if key_id not in self._configs:
+            await self._refresh_configs()  # set up on another node a moment ago
+            if key_id not in self._configs:
+                return None
+        data = await self.cluster.ask(VIEW, key_id, VIEW_WAIT_S)
+        return None if data is None else decode_view(data)
+
     async def _on_control(self, verb: str, key_id: str, sender: str) -> None:
+        if verb.startswith(VIEW + ":"):
+            channel = self._registry.get(key_id)
+            if channel is not None:  # only the owner answers
+                view = encode_view(view_of(channel, self._clock.now()))
+                await self.cluster.answer(key_id, verb.partition(":")[2], view)
+            return
         if verb in ("changed", "deleted"):
             await self._refresh_configs()
         channel = self._registry.get(key_id)

@@ -256,3 +256,56 @@ def test_a_secret_rotated_through_another_node_signs_the_owners_deliveries(redis
             Webhook(old).verify(delivery.body, delivery.headers)
 
     run(main(), timeout=60)
+
+
+def test_every_channel_get_answers_alike_through_the_node_that_does_not_own_the_channel(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """issue 34 #5 in Redis mode: a WebSocket channel connected to node A; the channel GETs asked of node B (behind a
+    load balancer, any node) answer what A's do: the spec's GET of the channel and of its kind, the status, and the
+    dead letters, which only the owner holds (B asks A for them)."""
+
+    async def main() -> None:
+        prefix = f"view{next(_prefixes)}:"
+        async with (
+            node(redis_url, prefix, "node-a", tmp_path) as a,
+            node(redis_url, prefix, "node-b", tmp_path) as b,
+            aiohttp.ClientSession() as http,
+        ):
+            accounts = AccountService(a.store, SystemClock())
+            account = await accounts.create_account("acme", tier="commercial")
+            _, secret = await accounts.create_key(account.id)
+            key_id = (await accounts.authenticate(secret)).key_id
+            auth = {"Authorization": f"Bearer {secret}"}
+            async with http.put(a.base + "/v2/notification/websocket", json=CURSORS, headers=auth) as r:
+                assert r.status == 201
+            ws = await http.ws_connect(a.ws_url(), protocols=("wss", f"pelion_{secret}"))
+            await eventually(lambda: (c := a.hub.channel(key_id)) is not None and c.session is not None)
+            assert b.hub.channel(key_id) is None  # B does not own it
+            for path in (
+                "/v2/notification/channel",
+                "/v2/notification/websocket",
+                "/v2/notification/channel?include=status",
+                "/v2/notification/dead-letters",
+            ):
+                answers = []
+                for base in (a.base, b.base):
+                    async with http.get(base + path, headers=auth) as r:
+                        answers.append((r.status, await r.json()))
+                assert answers[0][0] == 200, (path, answers[0])
+                assert answers[1] == answers[0], path
+            assert answers[0][1] == {"count": 0, "dead_letters": []}
+            await ws.close()
+            async with http.delete(b.base + "/v2/notification/websocket", headers=auth) as r:
+                assert r.status == 204
+            for base in (a.base, b.base):  # gone on every node
+                await eventually(
+                    lambda base=base: _status(http, base + "/v2/notification/channel", auth), accept=lambda s: s == 404
+                )
+
+    run(main(), timeout=60)
+
+
+async def _status(http: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> int:
+    async with http.get(url, headers=headers) as r:
+        return r.status
