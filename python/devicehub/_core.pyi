@@ -357,7 +357,8 @@ def udp_send_batch(fd: int, datagrams: Sequence[tuple[bytes, tuple[str, int]]]) 
 @final
 class DtlsServer:
     """A DTLS 1.2 server: the LwM2M suites, its certificate, a PSK table, stateless HelloVerifyRequest cookies
-    (HMAC of the peer address) and a session-ID cache for resumption (no tickets)."""
+    (HMAC of the peer address), a session-ID cache for resumption and session tickets under a key ring the caller
+    installs (`set_ticket_keys`; issue 31 #5)."""
 
     def __new__(cls, certificate: bytes, key: bytes, *, cache_size: int = 20_000, cache_timeout: int = 86_400) -> Self:
         """`certificate` and `key` (PKCS#8 or traditional) as DER; DtlsError when they do not match."""
@@ -366,6 +367,12 @@ class DtlsServer:
     def remove_psk(self, identity: bytes) -> bool:
         """Removes an identity; its cached sessions stay until `forget`."""
     def psk_count(self) -> int: ...
+    def set_ticket_keys(self, keys: list[bytes]) -> None:
+        """The session-ticket key ring, each key 80 bytes (name, HMAC key, AES key): `keys[0]` seals new tickets,
+        every key opens them (a ticket under another than the first is renewed); empty: no tickets. A PSK ticket
+        resumes only while its identity has the key it was made with. DtlsError for a key of another length or a
+        name twice."""
+    def ticket_key_count(self) -> int: ...
     def forget(self, tag: str) -> int:
         """Drops the cached sessions `DtlsSession.remember` tagged `tag`; how many."""
     def tagged_count(self) -> int: ...
@@ -411,6 +418,9 @@ class DtlsSession:
         """Tags this session's cache entry with the credential that proved it, for `DtlsServer.forget`."""
     def discard(self, server: DtlsServer) -> None:
         """Drops this session from the cache: it cannot be resumed."""
+    def resumable(self) -> bytes | None:
+        """A client's established session as DER (with the server's ticket, if it gave one), to offer again with
+        `DtlsConnector.connect(session=...)`; None before the handshake is over."""
 
 @final
 class UdpReceiver:
@@ -607,7 +617,14 @@ class DtlsConnector:
 
     def __new__(cls) -> Self: ...
     def connect(
-        self, *, psk_identity: bytes = b"", psk_key: bytes = b"", certificate: bytes = b"", key: bytes = b""
+        self,
+        *,
+        psk_identity: bytes = b"",
+        psk_key: bytes = b"",
+        certificate: bytes = b"",
+        key: bytes = b"",
+        session: bytes | None = None,
     ) -> tuple[DtlsSession, list[bytes]]:
-        """A new session proving itself with a PSK, or a certificate and key (PEM), and its ClientHello;
+        """A new session proving itself with a PSK, or a certificate and key (PEM), and its ClientHello, offering
+        to resume `session` (`DtlsSession.resumable()` of an earlier one; one that does not decode is not offered);
         `DtlsSession.timeout` says when to call `handle_timeout`. DtlsError as `TlsConnector.connect`."""

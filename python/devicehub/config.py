@@ -229,6 +229,15 @@ class ServeSettings:
             "help": "DTLS sessions open at once per PSK identity or certificate; beyond, a new one ends the oldest",
         },
     )
+    dtls_ticket_rotation: float = field(
+        default=86_400.0,
+        metadata={
+            "range": (0.0, 31_536_000.0),
+            "help": "seconds between rotations of the DTLS session-ticket keys the nodes share through the store (a "
+            "ticket resumes for one to two of them, on any node); 0: no tickets, sessions resume only on the node "
+            "that made them",
+        },
+    )
     dtls_idle_timeout: float = field(
         default=259_200.0,
         metadata={

@@ -429,6 +429,11 @@ def _dtls_families(lw: dict[str, Any]) -> Iterator[Metric]:
         if key.startswith("dtls_") and key != "dtls_sessions":
             events.add_metric([key.removeprefix("dtls_")], float(value))
     yield events
+    # issue 31 #5: what resumption saves, a full handshake (key exchange, certificate) against an abbreviated one
+    kinds = CounterMetricFamily("devicehub_dtls_handshakes", "DTLS handshakes completed, by kind", labels=["kind"])
+    kinds.add_metric(["full"], float(lw["dtls_handshakes"] - lw["dtls_resumed"]))
+    kinds.add_metric(["resumed"], float(lw["dtls_resumed"]))
+    yield kinds
 
 
 def _bootstrap_families(lw: dict[str, Any]) -> Iterator[Metric]:

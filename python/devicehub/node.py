@@ -34,11 +34,12 @@ from devicehub.domain.registration import TCP, Registration
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.coap.parameters import Limits
-from devicehub.lwm2m.dtls import server_certificate
+from devicehub.lwm2m.dtls import DtlsListener, server_certificate
 from devicehub.lwm2m.file_server import FileServer, package_path
 from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.lwm2m.server_stats import vars_of
+from devicehub.lwm2m.ticket_rotation import TicketRotation
 from devicehub.outages import OutageLog
 from devicehub.private_files import write_private
 from devicehub.serve_hints import first_run_hint, has_active_key, secret_key_beside_data, secret_key_path
@@ -46,6 +47,9 @@ from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
 from devicehub.store.redis.holders import HolderLink
 from devicehub.store.redis.revocations import RevocationListener
+from devicehub.store.redis.ticket_keys import RedisTicketKeys
+from devicehub.store.sqlite.ticket_keys import FILE as TICKET_KEYS_FILE
+from devicehub.store.sqlite.ticket_keys import FileTicketKeys
 
 log = logging.getLogger("devicehub.node")
 
@@ -91,6 +95,7 @@ class Node:
         self.holders: HolderLink | None = None  # Redis mode: which node holds which device (issue 31 #1)
         self.engine: CampaignEngine | None = None  # issue 33: firmware update campaigns
         self.campaigns: Campaigns | None = None
+        self._tickets: TicketRotation | None = None  # issue 31 #5: the DTLS ticket keys the nodes share
 
     async def start(self) -> None:
         settings = self.settings
@@ -164,6 +169,8 @@ class Node:
             with starting(f"the CoAP/TCP listener on tcp {settings.host}:{settings.coap_tcp_port}"):
                 self.coap_tcp_port = (await self.lwm2m.start_tcp(settings.host, settings.coap_tcp_port)).address[1]
         await self._start_dtls()
+        if settings.coaps_port and settings.dtls_ticket_rotation:
+            await self._start_tickets()
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
         if self.holders is not None:
@@ -339,10 +346,29 @@ class Node:
                 )
             assert self.bootstrap.dtls is not None
             self.bootstrap_coaps_port = self.bootstrap.dtls.address[1]
+            if self._tickets is not None:
+                await self._tickets.refresh()
             await self.reload_credentials()
             if self._refresher is None:  # no LwM2M (D)TLS listener watches the credentials yet
                 self.credentials.on_change(self.reload_credentials)
                 self._refresher = asyncio.create_task(self._refresh_credentials(), name="credential-refresh")
+
+    async def _start_tickets(self) -> None:
+        """DTLS session tickets under a key ring shared through the store (issue 31 #5): in Redis by every node, in
+        the data directory across restarts; sealed as device secrets are."""
+        settings = self.settings
+        box = SecretBox(load_secret_key(secret_key_path(settings.data_dir, settings.secret_key_file)))
+        if is_shared(self.store):
+            keys: RedisTicketKeys | FileTicketKeys = RedisTicketKeys(self.store.redis, self.store.prefix, box)
+        else:
+            keys = FileTicketKeys(Path(settings.data_dir) / TICKET_KEYS_FILE, box)
+        self._tickets = TicketRotation(keys, self.clock, settings.dtls_ticket_rotation, self._dtls_listeners)
+        with starting("the DTLS session-ticket keys"):
+            await self._tickets.start()
+
+    def _dtls_listeners(self) -> list[DtlsListener]:
+        bootstrap = None if self.bootstrap is None else self.bootstrap.dtls
+        return [each for each in (self.lwm2m.dtls, bootstrap) if each is not None]
 
     def security(self) -> dict[str, object]:
         """The device security policy, for /readyz and operators (issue 13 #4)."""
@@ -412,6 +438,8 @@ class Node:
         if self.engine is not None:  # every device step is stored: the next start goes on from it
             await self.engine.stop()
         await tasks.stop(self._sweeper, self._refresher)  # the sweeper awaits the store (Redis may swallow a cancel)
+        if self._tickets is not None:
+            await self._tickets.stop()
         if hasattr(self, "feed"):
             self.feed.close()  # open console feeds end now: the HTTP server's cleanup does not wait for them
         if self._runner is not None:

@@ -23,11 +23,16 @@ certificates (RFC 7925 §4.4).
   chain and verifies the CertificateVerify signature), so the refusal says why: expired, untrusted, no CN.
 - Each refused handshake is logged once, with its reason; `load()` of a keyring that no longer holds a credential
   ends the sessions it proved.
-- Session resumption (RFC 5246 §7.3, session IDs; no tickets, which could not be withdrawn): a client offering a
-  cached session gets the abbreviated handshake (`stats.resumed`). Its identity is the resumed session's — the PSK
-  identity or the certificate it was established with, judged again against the keyring now. Each cached session
-  is tagged with the credential that proved it; `load()` drops the cached sessions of revoked PSKs and CAs, so an
-  offer of one gets a full handshake, refused like any other.
+- Session resumption (RFC 5246 §7.3): a client offering a cached session gets the abbreviated handshake
+  (`stats.resumed`). Its identity is the resumed session's — the PSK identity or the certificate it was established
+  with, judged again against the keyring now. Each cached session is tagged with the credential that proved it;
+  `load()` drops the cached sessions of revoked PSKs and CAs, so an offer of one gets a full handshake, refused like
+  any other.
+- Session tickets (RFC 5077, issue 31 #5) under a key ring the nodes share through the store (`set_ticket_keys`,
+  lwm2m/ticket_rotation.py): a device resumes on any node, and on its node after a restart. A ticket cannot be
+  withdrawn, so a PSK session's ticket carries the identity and a digest of its key, and resumes only while the PSK
+  table holds that key (a revoked or rotated PSK gets a full handshake); a certificate session's ticket carries the
+  certificate, judged again as above.
 Until 2026-11-23 python-mbedtls ran these sessions: it binds no session cache and no tickets, so every offered
 session got a full handshake; with OpenSSL the DTLS layer also costs the server about a third less CPU per
 notification (bench/README.md "The service on OpenSSL"). Since issue 29 #7 the TLS/TCP listener and the DTLS
@@ -217,6 +222,10 @@ class DtlsListener(asyncio.DatagramProtocol):
                 self.stats.revoked += 1
                 log.info("DTLS session of %s from %s:%d ended: its credential was revoked", identity.name, *address)
                 self._end(address, notify=True)
+
+    def set_ticket_keys(self, keys: list[bytes]) -> None:
+        """The session-ticket key ring (issue 31 #5): `keys[0]` seals new tickets, every key opens them."""
+        self._server.set_ticket_keys(keys)
 
     def has_psk(self, identity: str) -> bool:
         return identity in self._keyring.psks

@@ -1,14 +1,16 @@
 """The client side of CoAPs (issue 13 #7): one DTLS 1.2 session to one server, under a `CoapEndpoint`.
 
 Used by the simulator and Edge Core. `DtlsClient.bind` binds a UDP socket and hands the endpoint a transport that
-encrypts each datagram for the server; `handshake()` runs a full handshake (PSK or a client certificate; the
+encrypts each datagram for the server; `handshake()` runs a handshake (PSK or a client certificate; the
 server's certificate is not checked — the simulator is a test tool), again whenever the session is gone (the
 server restarted, swept or revoked it: the device's register timed out). The engine is the DTLS server's, OpenSSL
 from Rust in connect state (`devicehub._core.DtlsConnector`, rust/io/src/tls/client.rs; issue 29 #7), on memory
 datagram pipes: a flight that gets no answer is sent again when the retransmission timer runs out (RFC 6347
 §4.2.4: 1 s, doubled each time; OpenSSL keeps the timer, `DtlsSession.timeout` says when it is due), and a
-handshake not over within `attempts` × HANDSHAKE_STEP_TIMEOUT seconds fails. Sessions are not resumed: a device
-that lost its session makes a new one, as before.
+handshake not over within `attempts` × HANDSHAKE_STEP_TIMEOUT seconds fails. Each handshake after the first offers
+the last established session, with the ticket the server gave (RFC 5077; issue 31 #5): a server that still opens it
+(any node of a cluster sharing the ticket keys, or the same node after a restart) answers with the abbreviated
+handshake; one that does not, with a full one. A handshake that fails forgets the session offered.
 The credentials (`ClientCredentials`, `client_credentials`) are in lwm2m/security.py: TLS over TCP uses them too.
 """
 
@@ -62,7 +64,9 @@ class DtlsClient(asyncio.DatagramProtocol):
         self._session: DtlsSession | None = None
         self._udp: asyncio.DatagramTransport | None = None
         self._progress = asyncio.Event()
-        self.handshakes = 0  # full handshakes begun on this socket
+        self._resumable: bytes | None = None  # the last established session, offered by the next handshake
+        self.handshakes = 0  # handshakes begun on this socket
+        self.resumed = 0  # of them, abbreviated ones (the server resumed the session offered)
 
     @classmethod
     async def bind(
@@ -101,10 +105,12 @@ class DtlsClient(asyncio.DatagramProtocol):
         return session is not None and session.established and not session.closed
 
     async def handshake(self, attempts: int = ATTEMPTS) -> None:
-        """A full handshake on a fresh session (a live one is ended first); DeviceTimeout when it fails."""
+        """A handshake on a fresh session (a live one is ended first), offering the last one to resume; DeviceTimeout
+        when it fails."""
         self.close_session()
         self.handshakes += 1
-        session, hello = _connector().connect(**self._credential)
+        offer, self._resumable = self._resumable, None  # kept again only once a handshake succeeds
+        session, hello = _connector().connect(**self._credential, session=offer)
         self._session = session
         self._send(hello)
         deadline = self._clock.now() + attempts * HANDSHAKE_STEP_TIMEOUT
@@ -122,6 +128,8 @@ class DtlsClient(asyncio.DatagramProtocol):
             await self._progress_or(min(left, FIRST_RETRANSMISSION if timer is None else timer))
             if not session.established and session.failure is None and not self._progress.is_set():
                 self._send(session.handle_timeout())  # RFC 6347 §4.2.4: the last flight again
+        self.resumed += session.session_reused()
+        self._resumable = session.resumable()
 
     async def _progress_or(self, seconds: float) -> None:
         """Waits for a datagram from the server or for `seconds` on the clock, whichever comes first."""

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use devicehub_io::dtls::{Accepted, DtlsServer, DtlsSession, Pipe};
+use devicehub_io::dtls::{Accepted, DtlsServer, DtlsSession, Pipe, PskServer};
 use openssl::asn1::Asn1Time;
 use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;

@@ -9,9 +9,11 @@
 //! - a PSK table the caller sets and removes entries in, consulted by OpenSSL's PSK callback;
 //! - client certificates requested but accepted by OpenSSL whatever their chain (it still checks the
 //!   CertificateVerify signature): the caller decides from the DER ([`DtlsSession::peer_certificate`]);
-//! - a server-side session cache (session IDs, no tickets: a ticket could not be withdrawn) whose entries the
-//!   caller tags with the credential that proved them ([`DtlsSession::remember`]), so that revoking the credential
-//!   drops them ([`DtlsServer::forget`]) and the next offer of such a session gets a full handshake;
+//! - a server-side session cache (session IDs) whose entries the caller tags with the credential that proved them
+//!   ([`DtlsSession::remember`]), so that revoking the credential drops them ([`DtlsServer::forget`]) and the next
+//!   offer of such a session gets a full handshake;
+//! - session tickets (RFC 5077) under a key ring the caller shares between nodes ([`DtlsServer::set_ticket_keys`],
+//!   [`crate::tickets`]): any node resumes; a PSK ticket only while its identity keeps the key it was made with;
 //! - a handshake whose Finished does not verify (wrong PSK) fails at once: DTLS drops a record that does not
 //!   decrypt without a word (RFC 6347 §4.1.2.7), which would leave the handshake to time out unexplained.
 //!
@@ -34,6 +36,7 @@ mod session;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use crate::peer::{Peer, PskServer};
 pub use pipe::Pipe;
 pub use server::{is_client_hello, Accepted, DtlsServer};
 pub use session::{DtlsSession, Fed};
@@ -56,6 +59,8 @@ pub enum DtlsError {
     Psk,
     #[error("a DTLS record carries at most {MAX_PLAINTEXT} bytes")]
     TooLarge,
+    #[error("a ticket key is 80 bytes (name, HMAC key, AES key), its name unique in the ring")]
+    TicketKey,
     #[error("the private key does not match the certificate")]
     KeyMismatch,
 }

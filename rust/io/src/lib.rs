@@ -8,9 +8,11 @@
 //! - [`udp`]: batched UDP sends and receives (`sendmmsg`/`recvmmsg`, Linux only).
 
 pub mod dtls;
+pub mod peer;
 pub mod psk;
 #[cfg(unix)]
 pub mod request_log;
+pub mod tickets;
 pub mod tls;
 #[cfg(target_os = "linux")]
 pub mod udp;

@@ -35,6 +35,12 @@ impl PskTable {
         table.remove(identity).is_some()
     }
 
+    /// The key of an identity, if the table holds it.
+    pub fn get(&self, identity: &[u8]) -> Option<Vec<u8>> {
+        let table = self.0.read().unwrap_or_else(|p| p.into_inner());
+        table.get(identity).cloned()
+    }
+
     /// How many identities the table holds.
     pub fn len(&self) -> usize {
         self.0.read().unwrap_or_else(|p| p.into_inner()).len()

@@ -18,6 +18,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 
+pub use crate::peer::{Peer, PskServer};
 pub use client::{ClientCredential, DtlsConnector, TlsConnector};
 pub use pipe::StreamPipe;
 pub use server::TlsServer;

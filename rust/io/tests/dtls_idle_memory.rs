@@ -7,7 +7,7 @@
 //! which OpenSSL keeps for the session's life on DTLS over UDP "in case there are any unexpected retransmits"
 //! (statem_lib.c `tls_finish_handshake`) and which no public call frees.
 
-use devicehub_io::dtls::{Accepted, DtlsServer, DtlsSession, Pipe};
+use devicehub_io::dtls::{Accepted, DtlsServer, DtlsSession, Pipe, PskServer};
 use openssl::asn1::Asn1Time;
 use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;

@@ -1,6 +1,6 @@
 //! `DtlsServer`, `DtlsSession`: conversions around `devicehub_io::dtls`.
 
-use devicehub_io::dtls::{self, Accepted};
+use devicehub_io::dtls::{self, Accepted, Peer, PskServer};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -40,6 +40,15 @@ impl PyDtlsServer {
 
     fn psk_count(&self) -> usize {
         self.inner.psk_count()
+    }
+
+    fn set_ticket_keys(&self, keys: Vec<Vec<u8>>) -> PyResult<()> {
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        self.inner.set_ticket_keys(&keys).map_err(to_py)
+    }
+
+    fn ticket_key_count(&self) -> usize {
+        self.inner.ticket_key_count()
     }
 
     fn forget(&self, tag: &str) -> usize {
@@ -124,16 +133,17 @@ impl PyDtlsSession {
 
     #[getter]
     fn psk_identity(&self) -> Option<String> {
-        self.inner
-            .psk_identity()
-            .map(|identity| String::from_utf8_lossy(identity).into_owned())
+        psk_identity(self.inner.as_ref())
     }
 
     #[getter]
     fn peer_certificate<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.inner
-            .peer_certificate()
-            .map(|der| PyBytes::new(py, &der))
+        peer_certificate(py, self.inner.as_ref())
+    }
+
+    /// A client's established session as DER, to offer again (`DtlsConnector.connect(session=...)`).
+    fn resumable<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner.resumable().map(|der| PyBytes::new(py, &der))
     }
 
     fn remember(&self, server: PyRef<'_, PyDtlsServer>, tag: &str) {
@@ -143,6 +153,21 @@ impl PyDtlsSession {
     fn discard(&self, server: PyRef<'_, PyDtlsServer>) {
         self.inner.discard(&server.inner);
     }
+}
+
+/// A session's PSK identity as text (the getters of `DtlsSession` and `TlsSession`).
+pub(crate) fn psk_identity(session: &impl Peer) -> Option<String> {
+    session
+        .psk_identity()
+        .map(|identity| String::from_utf8_lossy(identity).into_owned())
+}
+
+/// A session's peer certificate as DER bytes (the getters of `DtlsSession` and `TlsSession`).
+pub(crate) fn peer_certificate<'py>(
+    py: Python<'py>,
+    session: &impl Peer,
+) -> Option<Bound<'py, PyBytes>> {
+    session.peer_certificate().map(|der| PyBytes::new(py, &der))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,10 +1,10 @@
 //! `TlsServer`, `TlsSession`, `TlsConnector`, `DtlsConnector`: conversions around `devicehub_io::tls`.
 
-use devicehub_io::tls::{self, ClientCredential};
+use devicehub_io::tls::{self, ClientCredential, Peer, PskServer};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::dtls::{datagrams, to_py, PyDtlsSession};
+use crate::dtls::{datagrams, peer_certificate, psk_identity, to_py, PyDtlsSession};
 
 /// A TLS 1.2 server context for CoAP over TLS.
 #[pyclass(module = "devicehub._core", name = "TlsServer", frozen)]
@@ -92,16 +92,12 @@ impl PyTlsSession {
 
     #[getter]
     fn psk_identity(&self) -> Option<String> {
-        self.inner
-            .psk_identity()
-            .map(|identity| String::from_utf8_lossy(identity).into_owned())
+        psk_identity(&self.inner)
     }
 
     #[getter]
     fn peer_certificate<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.inner
-            .peer_certificate()
-            .map(|der| PyBytes::new(py, &der))
+        peer_certificate(py, &self.inner)
     }
 }
 
@@ -170,8 +166,8 @@ impl PyDtlsConnector {
     }
 
     #[pyo3(
-        signature = (*, psk_identity = b"".as_slice(), psk_key = b"".as_slice(), certificate = b"".as_slice(), key = b"".as_slice()),
-        text_signature = "(self, *, psk_identity=b'', psk_key=b'', certificate=b'', key=b'')"
+        signature = (*, psk_identity = b"".as_slice(), psk_key = b"".as_slice(), certificate = b"".as_slice(), key = b"".as_slice(), session = None),
+        text_signature = "(self, *, psk_identity=b'', psk_key=b'', certificate=b'', key=b'', session=None)"
     )]
     fn connect<'py>(
         &self,
@@ -180,9 +176,10 @@ impl PyDtlsConnector {
         psk_key: &[u8],
         certificate: &[u8],
         key: &[u8],
+        session: Option<&[u8]>,
     ) -> PyResult<(PyDtlsSession, Vec<Bound<'py, PyBytes>>)> {
         let credential = credential(psk_identity, psk_key, certificate, key);
-        let (inner, hello) = self.inner.connect(&credential).map_err(to_py)?;
+        let (inner, hello) = self.inner.connect(&credential, session).map_err(to_py)?;
         Ok((PyDtlsSession { inner }, datagrams(py, hello)))
     }
 }

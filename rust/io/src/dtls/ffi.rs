@@ -4,7 +4,7 @@
 use std::ffi::c_void;
 use std::io::{Read, Write};
 use std::mem::MaybeUninit;
-use std::os::raw::{c_int, c_long};
+use std::os::raw::{c_char, c_int, c_long, c_uchar};
 use std::time::Duration;
 
 use foreign_types::ForeignTypeRef;
@@ -12,6 +12,7 @@ use openssl::error::ErrorStack;
 use openssl::ssl::{SslContextBuilder, SslContextRef, SslRef, SslSessionRef, SslStream};
 
 use super::MAX_PLAINTEXT;
+use crate::tickets;
 
 /// `SSL_ctrl` commands behind `DTLSv1_get_timeout` and `DTLSv1_handle_timeout` (macros in ssl.h, not bound by
 /// openssl-sys).
@@ -128,4 +129,203 @@ pub(crate) fn read_record<'a, S: Read + Write>(
     let n = stream.ssl_read_uninit(buffer)?;
     // SAFETY: OpenSSL wrote the first `n` bytes
     Ok(unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), n) })
+}
+
+// ---- session tickets (crate::tickets) ------------------------------------------------------------------------
+
+/// `SSL_TICKET_STATUS` and `SSL_TICKET_RETURN` values (ssl.h).
+const TICKET_EMPTY: c_int = 3;
+const TICKET_NO_DECRYPT: c_int = 4;
+const TICKET_SUCCESS: c_int = 5;
+const TICKET_SUCCESS_RENEW: c_int = 6;
+const TICKET_NONE: c_int = 2;
+const RETURN_ABORT: c_int = 0;
+const RETURN_IGNORE: c_int = 1;
+const RETURN_IGNORE_RENEW: c_int = 2;
+const RETURN_USE: c_int = 3;
+const RETURN_USE_RENEW: c_int = 4;
+
+type TicketKeyCallback = unsafe extern "C" fn(
+    *mut openssl_sys::SSL,
+    *mut c_uchar,
+    *mut c_uchar,
+    *mut openssl_sys::EVP_CIPHER_CTX,
+    *mut openssl_sys::EVP_MAC_CTX,
+    c_int,
+) -> c_int;
+type GenerateCallback = unsafe extern "C" fn(*mut openssl_sys::SSL, *mut c_void) -> c_int;
+type DecryptCallback = unsafe extern "C" fn(
+    *mut openssl_sys::SSL,
+    *mut openssl_sys::SSL_SESSION,
+    *const c_uchar,
+    usize,
+    c_int,
+    *mut c_void,
+) -> c_int;
+
+extern "C" {
+    fn SSL_CTX_set_tlsext_ticket_key_evp_cb(
+        ctx: *mut openssl_sys::SSL_CTX,
+        callback: Option<TicketKeyCallback>,
+    ) -> c_int;
+    fn SSL_CTX_set_session_ticket_cb(
+        ctx: *mut openssl_sys::SSL_CTX,
+        generate: Option<GenerateCallback>,
+        decrypt: Option<DecryptCallback>,
+        arg: *mut c_void,
+    ) -> c_int;
+    fn SSL_SESSION_set1_ticket_appdata(
+        session: *mut openssl_sys::SSL_SESSION,
+        data: *const c_void,
+        len: usize,
+    ) -> c_int;
+    fn SSL_SESSION_get0_ticket_appdata(
+        session: *mut openssl_sys::SSL_SESSION,
+        data: *mut *mut c_void,
+        len: *mut usize,
+    ) -> c_int;
+    fn OSSL_PARAM_construct_utf8_string(
+        key: *const c_char,
+        buf: *mut c_char,
+        bsize: usize,
+    ) -> openssl_sys::OSSL_PARAM;
+}
+
+/// Installs the ticket callbacks below on a server context whose ex_data holds a [`tickets::Resumption`].
+pub(crate) fn install_ticket_callbacks(builder: &mut SslContextBuilder) {
+    // SAFETY: plain setters on the context being built; the callbacks are `extern "C"` functions of the right
+    // signatures that find their state through the context's ex_data, which lives as long as the context
+    unsafe {
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(builder.as_ptr(), Some(ticket_key));
+        SSL_CTX_set_session_ticket_cb(
+            builder.as_ptr(),
+            Some(generate_ticket),
+            Some(decrypt_ticket),
+            std::ptr::null_mut(),
+        );
+    }
+}
+
+/// OpenSSL's ticket key callback (`SSL_CTX_set_tlsext_ticket_key_evp_cb(3)`): `enc` 1, name a new ticket and set
+/// up its AES-256-CBC encryption and HMAC-SHA256 under the ring's first key (0: no ticket); `enc` 0, find the key
+/// named `key_name` (0: not found, a full handshake; 2: found but not the first, the ticket is renewed).
+unsafe extern "C" fn ticket_key(
+    ssl: *mut openssl_sys::SSL,
+    key_name: *mut c_uchar,
+    iv: *mut c_uchar,
+    cipher: *mut openssl_sys::EVP_CIPHER_CTX,
+    mac: *mut openssl_sys::EVP_MAC_CTX,
+    enc: c_int,
+) -> c_int {
+    let Some(resumption) = tickets::of(SslRef::from_ptr(ssl)) else {
+        return 0;
+    };
+    let (key, answer) = if enc == 1 {
+        let Some(key) = resumption.keys.encrypting() else {
+            return 0;
+        };
+        if openssl_sys::RAND_bytes(iv, 16) != 1 {
+            return -1;
+        }
+        std::ptr::copy_nonoverlapping(key.name.as_ptr(), key_name, 16);
+        (key, 1)
+    } else {
+        let name = std::slice::from_raw_parts(key_name, 16);
+        match resumption.keys.decrypting(name) {
+            Some((key, renew)) => (key, if renew { 2 } else { 1 }),
+            None => return 0,
+        }
+    };
+    let init = if enc == 1 {
+        openssl_sys::EVP_EncryptInit_ex(
+            cipher,
+            openssl_sys::EVP_aes_256_cbc(),
+            std::ptr::null_mut(),
+            key.aes.as_ptr(),
+            iv,
+        )
+    } else {
+        openssl_sys::EVP_DecryptInit_ex(
+            cipher,
+            openssl_sys::EVP_aes_256_cbc(),
+            std::ptr::null_mut(),
+            key.aes.as_ptr(),
+            iv,
+        )
+    };
+    if init != 1 {
+        return -1;
+    }
+    let mut digest = *b"SHA256\0";
+    let mut hmac = key.hmac;
+    let params = [
+        OSSL_PARAM_construct_utf8_string(c"digest".as_ptr(), digest.as_mut_ptr().cast(), 0),
+        openssl_sys::OSSL_PARAM_construct_octet_string(
+            c"key".as_ptr(),
+            hmac.as_mut_ptr().cast(),
+            hmac.len(),
+        ),
+        openssl_sys::OSSL_PARAM_construct_end(),
+    ];
+    if openssl_sys::EVP_MAC_CTX_set_params(mac, params.as_ptr()) != 1 {
+        return -1;
+    }
+    answer
+}
+
+/// Before a ticket is encrypted: binds it to the PSK the session was established with (`tickets::Resumption`).
+unsafe extern "C" fn generate_ticket(ssl: *mut openssl_sys::SSL, _: *mut c_void) -> c_int {
+    let ssl = SslRef::from_ptr(ssl);
+    let (Some(resumption), Some(session)) = (tickets::of(ssl), ssl.session()) else {
+        return 1;
+    };
+    let binding = resumption.binding(ssl);
+    SSL_SESSION_set1_ticket_appdata(session.as_ptr(), binding.as_ptr().cast(), binding.len())
+}
+
+/// After a ticket is decrypted (or found absent or undecryptable): resume only if its PSK binding still holds.
+unsafe extern "C" fn decrypt_ticket(
+    ssl: *mut openssl_sys::SSL,
+    session: *mut openssl_sys::SSL_SESSION,
+    _: *const c_uchar,
+    _: usize,
+    status: c_int,
+    _: *mut c_void,
+) -> c_int {
+    match status {
+        TICKET_SUCCESS | TICKET_SUCCESS_RENEW => {
+            let Some(resumption) = tickets::of(SslRef::from_ptr(ssl)) else {
+                return RETURN_IGNORE_RENEW;
+            };
+            let mut data: *mut c_void = std::ptr::null_mut();
+            let mut len = 0usize;
+            if SSL_SESSION_get0_ticket_appdata(session, &mut data, &mut len) != 1 {
+                return RETURN_IGNORE_RENEW;
+            }
+            let binding = if data.is_null() {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(data.cast::<u8>(), len)
+            };
+            if !resumption.still_bound(binding) {
+                RETURN_IGNORE_RENEW // a full handshake, refused like any other if the credential is gone
+            } else if status == TICKET_SUCCESS {
+                RETURN_USE
+            } else {
+                RETURN_USE_RENEW
+            }
+        }
+        // the client asked for a ticket, or offered one no key of the ring opens: a full handshake, a new ticket
+        TICKET_EMPTY | TICKET_NO_DECRYPT => RETURN_IGNORE_RENEW,
+        TICKET_NONE => RETURN_IGNORE,
+        _ => RETURN_ABORT,
+    }
+}
+
+/// Sets the session a client offers to resume (`SSL_set_session`).
+pub(crate) fn offer_session(ssl: &mut SslRef, session: &SslSessionRef) -> Result<(), ErrorStack> {
+    // SAFETY: `SSL_set_session` takes its own reference to the session; the `openssl` crate marks it unsafe only
+    // because a session of another context could carry another protocol version or method: a DTLS 1.2 client's
+    // session decoded from DER only, and OpenSSL checks its version against the method (a mismatch is an error)
+    unsafe { ssl.set_session(session) }
 }

@@ -1,4 +1,4 @@
-//! The server's OpenSSL context (suites, certificate, PSK table, cookies, session cache) and `accept`, which
+//! The server's OpenSSL context (suites, certificate, PSK table, cookies, session cache, tickets) and `accept`, which
 //! answers a ClientHello without a valid cookie statelessly and makes a session of one with.
 
 use std::collections::HashMap;
@@ -14,7 +14,9 @@ use openssl::x509::X509;
 
 use super::session::DtlsSession;
 use super::{cookie, ffi, DtlsError, Pipe, CIPHERS, MAX_DATAGRAM, MTU};
+use crate::peer::PskServer;
 use crate::psk::PskTable;
+use crate::tickets::{self, TicketKeys};
 
 /// Cached sessions the caller tagged: session id → (tag, session), so a tag's sessions can be dropped.
 type Tagged = Arc<Mutex<HashMap<Vec<u8>, (String, SslSession)>>>;
@@ -24,6 +26,15 @@ pub struct DtlsServer {
     context: SslContext,
     psks: PskTable,
     tagged: Tagged,
+    tickets: TicketKeys,
+}
+
+/// The PSK table; removing an identity leaves its cached sessions until [`DtlsServer::forget`] (its tickets no longer
+/// resume: [`crate::tickets`]).
+impl PskServer for DtlsServer {
+    fn psks(&self) -> &PskTable {
+        &self.psks
+    }
 }
 
 /// What [`DtlsServer::accept`] made of a datagram from a peer without a session.
@@ -56,9 +67,7 @@ impl DtlsServer {
         let key = PKey::private_key_from_der(key_der)?;
         builder.set_private_key(&key)?;
         builder.check_private_key()?;
-        builder.set_options(
-            SslOptions::COOKIE_EXCHANGE | SslOptions::NO_TICKET | SslOptions::NO_QUERY_MTU,
-        );
+        builder.set_options(SslOptions::COOKIE_EXCHANGE | SslOptions::NO_QUERY_MTU);
         builder.set_session_cache_mode(SslSessionCacheMode::SERVER);
         builder.set_session_cache_size(i32::try_from(cache_size).unwrap_or(i32::MAX));
         ffi::set_session_timeout(&mut builder, cache_timeout);
@@ -66,6 +75,8 @@ impl DtlsServer {
         builder.set_session_id_context(b"devicehub-dtls")?;
         cookie::install(&mut builder)?;
         psks.install(&mut builder);
+        let tickets = TicketKeys::default();
+        tickets::install(&mut builder, tickets.clone(), psks.clone());
         // ask for a certificate (with the ECDHE-ECDSA suites) and take any: the caller judges it and says why
         builder.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
         let evicted = tagged.clone();
@@ -76,22 +87,19 @@ impl DtlsServer {
             context: builder.build(),
             psks,
             tagged,
+            tickets,
         })
     }
 
-    /// Sets the key of a PSK identity (a new one, or a new key).
-    pub fn set_psk(&self, identity: &[u8], key: &[u8]) -> Result<(), DtlsError> {
-        self.psks.set(identity, key).map_err(|_| DtlsError::Psk)
+    /// Installs the session-ticket key ring (`keys[0]` encrypts, all decrypt; [`crate::tickets`]); empty: no
+    /// tickets.
+    pub fn set_ticket_keys(&self, keys: &[&[u8]]) -> Result<(), DtlsError> {
+        self.tickets.set(keys).map_err(|_| DtlsError::TicketKey)
     }
 
-    /// Removes a PSK identity; true if it was there. Its cached sessions stay until [`Self::forget`].
-    pub fn remove_psk(&self, identity: &[u8]) -> bool {
-        self.psks.remove(identity)
-    }
-
-    /// How many PSK identities the table holds.
-    pub fn psk_count(&self) -> usize {
-        self.psks.len()
+    /// How many keys the ticket ring holds.
+    pub fn ticket_key_count(&self) -> usize {
+        self.tickets.len()
     }
 
     /// Drops the cached sessions tagged `tag`: they can no longer be resumed. Returns how many.

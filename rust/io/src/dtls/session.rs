@@ -4,10 +4,11 @@
 use std::mem::MaybeUninit;
 
 use openssl::error::ErrorStack;
-use openssl::ssl::{ErrorCode, ShutdownState, SslStream};
+use openssl::ssl::{ErrorCode, ShutdownState, SslRef, SslStream};
 
 use super::server::DtlsServer;
 use super::{ffi, DtlsError, Pipe, MAX_DATAGRAM, MAX_PLAINTEXT};
+use crate::peer::Peer;
 
 /// What one datagram fed to a session gave.
 #[derive(Default, Debug)]
@@ -203,25 +204,16 @@ impl DtlsSession {
         self.stream.ssl().session_reused()
     }
 
-    /// The negotiated suite's IANA name (`TLS_PSK_WITH_AES_128_CCM_8`).
-    pub fn cipher(&self) -> Option<&'static str> {
+    /// A client's established session as DER, to offer again on a later connection ([`crate::tls::DtlsConnector`]):
+    /// the server's ticket (RFC 5077) with it when the server gave one. None before the handshake is over.
+    pub fn resumable(&self) -> Option<Vec<u8>> {
+        if !self.established || self.failure.is_some() {
+            return None;
+        }
         self.stream
             .ssl()
-            .current_cipher()
-            .and_then(|cipher| cipher.standard_name())
-    }
-
-    /// The PSK identity the peer offered (also during a failed handshake), or of the resumed session.
-    pub fn psk_identity(&self) -> Option<&[u8]> {
-        self.stream.ssl().psk_identity()
-    }
-
-    /// The peer's certificate as DER (kept in the session: a resumed session has it too).
-    pub fn peer_certificate(&self) -> Option<Vec<u8>> {
-        self.stream
-            .ssl()
-            .peer_certificate()
-            .and_then(|certificate| certificate.to_der().ok())
+            .session()
+            .and_then(|session| session.to_der().ok())
     }
 
     /// Tags this session's cache entry with the credential that proved it, for [`DtlsServer::forget`].
@@ -236,6 +228,12 @@ impl DtlsSession {
         if let Some(session) = self.stream.ssl().session() {
             server.uncache(session);
         }
+    }
+}
+
+impl Peer for DtlsSession {
+    fn ssl(&self) -> &SslRef {
+        self.stream.ssl()
     }
 }
 

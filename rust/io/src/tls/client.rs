@@ -7,16 +7,18 @@
 
 use std::sync::OnceLock;
 
+use openssl::error::ErrorStack;
 use openssl::ex_data::Index;
 use openssl::pkey::PKey;
 use openssl::ssl::{
-    Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslStream, SslVerifyMode, SslVersion,
+    Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslSession, SslStream,
+    SslVerifyMode, SslVersion,
 };
 use openssl::x509::X509;
 
 use super::session::TlsSession;
 use super::{ALPN, CERT_CIPHERS, PSK_CIPHERS};
-use crate::dtls::{DtlsError, DtlsSession, Pipe, MTU};
+use crate::dtls::{ffi, DtlsError, DtlsSession, Pipe, MTU};
 use crate::psk::MAX_PSK;
 
 /// What a client proves itself with.
@@ -53,7 +55,7 @@ impl Contexts {
             let mut builder = SslContext::builder(method)?;
             builder.set_min_proto_version(Some(version))?;
             builder.set_max_proto_version(Some(version))?;
-            builder.set_options(SslOptions::NO_QUERY_MTU | SslOptions::NO_TICKET);
+            builder.set_options(SslOptions::NO_QUERY_MTU); // tickets asked for: a DTLS session resumes
             builder.set_verify(SslVerifyMode::NONE);
             builder.set_cipher_list(ciphers)?;
             if alpn {
@@ -146,13 +148,21 @@ impl DtlsConnector {
         })
     }
 
-    /// A new session proving itself with `credential`, its ClientHello in the datagrams returned.
+    /// A new session proving itself with `credential`, its ClientHello in the datagrams returned; offering to
+    /// resume `offer` ([`DtlsSession::resumable`] of an earlier session of this connector) if given. An offer
+    /// that does not decode is not made: the handshake is a full one.
     pub fn connect(
         &self,
         credential: &ClientCredential<'_>,
+        offer: Option<&[u8]>,
     ) -> Result<(Box<DtlsSession>, Vec<Vec<u8>>), DtlsError> {
         let mut ssl = self.contexts.ssl(credential)?;
         ssl.set_connect_state();
+        if let Some(session) = offer.and_then(|der| SslSession::from_der(der).ok()) {
+            if ffi::offer_session(&mut ssl, &session).is_err() {
+                let _ = ErrorStack::get();
+            }
+        }
         ssl.set_mtu(MTU)?;
         let stream = SslStream::new(ssl, Pipe::default())?;
         Ok(DtlsSession::start(stream))

@@ -11,6 +11,7 @@ use openssl::x509::X509;
 use super::session::TlsSession;
 use super::ALPN;
 use crate::dtls::{DtlsError, CIPHERS};
+use crate::peer::PskServer;
 use crate::psk::PskTable;
 
 /// A TLS 1.2 server context; each accepted connection is a [`TlsSession`].
@@ -55,19 +56,10 @@ impl TlsServer {
         ssl.set_accept_state();
         Ok(TlsSession::new(ssl)?)
     }
+}
 
-    /// Sets the key of a PSK identity (a new one, or a new key).
-    pub fn set_psk(&self, identity: &[u8], key: &[u8]) -> Result<(), DtlsError> {
-        self.psks.set(identity, key).map_err(|_| DtlsError::Psk)
-    }
-
-    /// Removes a PSK identity; true if it was there.
-    pub fn remove_psk(&self, identity: &[u8]) -> bool {
-        self.psks.remove(identity)
-    }
-
-    /// How many PSK identities the table holds.
-    pub fn psk_count(&self) -> usize {
-        self.psks.len()
+impl PskServer for TlsServer {
+    fn psks(&self) -> &PskTable {
+        &self.psks
     }
 }

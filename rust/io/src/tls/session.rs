@@ -3,10 +3,11 @@
 use std::mem::MaybeUninit;
 
 use openssl::error::ErrorStack;
-use openssl::ssl::{ErrorCode, Ssl, SslStream};
+use openssl::ssl::{ErrorCode, Ssl, SslRef, SslStream};
 
 use super::StreamPipe;
 use crate::dtls::{ffi, MAX_PLAINTEXT};
+use crate::peer::Peer;
 
 /// What one chunk of bytes fed to a session gave.
 #[derive(Default, Debug)]
@@ -137,25 +138,10 @@ impl TlsSession {
     pub fn closed(&self) -> bool {
         self.closed
     }
+}
 
-    /// The negotiated suite's IANA name (`TLS_PSK_WITH_AES_128_CCM_8`).
-    pub fn cipher(&self) -> Option<&'static str> {
-        self.stream
-            .ssl()
-            .current_cipher()
-            .and_then(|cipher| cipher.standard_name())
-    }
-
-    /// The PSK identity the peer offered (also during a failed handshake).
-    pub fn psk_identity(&self) -> Option<&[u8]> {
-        self.stream.ssl().psk_identity()
-    }
-
-    /// The peer's certificate as DER.
-    pub fn peer_certificate(&self) -> Option<Vec<u8>> {
-        self.stream
-            .ssl()
-            .peer_certificate()
-            .and_then(|certificate| certificate.to_der().ok())
+impl Peer for TlsSession {
+    fn ssl(&self) -> &SslRef {
+        self.stream.ssl()
     }
 }

@@ -166,7 +166,7 @@ fn a_dtls_client_handshakes_with_the_dtls_server_and_retransmits_a_lost_flight()
         identity: IDENTITY,
         key: KEY,
     };
-    let (mut client, hello) = connector.connect(&credential).unwrap();
+    let (mut client, hello) = connector.connect(&credential, None).unwrap();
     assert!(client.timeout().is_some_and(|left| left.as_secs() <= 1)); // RFC 6347 §4.2.4.1: 1 s at first
     let Accepted::HelloVerify(verify) = dtls.accept(b"peer", &hello[0]) else {
         panic!("no HelloVerifyRequest");
