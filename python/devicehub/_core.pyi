@@ -558,10 +558,13 @@ class RequestLog:
 @final
 class TlsServer:
     """A TLS 1.2 server for CoAP over TLS: the LwM2M suites, its certificate, a PSK table, any client certificate
-    requested (the caller judges it), ALPN `coap`, no resumption."""
+    requested (the caller judges it), ALPN `coap`, resumption by session tickets under the key ring the caller installs
+    (as `DtlsServer.set_ticket_keys`; issue 31 #5)."""
 
     def __new__(cls, certificate: bytes, key: bytes) -> Self:
         """`certificate` and `key` (PKCS#8 or traditional) as DER; DtlsError when they do not match."""
+    def set_ticket_keys(self, keys: list[bytes]) -> None:
+        """The session-ticket key ring, as `DtlsServer.set_ticket_keys`."""
     def accept(self) -> TlsSession:
         """A new connection's session, waiting for the ClientHello."""
     def set_psk(self, identity: bytes, key: bytes) -> None:

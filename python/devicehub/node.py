@@ -34,12 +34,12 @@ from devicehub.domain.registration import TCP, Registration
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.coap.parameters import Limits
-from devicehub.lwm2m.dtls import DtlsListener, server_certificate
+from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.file_server import FileServer, package_path
 from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.lwm2m.server_stats import vars_of
-from devicehub.lwm2m.ticket_rotation import TicketRotation
+from devicehub.lwm2m.ticket_rotation import TicketHolder, TicketRotation
 from devicehub.outages import OutageLog
 from devicehub.private_files import write_private
 from devicehub.serve_hints import first_run_hint, has_active_key, secret_key_beside_data, secret_key_path
@@ -169,7 +169,7 @@ class Node:
             with starting(f"the CoAP/TCP listener on tcp {settings.host}:{settings.coap_tcp_port}"):
                 self.coap_tcp_port = (await self.lwm2m.start_tcp(settings.host, settings.coap_tcp_port)).address[1]
         await self._start_dtls()
-        if settings.coaps_port and settings.dtls_ticket_rotation:
+        if (settings.coaps_port or settings.coaps_tcp_port) and settings.dtls_ticket_rotation:
             await self._start_tickets()
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
@@ -362,13 +362,13 @@ class Node:
             keys: RedisTicketKeys | FileTicketKeys = RedisTicketKeys(self.store.redis, self.store.prefix, box)
         else:
             keys = FileTicketKeys(Path(settings.data_dir) / TICKET_KEYS_FILE, box)
-        self._tickets = TicketRotation(keys, self.clock, settings.dtls_ticket_rotation, self._dtls_listeners)
+        self._tickets = TicketRotation(keys, self.clock, settings.dtls_ticket_rotation, self._secure_listeners)
         with starting("the DTLS session-ticket keys"):
             await self._tickets.start()
 
-    def _dtls_listeners(self) -> list[DtlsListener]:
+    def _secure_listeners(self) -> list[TicketHolder]:
         bootstrap = None if self.bootstrap is None else self.bootstrap.dtls
-        return [each for each in (self.lwm2m.dtls, bootstrap) if each is not None]
+        return [each for each in (self.lwm2m.dtls, self.lwm2m.coaps_tcp, bootstrap) if each is not None]
 
     def security(self) -> dict[str, object]:
         """The device security policy, for /readyz and operators (issue 13 #4)."""

@@ -2,7 +2,8 @@
 that established its session on a node gets the abbreviated handshake after that node restarts (SQLite: the ticket
 keys in the data directory) and on another node of the same Redis (the keys in Redis), as the server's
 `devicehub_dtls_handshakes_total{kind}` and the client both say; a PSK deleted, or replaced by another key, does
-not resume; OpenSSL's s_client (`-sess_out`, `-sess_in`) resumes as a third-party client. The simulator's client
+not resume; OpenSSL's s_client (`-sess_out`, `-sess_in`) resumes as a third-party client, over DTLS and over TLS
+(`coaps+tcp://`, the same ring). The simulator's client
 (`DtlsClient`) offers its last session by itself.
 
 On main each of these handshakes was a full one: the session cache was one node's memory, and it sent no tickets."""
@@ -28,7 +29,7 @@ from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Reply
 from devicehub.lwm2m.dtls_client import DtlsClient
 from devicehub.lwm2m.security import ClientCredentials
-from support.ports import free_udp_port
+from support.ports import free_tcp_port, free_udp_port
 from support.service import ServiceProcess
 from support.third_party import openssl_binary
 from support.waiting import wait_until
@@ -78,9 +79,11 @@ def handshake(port: int, key: bytes = KEY, offer: bytes | None = None) -> DtlsSe
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[ServiceProcess]:
-    port = free_udp_port()
-    service = ServiceProcess(data_dir=tmp_path / "data", extra_args=("--coaps-port", str(port))).start()
+    port, tls_port = free_udp_port(), free_tcp_port()
+    args = ("--coaps-port", str(port), "--coaps-tcp-port", str(tls_port))
+    service = ServiceProcess(data_dir=tmp_path / "data", extra_args=args).start()
     service.coaps_port = port  # type: ignore[attr-defined]
+    service.coaps_tcp_port = tls_port  # type: ignore[attr-defined]
     try:
         yield service
     finally:
@@ -147,14 +150,20 @@ def test_the_simulators_client_offers_its_session_again_after_a_restart(node: Se
     assert handshakes(node)["resumed"] == 1.0
 
 
-def test_openssl_s_client_resumes_across_a_restart(node: ServiceProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["dtls", "tls"])
+def test_openssl_s_client_resumes_across_a_restart(node: ServiceProcess, tmp_path: Path, transport: str) -> None:
+    """DTLS on the coaps:// port, and TLS on the coaps+tcp:// one: the same tickets, the same ring."""
     add_psk(node)
     saved = tmp_path / "session.pem"
+    if transport == "dtls":
+        where = ["-dtls1_2", "-connect", f"127.0.0.1:{coaps_port(node)}"]
+    else:
+        where = ["-tls1_2", "-alpn", "coap", "-connect", f"127.0.0.1:{node.coaps_tcp_port}"]  # type: ignore[attr-defined]
 
     def s_client(*args: str) -> str:
         done = subprocess.run(
-            [openssl_binary(), "s_client", "-dtls1_2", "-connect", f"127.0.0.1:{coaps_port(node)}",
-             "-psk_identity", NAME, "-psk", KEY.hex(), "-cipher", "PSK-AES128-CCM8", *args],
+            [openssl_binary(), "s_client", *where, "-psk_identity", NAME, "-psk", KEY.hex(),
+             "-cipher", "PSK-AES128-CCM8", *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30,
         )  # fmt: skip
         return done.stdout.decode(errors="replace")
@@ -164,7 +173,8 @@ def test_openssl_s_client_resumes_across_a_restart(node: ServiceProcess, tmp_pat
     restart(node)
     again = s_client("-sess_in", str(saved))
     assert "Reused, TLSv1.2, Cipher is PSK-AES128-CCM8" in again, again
-    assert handshakes(node) == {"full": 0.0, "resumed": 1.0}
+    if transport == "dtls":
+        assert handshakes(node) == {"full": 0.0, "resumed": 1.0}
 
 
 @pytest.mark.redis

@@ -1,4 +1,4 @@
-"""Keeps the DTLS listeners' session-ticket key ring (issue 31 #5) as the store holds it: read (and rotated when
+"""Keeps the DTLS and TLS listeners' session-ticket key ring (issue 31 #5) as the store holds it: read (and rotated when
 due) at start, then every `POLL` seconds or sooner, so a rotation another node made reaches this one well within the
 interval a key spends as `next` (domain/ticket_keys.py)."""
 
@@ -7,14 +7,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from devicehub.clock import Clock
 from devicehub.domain.ticket_keys import TicketKeyStore
-from devicehub.lwm2m.dtls import DtlsListener
 
 log = logging.getLogger("devicehub.dtls")
 
 POLL = 60.0  # s, at most; a quarter of the interval when that is shorter
+
+
+class TicketHolder(Protocol):
+    """A listener taking the ring: the DTLS listener, the TLS one (`coaps+tcp://`)."""
+
+    def set_ticket_keys(self, keys: list[bytes]) -> None: ...
 
 
 class TicketRotation:
@@ -23,7 +29,7 @@ class TicketRotation:
         store: TicketKeyStore,
         clock: Clock,
         interval: float,
-        listeners: Callable[[], Iterable[DtlsListener]],
+        listeners: Callable[[], Iterable[TicketHolder]],
     ) -> None:
         self._store = store
         self._clock = clock

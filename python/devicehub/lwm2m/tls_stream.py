@@ -258,6 +258,10 @@ class TlsAcceptor:
     def has_psk(self, identity: str) -> bool:
         return identity in self.keyring.psks
 
+    def set_ticket_keys(self, keys: list[bytes]) -> None:
+        """The session-ticket key ring the DTLS listener has too (issue 31 #5): a TLS client resumes on any node."""
+        self._server.set_ticket_keys(keys)
+
     def connection_count(self) -> int:
         return len(self._streams)
 

@@ -5,8 +5,8 @@
 //! session and sends the bytes it gives back. The server ([`TlsServer`]) offers the suites of the DTLS server (LwM2M
 //! 1.1 Transport §5.3 names the §5.2 ones), looks PSK identities up in a table the caller keeps
 //! ([`crate::psk::PskTable`]), requests a client certificate and accepts any chain (the caller judges the DER, as
-//! for DTLS), selects ALPN `coap` (RFC 8323 §4.1), keeps no session cache and sends no tickets (the listener it
-//! replaces offered no resumption), and frees an idle connection's record buffers (`SSL_MODE_RELEASE_BUFFERS`).
+//! for DTLS), selects ALPN `coap` (RFC 8323 §4.1), keeps no session cache but resumes by session tickets under
+//! the DTLS server's shared key ring (`crate::tickets`, issue 31 #5), and frees an idle connection's record buffers (`SSL_MODE_RELEASE_BUFFERS`).
 //! The clients ([`TlsConnector`], [`DtlsConnector`]) hold one PSK or one certificate and do not check the server's
 //! certificate: they serve the simulator and Edge Core's upstream link, test and relay tools.
 

@@ -32,7 +32,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 def run_with_stores(kind: str, request: pytest.FixtureRequest, tmp_path: Path, scenario: Any) -> None:
-    """Runs `scenario(make)`, `make(box)` giving a store on the same ring (another node, or the same after a restart)."""
+    """Runs `scenario(make)`; `make(box)` gives a store on the same ring (another node, or this one restarted)."""
     if kind == "sqlite":
         asyncio.run(scenario(lambda box=SEALING: FileTicketKeys(tmp_path / "dtls-ticket-keys", box)))
         return

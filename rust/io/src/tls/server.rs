@@ -1,5 +1,6 @@
 //! The TLS server's OpenSSL context: TLS 1.2 only, the LwM2M suites, its certificate, the PSK table, any client
-//! certificate requested, ALPN `coap`, no resumption, idle buffers released.
+//! certificate requested, ALPN `coap`, resumption by session tickets only (`crate::tickets`: no per-connection
+//! state kept), idle buffers released.
 
 use openssl::pkey::PKey;
 use openssl::ssl::{
@@ -13,11 +14,13 @@ use super::ALPN;
 use crate::dtls::{DtlsError, CIPHERS};
 use crate::peer::PskServer;
 use crate::psk::PskTable;
+use crate::tickets::{self, TicketKeys};
 
 /// A TLS 1.2 server context; each accepted connection is a [`TlsSession`].
 pub struct TlsServer {
     context: SslContext,
     psks: PskTable,
+    tickets: TicketKeys,
 }
 
 impl TlsServer {
@@ -33,11 +36,14 @@ impl TlsServer {
         let key = PKey::private_key_from_der(key_der)?;
         builder.set_private_key(&key)?;
         builder.check_private_key()?;
-        builder.set_options(SslOptions::NO_TICKET | SslOptions::NO_RENEGOTIATION);
-        builder.set_session_cache_mode(SslSessionCacheMode::OFF);
-        // an idle connection keeps no 16 KiB+ record buffers (TLS only; DTLS frees them by hand, dtls/session.rs)
+        builder.set_options(SslOptions::NO_RENEGOTIATION);
+        builder.set_session_cache_mode(SslSessionCacheMode::OFF); // no session IDs: tickets resume (issue 31 #5)
+        builder.set_session_id_context(b"devicehub-tls")?; // resumption with a client certificate requested needs one
+                                                           // an idle connection keeps no 16 KiB+ record buffers (TLS only; DTLS frees them by hand, dtls/session.rs)
         builder.set_mode(SslMode::RELEASE_BUFFERS);
         psks.install(&mut builder);
+        let tickets = TicketKeys::default();
+        tickets::install(&mut builder, tickets.clone(), psks.clone());
         // ask for a certificate (with the ECDHE-ECDSA suites) and take any: the caller judges it and says why
         builder.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
         // RFC 8323 §4.1: `coap` is the protocol; a client offering only others is refused, one offering none served
@@ -47,7 +53,13 @@ impl TlsServer {
         Ok(TlsServer {
             context: builder.build(),
             psks,
+            tickets,
         })
+    }
+
+    /// Installs the session-ticket key ring, as [`crate::dtls::DtlsServer::set_ticket_keys`]; empty: no tickets.
+    pub fn set_ticket_keys(&self, keys: &[&[u8]]) -> Result<(), DtlsError> {
+        self.tickets.set(keys).map_err(|_| DtlsError::TicketKey)
     }
 
     /// A new connection's session, in accept state: it waits for the ClientHello.
