@@ -373,6 +373,9 @@ class DtlsServer:
         resumes only while its identity has the key it was made with. DtlsError for a key of another length or a
         name twice."""
     def ticket_key_count(self) -> int: ...
+    def set_ticket_issuers(self, subjects: list[bytes]) -> None:
+        """The CAs (DER subject names) trusted now: a certificate session's ticket resumes only while its
+        certificate's issuer is among them (else a full handshake)."""
     def forget(self, tag: str) -> int:
         """Drops the cached sessions `DtlsSession.remember` tagged `tag`; how many."""
     def tagged_count(self) -> int: ...
@@ -565,6 +568,8 @@ class TlsServer:
         """`certificate` and `key` (PKCS#8 or traditional) as DER; DtlsError when they do not match."""
     def set_ticket_keys(self, keys: list[bytes]) -> None:
         """The session-ticket key ring, as `DtlsServer.set_ticket_keys`."""
+    def set_ticket_issuers(self, subjects: list[bytes]) -> None:
+        """As `DtlsServer.set_ticket_issuers`."""
     def accept(self) -> TlsSession:
         """A new connection's session, waiting for the ClientHello."""
     def set_psk(self, identity: bytes, key: bytes) -> None:

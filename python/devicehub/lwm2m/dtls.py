@@ -31,8 +31,9 @@ certificates (RFC 7925 §4.4).
 - Session tickets (RFC 5077, issue 31 #5) under a key ring the nodes share through the store (`set_ticket_keys`,
   lwm2m/ticket_rotation.py): a device resumes on any node, and on its node after a restart. A ticket cannot be
   withdrawn, so a PSK session's ticket carries the identity and a digest of its key, and resumes only while the PSK
-  table holds that key (a revoked or rotated PSK gets a full handshake); a certificate session's ticket carries the
-  certificate, judged again as above.
+  table holds that key (a revoked or rotated PSK gets a full handshake); a certificate session's ticket resumes only
+  while its certificate's issuer is among the trusted CAs (`set_ticket_issuers` at each `load()`), and the
+  certificate it carries is judged again as above.
 Until 2026-11-23 python-mbedtls ran these sessions: it binds no session cache and no tickets, so every offered
 session got a full handshake; with OpenSSL the DTLS layer also costs the server about a third less CPU per
 notification (bench/README.md "The service on OpenSSL"). Since issue 29 #7 the TLS/TCP listener and the DTLS
@@ -216,6 +217,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         for authority in old.authorities:
             if authority not in keyring.authorities:
                 self._server.forget(_tag("x509", authority[0]))
+        self._server.set_ticket_issuers([ca.subject.public_bytes() for _, _, ca in keyring.authorities])
         for address, session in list(self._sessions.items()):
             identity = session.identity
             if identity is not None and not keyring.still_trusts(identity):

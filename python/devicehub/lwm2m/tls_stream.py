@@ -244,6 +244,7 @@ class TlsAcceptor:
         for name in old.psks:
             if name not in keyring.psks:
                 self._server.remove_psk(name.encode())
+        self._server.set_ticket_issuers([ca.subject.public_bytes() for _, _, ca in keyring.authorities])
         for stream in list(self._streams):
             if stream.identity is not None and not keyring.still_trusts(stream.identity):
                 self.stats.revoked += 1

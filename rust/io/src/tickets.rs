@@ -12,8 +12,11 @@
 //! - A ticket could not be withdrawn, so a PSK session's ticket carries (in its encrypted application data) the
 //!   identity and a digest of the key it was established with; the ticket resumes only while the PSK table holds
 //!   that identity with that key: a revoked or rotated PSK gets a full handshake instead. A certificate session's
-//!   ticket carries its certificate; the caller judges it again on every handshake, resumed or not.
+//!   ticket carries a digest of its certificate's issuer name, and resumes only while the caller lists that name
+//!   among the CAs it trusts ([`TicketIssuers`]): a removed CA's sessions get a full handshake, refused like any
+//!   other. The caller still judges the resumed certificate (carried in the ticket) on every handshake.
 
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use openssl::ex_data::Index;
@@ -92,10 +95,29 @@ impl TicketKeys {
     }
 }
 
-/// What a context's ticket callbacks consult: the ring, and the PSK table a PSK ticket is checked against.
+/// The subject names (DER) of the CAs whose certificates' tickets may resume, as SHA-256 digests.
+#[derive(Clone, Default)]
+pub struct TicketIssuers(Arc<RwLock<HashSet<[u8; 32]>>>);
+
+impl TicketIssuers {
+    /// Replaces the list: the DER subject names of the CAs trusted now.
+    pub fn set(&self, subjects: &[&[u8]]) {
+        let digests = subjects.iter().map(|subject| sha256(subject)).collect();
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = digests;
+    }
+
+    fn holds(&self, digest: &[u8]) -> bool {
+        let issuers = self.0.read().unwrap_or_else(|p| p.into_inner());
+        <[u8; 32]>::try_from(digest).is_ok_and(|digest| issuers.contains(&digest))
+    }
+}
+
+/// What a context's ticket callbacks consult: the ring, the PSK table a PSK ticket is checked against, the issuers
+/// a certificate ticket is.
 pub(crate) struct Resumption {
     pub(crate) keys: TicketKeys,
     psks: PskTable,
+    issuers: TicketIssuers,
 }
 
 fn index() -> Index<SslContext, Resumption> {
@@ -103,9 +125,20 @@ fn index() -> Index<SslContext, Resumption> {
     *INDEX.get_or_init(|| SslContext::new_ex_index().expect("an SSL_CTX ex_data index"))
 }
 
-/// Makes a server context issue and take tickets under `keys`, a PSK ticket only while `psks` holds its key.
-pub(crate) fn install(builder: &mut SslContextBuilder, keys: TicketKeys, psks: PskTable) {
-    builder.set_ex_data(index(), Resumption { keys, psks });
+/// Makes a server context issue and take tickets under `keys`, a PSK ticket only while `psks` holds its key, a
+/// certificate ticket only while `issuers` lists its issuer.
+pub(crate) fn install(
+    builder: &mut SslContextBuilder,
+    keys: TicketKeys,
+    psks: PskTable,
+    issuers: TicketIssuers,
+) {
+    let resumption = Resumption {
+        keys,
+        psks,
+        issuers,
+    };
+    builder.set_ex_data(index(), resumption);
     ffi::install_ticket_callbacks(builder);
 }
 
@@ -114,14 +147,23 @@ pub(crate) fn of(ssl: &SslRef) -> Option<&Resumption> {
     ssl.ssl_context().ex_data(index())
 }
 
-/// A PSK binding starts with this byte; a certificate session's ticket carries no binding.
+/// A PSK binding starts with this byte, a certificate binding with the other.
 const PSK: u8 = b'P';
+const CERTIFICATE: u8 = b'C';
 
 impl Resumption {
-    /// What a new ticket of `ssl`'s session carries: for a PSK session, the identity and a digest of its key now.
+    /// What a new ticket of `ssl`'s session carries: for a PSK session, the identity and a digest of its key now;
+    /// for a certificate session, a digest of its issuer's name; else nothing (no ticket resumes without a binding).
     pub(crate) fn binding(&self, ssl: &SslRef) -> Vec<u8> {
         let Some(identity) = ssl.psk_identity() else {
-            return Vec::new();
+            let issuer = ssl
+                .peer_certificate()
+                .and_then(|certificate| certificate.issuer_name().to_der().ok());
+            return issuer.map_or_else(Vec::new, |issuer| {
+                let mut binding = vec![CERTIFICATE];
+                binding.extend_from_slice(&sha256(&issuer));
+                binding
+            });
         };
         let digest = self
             .psks
@@ -135,17 +177,18 @@ impl Resumption {
         binding
     }
 
-    /// A decrypted ticket's binding still holds: not a PSK one, or its identity has the same key now.
+    /// A decrypted ticket's binding still holds: its PSK identity has the same key now, or its certificate's issuer
+    /// is still listed.
     pub(crate) fn still_bound(&self, binding: &[u8]) -> bool {
         match binding.split_first() {
-            None => true,
             Some((&PSK, rest)) if rest.len() > 32 => {
                 let (digest, identity) = rest.split_at(32);
                 self.psks
                     .get(identity)
                     .is_some_and(|key| sha256(&key) == digest)
             }
-            Some(_) => false,
+            Some((&CERTIFICATE, digest)) => self.issuers.holds(digest),
+            _ => false,
         }
     }
 }

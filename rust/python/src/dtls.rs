@@ -42,6 +42,11 @@ impl PyDtlsServer {
         self.inner.psk_count()
     }
 
+    fn set_ticket_issuers(&self, subjects: Vec<Vec<u8>>) {
+        let subjects: Vec<&[u8]> = subjects.iter().map(Vec::as_slice).collect();
+        self.inner.set_ticket_issuers(&subjects);
+    }
+
     fn set_ticket_keys(&self, keys: Vec<Vec<u8>>) -> PyResult<()> {
         let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         self.inner.set_ticket_keys(&keys).map_err(to_py)

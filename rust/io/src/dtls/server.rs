@@ -16,7 +16,7 @@ use super::session::DtlsSession;
 use super::{cookie, ffi, DtlsError, Pipe, CIPHERS, MAX_DATAGRAM, MTU};
 use crate::peer::PskServer;
 use crate::psk::PskTable;
-use crate::tickets::{self, TicketKeys};
+use crate::tickets::{self, TicketIssuers, TicketKeys};
 
 /// Cached sessions the caller tagged: session id → (tag, session), so a tag's sessions can be dropped.
 type Tagged = Arc<Mutex<HashMap<Vec<u8>, (String, SslSession)>>>;
@@ -27,6 +27,7 @@ pub struct DtlsServer {
     psks: PskTable,
     tagged: Tagged,
     tickets: TicketKeys,
+    issuers: TicketIssuers,
 }
 
 /// The PSK table; removing an identity leaves its cached sessions until [`DtlsServer::forget`] (its tickets no longer
@@ -75,8 +76,8 @@ impl DtlsServer {
         builder.set_session_id_context(b"devicehub-dtls")?;
         cookie::install(&mut builder)?;
         psks.install(&mut builder);
-        let tickets = TicketKeys::default();
-        tickets::install(&mut builder, tickets.clone(), psks.clone());
+        let (tickets, issuers) = (TicketKeys::default(), TicketIssuers::default());
+        tickets::install(&mut builder, tickets.clone(), psks.clone(), issuers.clone());
         // ask for a certificate (with the ECDHE-ECDSA suites) and take any: the caller judges it and says why
         builder.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
         let evicted = tagged.clone();
@@ -88,6 +89,7 @@ impl DtlsServer {
             psks,
             tagged,
             tickets,
+            issuers,
         })
     }
 
@@ -95,6 +97,11 @@ impl DtlsServer {
     /// tickets.
     pub fn set_ticket_keys(&self, keys: &[&[u8]]) -> Result<(), DtlsError> {
         self.tickets.set(keys).map_err(|_| DtlsError::TicketKey)
+    }
+
+    /// The CAs (their DER subject names) whose certificates' tickets may resume: the ones trusted now.
+    pub fn set_ticket_issuers(&self, subjects: &[&[u8]]) {
+        self.issuers.set(subjects);
     }
 
     /// How many keys the ticket ring holds.

@@ -1,6 +1,6 @@
 //! Tickets between the engine's own DTLS client and servers sharing (or not) a key ring: a session resumes on any
 //! server holding the key it was sealed under, renewed under a rotated ring; a PSK ticket no longer resumes once its
-//! identity's key changed or went; a certificate ticket resumes with its certificate.
+//! identity's key changed or went; a certificate ticket resumes with its certificate while its issuer is trusted.
 
 use crate::dtls::tests::{p256, self_signed};
 use crate::dtls::{Accepted, DtlsServer, DtlsSession, Peer, PskServer};
@@ -131,7 +131,7 @@ fn a_psk_ticket_does_not_resume_once_its_key_changed_or_its_identity_went() {
 }
 
 #[test]
-fn a_certificate_ticket_resumes_on_another_server_with_its_certificate() {
+fn a_certificate_ticket_resumes_on_another_server_while_its_issuer_is_trusted() {
     let ring = [ring_key(1)];
     let key = p256();
     let certificate = self_signed("ticket-device-002", &key);
@@ -143,15 +143,24 @@ fn a_certificate_ticket_resumes_on_another_server_with_its_certificate() {
         certificate_pem: &certificate_pem,
         key_pem: &key_pem,
     };
-    let (first, _) = connect(&server(&ring), &credential, None);
+    let issuer = certificate.issuer_name().to_der().unwrap();
+    let trusting = || {
+        let server = server(&ring);
+        server.set_ticket_issuers(&[&issuer]);
+        server
+    };
+    let (first, _) = connect(&trusting(), &credential, None);
     let offer = first.resumable().unwrap();
-    let (client, resumed) = connect(&server(&ring), &credential, Some(&offer));
+    let (client, resumed) = connect(&trusting(), &credential, Some(&offer));
     let resumed = resumed.unwrap();
     assert!(client.established() && resumed.session_reused());
     assert_eq!(
         resumed.peer_certificate(),
         Some(certificate.to_der().unwrap())
     );
+    // its CA no longer trusted: a full handshake (which the caller then judges, and refuses)
+    let (_, full) = connect(&server(&ring), &credential, Some(&offer));
+    assert!(!full.unwrap().session_reused());
 }
 
 #[test]

@@ -14,13 +14,14 @@ use super::ALPN;
 use crate::dtls::{DtlsError, CIPHERS};
 use crate::peer::PskServer;
 use crate::psk::PskTable;
-use crate::tickets::{self, TicketKeys};
+use crate::tickets::{self, TicketIssuers, TicketKeys};
 
 /// A TLS 1.2 server context; each accepted connection is a [`TlsSession`].
 pub struct TlsServer {
     context: SslContext,
     psks: PskTable,
     tickets: TicketKeys,
+    issuers: TicketIssuers,
 }
 
 impl TlsServer {
@@ -42,8 +43,8 @@ impl TlsServer {
                                                            // an idle connection keeps no 16 KiB+ record buffers (TLS only; DTLS frees them by hand, dtls/session.rs)
         builder.set_mode(SslMode::RELEASE_BUFFERS);
         psks.install(&mut builder);
-        let tickets = TicketKeys::default();
-        tickets::install(&mut builder, tickets.clone(), psks.clone());
+        let (tickets, issuers) = (TicketKeys::default(), TicketIssuers::default());
+        tickets::install(&mut builder, tickets.clone(), psks.clone(), issuers.clone());
         // ask for a certificate (with the ECDHE-ECDSA suites) and take any: the caller judges it and says why
         builder.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
         // RFC 8323 §4.1: `coap` is the protocol; a client offering only others is refused, one offering none served
@@ -54,12 +55,18 @@ impl TlsServer {
             context: builder.build(),
             psks,
             tickets,
+            issuers,
         })
     }
 
     /// Installs the session-ticket key ring, as [`crate::dtls::DtlsServer::set_ticket_keys`]; empty: no tickets.
     pub fn set_ticket_keys(&self, keys: &[&[u8]]) -> Result<(), DtlsError> {
         self.tickets.set(keys).map_err(|_| DtlsError::TicketKey)
+    }
+
+    /// The CAs (their DER subject names) whose certificates' tickets may resume: the ones trusted now.
+    pub fn set_ticket_issuers(&self, subjects: &[&[u8]]) {
+        self.issuers.set(subjects);
     }
 
     /// A new connection's session, in accept state: it waits for the ClientHello.
