@@ -24,10 +24,9 @@ from pathlib import Path
 from devicehub.domain.model import (
     Device,
     ObservationRecord,
-    RegistrationLink,
     RegistrationRecord,
     ReportedValue,
-    ResourceInfo,
+    ResourceLink,
 )
 from devicehub.ids import IdSource
 from devicehub.store.sqlite.store import SqliteStore
@@ -45,8 +44,8 @@ PATHS = [
     "/10255/0/2",
 ]
 VALUED = PATHS[:4]  # Pelion announces manufacturer, model, serial, firmware with `v=`
-RESOURCES = tuple(ResourceInfo(path=p, obs=True) for p in PATHS)
-LINKS = tuple(RegistrationLink(path=p, obs=True) for p in PATHS)
+RESOURCES = tuple(ResourceLink(path=p, obs=True) for p in PATHS)
+LINKS = tuple(ResourceLink(path=p, obs=True) for p in PATHS)
 
 
 def records(device_id: str, now: float) -> tuple[Device, RegistrationRecord, ObservationRecord]:

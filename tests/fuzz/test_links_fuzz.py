@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FUZZ
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links, parse_links_py
 
 REAL = [  # lwm2m-device-side.md §2: payloads as Wakaama, Anjay and Mbed clients sent them

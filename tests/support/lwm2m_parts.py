@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import ManualClock
-from devicehub.domain.model import ObservationRecord, RegistrationRecord
-from devicehub.domain.registration import Admission, Registration, ResourceLink
+from devicehub.domain.model import ObservationRecord, RegistrationRecord, ResourceLink
+from devicehub.domain.registration import Admission, Registration
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer

@@ -9,14 +9,16 @@ from __future__ import annotations
 import msgspec
 
 from devicehub.channels.options import ChannelOptions
+from devicehub.domain.content_formats import mime_for
 from devicehub.domain.events import (
     AsyncResponseEvent,
     DeregistrationEvent,
     Event,
     NotificationEvent,
     RegistrationEvent,
-    ResourceEntry,
 )
+from devicehub.domain.model import ResourceLink
+from devicehub.interning import InternTable
 
 
 class _Notification(
@@ -32,20 +34,12 @@ class _Notification(
     original_ep: str | None = None
 
 
-class _Resource(msgspec.Struct, kw_only=True, omit_defaults=True, rename={"iface": "if"}):
-    path: str
-    rt: str | None = None
-    ct: str | None = None
-    obs: bool
-    iface: str | None = None
-
-
 class _Registration(msgspec.Struct, kw_only=True, omit_defaults=True, rename={"original_ep": "original-ep"}):
     ep: str
     original_ep: str
     ept: str
     q: bool
-    resources: list[_Resource]
+    resources: list[msgspec.Raw]  # each a resource object, encoded once per distinct link (_resource_json)
     timestamp: int | None = None
     uid: str | None = None
 
@@ -68,8 +62,26 @@ class _AsyncResponse(msgspec.Struct, kw_only=True, omit_defaults=True, rename={"
     uid: str | None = None
 
 
-def _resource(entry: ResourceEntry) -> _Resource:
-    return _Resource(path=entry.path, rt=entry.rt, ct=entry.ct, obs=entry.obs, iface=entry.iface)
+def _encode_resource(link: ResourceLink) -> msgspec.Raw:
+    """wire-format.md's resource object: `ct` as its MIME name, `iface` as `if`, `obs` always, other unset keys
+    left out."""
+    fields: dict[str, object] = {"path": link.path}
+    if link.rt is not None:
+        fields["rt"] = link.rt
+    if link.ct is not None:
+        fields["ct"] = mime_for(link.ct)
+    fields["obs"] = link.obs
+    if link.iface is not None:
+        fields["if"] = link.iface
+    return msgspec.Raw(msgspec.json.encode(fields))
+
+
+# a fleet's registration events list the same few resources: each is encoded once (issue 16 #1's sharing)
+_RESOURCE_JSON: InternTable[msgspec.Raw] = InternTable(_encode_resource)
+
+
+def _resource_json(link: ResourceLink) -> msgspec.Raw:
+    return _RESOURCE_JSON.get((link,))
 
 
 class EventEncoder:
@@ -102,7 +114,7 @@ class EventEncoder:
                     original_ep=event.endpoint_name,
                     ept=event.endpoint_type,
                     q=event.queue_mode,
-                    resources=[_resource(r) for r in event.resources],
+                    resources=[_resource_json(r) for r in event.resources],
                     timestamp=stamp,
                     uid=uid,
                 )

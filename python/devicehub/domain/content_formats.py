@@ -12,9 +12,10 @@ SENML_CBOR = 112
 TLV = 11542
 LWM2M_JSON = 11543
 LWM2M_CBOR = 11544
+LEGACY_TLV = 99  # Mbed's number for TLV (spec §5)
 
 # spec §5: Mbed sends TLV as 99; Wakaama accepts the pre-registration numbers 1541-1544.
-_ALIASES: dict[int, int] = {99: TLV, 1541: TEXT, 1542: TLV, 1543: LWM2M_JSON, 1544: OCTET_STREAM}
+_ALIASES: dict[int, int] = {LEGACY_TLV: TLV, 1541: TEXT, 1542: TLV, 1543: LWM2M_JSON, 1544: OCTET_STREAM}
 
 _MIME: dict[int, str] = {
     TEXT: "text/plain",

@@ -7,42 +7,26 @@ from collections.abc import Sequence
 
 import msgspec
 
-from devicehub.domain.content_formats import mime_for
-from devicehub.domain.events import RegistrationEvent, ResourceEntry
-from devicehub.domain.model import Device, ResourceInfo
-from devicehub.domain.registration import Registration, ResourceLink
+from devicehub.domain.events import RegistrationEvent
+from devicehub.domain.model import Device, ResourceLink
+from devicehub.domain.registration import Registration
 from devicehub.interning import InternTable
 
 # `PUT /v3/devices/{id}` (Pelion DeviceDataPutRequest): fields the application owns; they outlive registrations
 DIRECTORY_FIELDS = ("name", "description", "custom_attributes", "auto_update", "ca_id", "device_key")
 
 
-def _resource_info(path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None) -> ResourceInfo:
-    return ResourceInfo(path=path, rt=rt, ct=ct, obs=obs, iface=iface)
+# the device records of a fleet share their equal resources, as the links they come from do; a device keeps a link
+# without its value (the snapshot holds it) and without its auto-observe token (`aobs` makes it observable)
+_RESOURCES: InternTable[ResourceLink] = InternTable(ResourceLink)
 
 
-# the device records of a fleet share their equal resource entries, as the links they come from do
-_RESOURCE_INFOS: InternTable[ResourceInfo] = InternTable(_resource_info)
-
-
-def resources_of(links: Sequence[ResourceLink]) -> tuple[ResourceInfo, ...]:
+def resources_of(links: Sequence[ResourceLink]) -> tuple[ResourceLink, ...]:
     return tuple(
-        _RESOURCE_INFOS.get((link.path, link.rt, link.ct, link.obs or link.aobs is not None, link.iface))
+        _RESOURCES.get((link.path, link.rt, link.ct, link.obs or link.aobs is not None, link.iface))
         for link in links
         if not link.deleted
     )
-
-
-def _resource_entry(path: str, rt: str | None, ct: int | None, obs: bool, iface: str | None) -> ResourceEntry:
-    return ResourceEntry(path=path, rt=rt, ct=mime_for(ct) if ct is not None else None, obs=obs, iface=iface)
-
-
-# each registration event lists the device's resources: a fleet's are the same few, built once (issue 16 #1)
-_RESOURCE_ENTRIES: InternTable[ResourceEntry] = InternTable(_resource_entry)
-
-
-def entries_of(resources: Sequence[ResourceInfo]) -> tuple[ResourceEntry, ...]:
-    return tuple(_RESOURCE_ENTRIES.get((r.path, r.rt, r.ct, r.obs, r.iface)) for r in resources)
 
 
 def device_record(
@@ -50,7 +34,7 @@ def device_record(
     previous: Device | None,
     now: float,
     host_gateway: str,
-    resources: tuple[ResourceInfo, ...],
+    resources: tuple[ResourceLink, ...],
 ) -> Device:
     device = Device(
         id=registration.device_id,
@@ -77,11 +61,11 @@ def registration_event(device: Device) -> RegistrationEvent:
         endpoint_name=device.endpoint_name,
         endpoint_type=device.endpoint_type,
         queue_mode=device.queue_mode,
-        resources=entries_of(device.resources),
+        resources=device.resources,
     )
 
 
-def unchanged_record(device: Device, registration: Registration, resources: tuple[ResourceInfo, ...]) -> bool:
+def unchanged_record(device: Device, registration: Registration, resources: tuple[ResourceLink, ...]) -> bool:
     """Would storing the registration (whose links give `resources`) change nothing in the device record but its
     times?"""
     return (

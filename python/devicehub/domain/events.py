@@ -12,6 +12,7 @@ from devicehub._core import (
     KIND_REGISTRATION,
     KIND_REGISTRATIONS_EXPIRED,
 )
+from devicehub.domain.model import ResourceLink
 
 __all__ = [
     "KIND_ASYNC_RESPONSE",
@@ -25,7 +26,6 @@ __all__ = [
     "Event",
     "NotificationEvent",
     "RegistrationEvent",
-    "ResourceEntry",
 ]
 
 
@@ -42,14 +42,6 @@ class NotificationEvent(msgspec.Struct, frozen=True, kw_only=True):
     kind = KIND_NOTIFICATION
 
 
-class ResourceEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
-    path: str
-    rt: str | None = None
-    ct: str | None = None
-    obs: bool = False
-    iface: str | None = None
-
-
 class RegistrationEvent(msgspec.Struct, frozen=True, kw_only=True):
     """A registration or a registration update (kind tells which)."""
 
@@ -57,7 +49,7 @@ class RegistrationEvent(msgspec.Struct, frozen=True, kw_only=True):
     endpoint_name: str
     endpoint_type: str
     queue_mode: bool
-    resources: tuple[ResourceEntry, ...]
+    resources: tuple[ResourceLink, ...]  # as the device record keeps them: no values
     update: bool = False
 
     @property

@@ -27,12 +27,19 @@ class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
 # tuples of such records and a str → str dict, so no reference cycle runs through them; untracked, they are not walked
 # by each of the collector's full passes (in a py-spy profile of 5 000 registrations those passes were ~1/4 of the
 # event loop's samples).
-class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    path: str
+class ResourceLink(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One CoRE link of a device's object list (object, instance or resource level), as a Register/Update payload
+    carries it and as the device record, the registration record and the registration event keep it (issue 29 #3:
+    one class where there were five). The Rust link parser builds it positionally, in this field order."""
+
+    path: str  # "/3/0/0", "/3303/0" or "/3303"
     rt: str | None = None
-    ct: int | None = None
+    ct: int | None = None  # content-format number (the API and channels show its MIME name, content_formats.py)
     obs: bool = False
-    iface: str | None = None
+    iface: str | None = None  # the link's `if` attribute
+    value: bytes | None = None  # Pelion `;v=` value (opaque values arrive base64 and are decoded); never stored here
+    aobs: int | None = None  # Pelion auto-observe token (decimal in the link, 2-byte token on the wire)
+    deleted: bool = False  # Pelion `;d` in an Update: the resource was removed
 
 
 class Device(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -44,7 +51,7 @@ class Device(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     queue_mode: bool = False
     lifetime: int = 0
     host_gateway: str = ""
-    resources: tuple[ResourceInfo, ...] = ()
+    resources: tuple[ResourceLink, ...] = ()
     created_at: float
     updated_at: float  # last registration event
     last_seen_at: float  # last time the device talked (snapshot retention counts from here)
@@ -162,17 +169,6 @@ class StoredEvent(msgspec.Struct, frozen=True, array_like=True, omit_defaults=Tr
     origin: str = ""  # Redis mode, cursor channels: the forwarding node's id of it, so a re-drained one is known
 
 
-class RegistrationLink(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """One link of a registration's object list (values announced with `v` go to the snapshot, not here)."""
-
-    path: str
-    rt: str | None = None
-    ct: int | None = None
-    obs: bool = False
-    iface: str | None = None
-    aobs: int | None = None
-
-
 class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A live LwM2M registration, kept so any node (or a restarted one) accepts the device's next Update
     (issue 12 #5). `expires_at` is when it expires unless updated: updated_at + lifetime + grace."""
@@ -184,7 +180,7 @@ class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     lifetime: int
     binding: str = "U"
     lwm2m_version: str = "1.0"
-    links: tuple[RegistrationLink, ...] = ()
+    links: tuple[ResourceLink, ...] = ()  # no values (they go to the snapshot), none deleted
     host: str
     port: int
     registered_at: float

@@ -4,23 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from devicehub.domain.model import ResourceLink
+
 # the transport a registration was made over (`Registration.transport`): which listener reaches the device
 UDP = "udp"  # CoAP over UDP, or DTLS when `secure`
 TCP = "tcp"  # CoAP over TCP (RFC 8323), or TLS when `secure`: only on the connection the device opened
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceLink:
-    """One CoRE link of a Register/Update payload (object, instance or resource level)."""
-
-    path: str  # "/3/0/0", "/3303/0" or "/3303"
-    rt: str | None = None
-    ct: int | None = None  # content-format number
-    obs: bool = False
-    iface: str | None = None  # the link's `if` attribute
-    value: bytes | None = None  # Pelion `;v=` value (opaque values arrive base64 and are decoded)
-    aobs: int | None = None  # Pelion auto-observe token (decimal in the link, 2-byte token on the wire)
-    deleted: bool = False  # Pelion `;d` in an Update: the resource was removed
 
 
 @dataclass(frozen=True, slots=True)

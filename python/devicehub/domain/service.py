@@ -16,18 +16,17 @@ from devicehub.domain.content_formats import mime_for
 from devicehub.domain.device_records import (
     DIRECTORY_FIELDS,
     device_record,
-    entries_of,
     registration_event,
     resources_of,
     unchanged_record,
 )
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
-from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue
+from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue, ResourceLink
 from devicehub.domain.object_catalog import ObjectCatalog
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
-from devicehub.domain.registration import Admission, Registration, ResourceLink
+from devicehub.domain.registration import Admission, Registration
 from devicehub.domain.request_checks import check_operation, checked_rules, known_path
 from devicehub.domain.requests import RequestQueue
 from devicehub.domain.storage.store import Store
@@ -216,7 +215,7 @@ class DeviceService:
                 endpoint_name=device.endpoint_name,
                 endpoint_type=device.endpoint_type,
                 queue_mode=device.queue_mode,
-                resources=entries_of(resources_of(added)),
+                resources=resources_of(added),
                 update=True,
             ),
         )

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from devicehub import __version__
 from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceError, DeviceTimeout
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.model import ResourceLink
 from devicehub.edge.forwarding import (
     GRM_OBJECT_RESERVED,
     GRM_RESOURCE_EXISTS,

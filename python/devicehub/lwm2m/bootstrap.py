@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from devicehub._core import TLV_RESOURCE, CoapMessage, TlvNode, coap_encode_uint, tlv_bool, tlv_encode, tlv_int
 from devicehub.clock import Clock
+from devicehub.domain.content_formats import LINK_FORMAT, TLV
 from devicehub.domain.device_results import DeviceError
 from devicehub.domain.model import BootstrapConfig
 from devicehub.lwm2m import codes
@@ -51,9 +52,7 @@ from devicehub.lwm2m.udp import open_udp
 
 log = logging.getLogger("devicehub.bootstrap")
 
-LINK_FORMAT_CF = 40
 NO_SEC = 3  # Security object resource 2
-TLV_CF = 11542
 MAX_SESSIONS = 1024
 OUTCOMES_KEPT = 1024
 FALLBACK_SECURITY_INSTANCE = 1  # a client that cannot Discover (LwM2M 1.0): its bootstrap account is taken as /0/0
@@ -364,7 +363,7 @@ class BootstrapServer:
 
     async def _run(self, config: BootstrapConfig, peer: _Peer) -> None:
         request = peer.request
-        accept = [(codes.ACCEPT, coap_encode_uint(LINK_FORMAT_CF))]
+        accept = [(codes.ACCEPT, coap_encode_uint(LINK_FORMAT))]
         discover = await request(codes.GET, accept)
         keep: int | None = None
         if discover.code == codes.CONTENT:
@@ -379,7 +378,7 @@ class BootstrapServer:
             deleted = await request(codes.DELETE, codes.path_options(path))
             if deleted.code >> 5 != 2 and deleted.code != codes.NOT_FOUND:  # 4.04: nothing there to delete
                 raise BootstrapFailed(f"Bootstrap-Delete {path} answered {codes.dotted(deleted.code)}")
-        tlv = [(codes.CONTENT_FORMAT, coap_encode_uint(TLV_CF))]
+        tlv = [(codes.CONTENT_FORMAT, coap_encode_uint(TLV))]
         for path, body in ((f"/0/{security_id}", security_instance(config)), ("/1/0", server_instance(config))):
             written = await request(codes.PUT, codes.path_options(path) + tlv, body)
             if written.code != codes.CHANGED:

@@ -15,10 +15,10 @@ import base64
 import binascii
 
 from devicehub import _core
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.content_formats import OCTET_STREAM
+from devicehub.domain.model import ResourceLink
 
 MAX_LINKS = 20_000
-OPAQUE_CF = 42
 
 LinkFormatError = _core.LinkFormatError  # the payload is not link format devicehub can read (both parsers)
 
@@ -116,7 +116,7 @@ def _link(path: str, fields: list[str]) -> ResourceLink:
     data: bytes | None = None
     if raw_value is not None:
         data = raw_value.encode()
-        if ct == OPAQUE_CF:
+        if ct == OCTET_STREAM:
             try:
                 data = base64.b64decode(raw_value, validate=True)
             except (binascii.Error, ValueError):
@@ -154,7 +154,7 @@ def format_links(links: list[ResourceLink]) -> bytes:
         if link.obs:
             part += ";obs"
         if link.value is not None:
-            shown = base64.b64encode(link.value).decode() if link.ct == OPAQUE_CF else link.value.decode()
+            shown = base64.b64encode(link.value).decode() if link.ct == OCTET_STREAM else link.value.decode()
             part += f';v="{shown}"'
         if link.aobs is not None:
             part += f';aobs="{link.aobs}"'

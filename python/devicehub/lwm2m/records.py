@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from devicehub.domain.model import ObservationRecord, RegistrationLink, RegistrationRecord
+from devicehub.domain.model import ObservationRecord, RegistrationRecord, ResourceLink
 from devicehub.domain.registration import Registration
-from devicehub.interning import InternTable
 from devicehub.lwm2m.links import shared_link
 
-# the stored form of a fleet's links: the same few, built once (issue 16 #1: `record_of` runs per stored registration)
-_REGISTRATION_LINKS: InternTable[RegistrationLink] = InternTable(RegistrationLink)
+
+def _stored(link: ResourceLink) -> ResourceLink:
+    """The link as a registration record keeps it: its `;v=` value went to the snapshot (a shared link when so)."""
+    return link if link.value is None else shared_link(link.path, link.rt, link.ct, link.obs, link.iface, link.aobs)
 
 
 def record_of(registration: Registration, expires_at: float) -> RegistrationRecord:
@@ -20,7 +21,7 @@ def record_of(registration: Registration, expires_at: float) -> RegistrationReco
         lifetime=registration.lifetime,
         binding=registration.binding,
         lwm2m_version=registration.lwm2m_version,
-        links=tuple(_REGISTRATION_LINKS.get((k.path, k.rt, k.ct, k.obs, k.iface, k.aobs)) for k in registration.links),
+        links=tuple(_stored(link) for link in registration.links),
         host=registration.address[0],
         port=registration.address[1],
         registered_at=registration.registered_at,
@@ -43,6 +44,7 @@ def registration_of(record: RegistrationRecord) -> Registration:
         lifetime=record.lifetime,
         binding=record.binding,
         lwm2m_version=record.lwm2m_version,
+        # decoded afresh per record: shared again as parsed links are (issue 16 #1)
         links=tuple(shared_link(k.path, k.rt, k.ct, k.obs, k.iface, k.aobs) for k in record.links),
         address=(record.host, record.port),
         registered_at=record.registered_at,

@@ -11,8 +11,9 @@ from dataclasses import replace
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.domain.model import ResourceLink
 from devicehub.domain.ports import DeviceEvents
-from devicehub.domain.registration import UDP, Registration, ResourceLink
+from devicehub.domain.registration import UDP, Registration
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
 from devicehub.lwm2m.coap.messages import Address, Reply

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from devicehub._core import TLV_OBJECT_INSTANCE, TLV_RESOURCE, CoapMessage, TlvError, TlvNode, coap_encode_uint
 from devicehub._core import tlv_decode as _tlv_decode
 from devicehub.clock import Clock
+from devicehub.domain.content_formats import LEGACY_TLV, LINK_FORMAT, TLV
 from devicehub.domain.device_results import DeviceError
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
@@ -31,16 +32,13 @@ from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.objects import (
     BOOL,
     INT,
-    LEGACY_TLV_CF,
     OPAQUE,
     STRING,
-    TLV_CF,
     BadValue,
     Model,
     Resource,
 )
 
-LINK_FORMAT_CF = 40
 PSK, CERTIFICATE, NO_SEC = 0, 2, 3  # Security object resource 2 (LwM2M 1.1 Core Appendix E.1)
 # resource kinds of the Security (0) and Server (1) objects (LwM2M 1.1 Core Appendix E.1, E.2); others are opaque
 SECURITY_KINDS = {0: STRING, 1: BOOL, 2: INT, 6: INT, 9: STRING, 10: INT, 11: INT, 12: INT, 13: INT, 14: STRING}
@@ -123,7 +121,7 @@ class BootstrapClient:
             options = [
                 (codes.URI_PATH, b"bs"),
                 (codes.URI_QUERY, f"ep={self.endpoint_name}".encode()),
-                (codes.URI_QUERY, f"pct={TLV_CF}".encode()),
+                (codes.URI_QUERY, f"pct={TLV}".encode()),
             ]
             response = await endpoint.request(self.server, codes.POST, options)
             if response.code != codes.CHANGED:
@@ -189,7 +187,7 @@ class BootstrapClient:
         if ids is None:
             return Reply(codes.BAD_REQUEST)
         if message.code == codes.GET:
-            if message.accept == LINK_FORMAT_CF:
+            if message.accept == LINK_FORMAT:
                 return self._discover(ids)
             return self._read(path, ids)
         if message.code == codes.DELETE:
@@ -225,16 +223,14 @@ class BootstrapClient:
                 links.append(link)
         if ids and ids[0] not in self.model.objects:
             return Reply(codes.NOT_FOUND)
-        return Reply(
-            codes.CONTENT, [(codes.CONTENT_FORMAT, coap_encode_uint(LINK_FORMAT_CF))], ",".join(links).encode()
-        )
+        return Reply(codes.CONTENT, [(codes.CONTENT_FORMAT, coap_encode_uint(LINK_FORMAT))], ",".join(links).encode())
 
     def _read(self, path: str, ids: list[int]) -> Reply:
         if not ids or ids[0] != 1:  # Bootstrap-Read: the Server object (and ACLs, which the simulator has not)
             return Reply(codes.BAD_REQUEST)
         if not self.model.exists(path):
             return Reply(codes.NOT_FOUND)
-        return Reply(codes.CONTENT, [(codes.CONTENT_FORMAT, coap_encode_uint(TLV_CF))], self.model.read_tlv(path))
+        return Reply(codes.CONTENT, [(codes.CONTENT_FORMAT, coap_encode_uint(TLV))], self.model.read_tlv(path))
 
     def _delete(self, ids: list[int]) -> Reply:
         if len(ids) > 2 or (ids and ids[0] not in KINDS):
@@ -255,7 +251,7 @@ class BootstrapClient:
     def _write(self, ids: list[int], content_format: int | None, payload: bytes) -> Reply:
         if not ids:
             return Reply(codes.BAD_REQUEST)
-        if content_format not in (TLV_CF, LEGACY_TLV_CF):
+        if content_format not in (TLV, LEGACY_TLV):
             return Reply(codes.UNSUPPORTED_FORMAT)
         oid = ids[0]
         if oid not in KINDS:

@@ -21,7 +21,7 @@ from typing import Any
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceError
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m import codes, tcp
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from devicehub._core import CoapNotification
+from devicehub.domain.content_formats import TEXT
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.sim.counters import DeviceCounters
-from devicehub.sim.objects import FLOAT, INT, TEXT_CF, Model, Resource
+from devicehub.sim.objects import FLOAT, INT, Model, Resource
 from devicehub.sim.observers import Observation, Observers, Read
 
 HOT_MIN_BLOCK = 64  # the hot path sends one datagram: its payload (a send time: 17 bytes) must fit one block
@@ -108,7 +109,7 @@ class HotPath:
             resource = self.model.resource(observation.path)
             if resource is None or resource.kind not in (INT, FLOAT) or resource.executable:
                 continue
-            if observation.accept not in (None, TEXT_CF):
+            if observation.accept not in (None, TEXT):
                 continue
             reply = self._read(observation.path, observation.accept)  # the options the normal path sends
             template = CoapNotification(codes.NON, reply.code, observation.token, reply.options)

@@ -33,15 +33,14 @@ from devicehub._core import (
     tlv_read_float,
     tlv_read_int,
 )
+from devicehub.domain.content_formats import LWM2M_CBOR, SENML_CBOR
 from devicehub.domain.object_catalog import registry
 
 Value = int | float | bool | str | bytes
 
 INT, FLOAT, BOOL, STRING, OPAQUE, TIME = "int", "float", "bool", "string", "opaque", "time"
 
-TEXT_CF, OPAQUE_CF, TLV_CF, LEGACY_TLV_CF = 0, 42, 11542, 99
-SENML_CBOR_CF, LWM2M_CBOR_CF = 112, 11544
-CBOR_CFS = (SENML_CBOR_CF, LWM2M_CBOR_CF)
+CBOR_CFS = (SENML_CBOR, LWM2M_CBOR)
 
 TEMPERATURE = "/3303/0/5700"
 BATTERY = "/3/0/9"  # auto-observed by the Pelion flavour: notifies with no subscription (spec §3.2)
@@ -241,7 +240,7 @@ class Model:
                     full = [oid, iid, rid]
                     if full[: len(ids)] == ids:
                         entries.append((full, resource.typed()))
-        if content_format == LWM2M_CBOR_CF:
+        if content_format == LWM2M_CBOR:
             return lwm2m_cbor_encode(entries)
         names = ["".join(f"/{i}" for i in full[len(ids) :]) for full, _ in entries]
         return senml_cbor_encode([(name, value) for name, (_, value) in zip(names, entries, strict=True)], path)
@@ -249,7 +248,7 @@ class Model:
     def decode_cbor_write(self, path: str, content_format: int, payload: bytes) -> dict[str, Value]:
         """Values a CBOR write to a resource or instance carries, by path; BadValue when malformed."""
         try:
-            if content_format == LWM2M_CBOR_CF:
+            if content_format == LWM2M_CBOR:
                 pairs = [("/" + "/".join(map(str, ids)), v) for ids, v in lwm2m_cbor_decode(payload)]
             else:
                 pairs = [(n if n.startswith("/") else f"{path}/{n}", v) for n, v in senml_cbor_decode(payload)]

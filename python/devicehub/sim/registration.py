@@ -15,8 +15,9 @@ from typing import Protocol
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.domain.content_formats import LINK_FORMAT, OCTET_STREAM
 from devicehub.domain.device_results import DeviceError, DeviceTimeout
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address
@@ -24,7 +25,7 @@ from devicehub.lwm2m.links import format_links
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError, Provisioned
 from devicehub.sim.counters import DeviceCounters
-from devicehub.sim.objects import BATTERY, OPAQUE, OPAQUE_CF, Model
+from devicehub.sim.objects import BATTERY, OPAQUE, Model
 
 log = logging.getLogger("devicehub.sim")
 
@@ -32,7 +33,6 @@ MAX_REGISTER_BACKOFF = 60.0
 # de-registering on the way out: one send, so a server that is gone cannot hold a stop up for CoAP's ~93 s window
 SHUTDOWN_TIMING = (1.0, 0)
 DEFAULT_MAX_AGE = 60  # RFC 7252 §5.10.5: a response without Max-Age has Max-Age 60
-LINK_FORMAT_CF = 40  # application/link-format (RFC 6690)
 
 
 class ServerBusy(DeviceError):
@@ -192,7 +192,7 @@ class RegistrationClient:
         if host.endpoint_type:
             query.append(f"et={host.endpoint_type}")
         query += host.registration_query
-        options = [(codes.URI_PATH, b"rd"), (codes.CONTENT_FORMAT, coap_encode_uint(LINK_FORMAT_CF))]
+        options = [(codes.URI_PATH, b"rd"), (codes.CONTENT_FORMAT, coap_encode_uint(LINK_FORMAT))]
         options += [(codes.URI_QUERY, q.encode()) for q in query]
         await host.before_register()
         try:
@@ -218,7 +218,7 @@ class RegistrationClient:
         if links is None and self.full_list_updates:
             links = host.links()
         if links:
-            options.append((codes.CONTENT_FORMAT, coap_encode_uint(LINK_FORMAT_CF)))
+            options.append((codes.CONTENT_FORMAT, coap_encode_uint(LINK_FORMAT)))
             payload = format_links(links)
         response = await host.endpoint.request(host.server, codes.POST, options, payload, timing=host.update_timing)
         if response.code == codes.NOT_FOUND:
@@ -259,7 +259,7 @@ def resource_links(model: Model, auto_token: bytes) -> list[ResourceLink]:
                 links.append(
                     ResourceLink(
                         path=path,
-                        ct=OPAQUE_CF if resource.kind == OPAQUE else None,
+                        ct=OCTET_STREAM if resource.kind == OPAQUE else None,
                         obs=not resource.executable,
                         value=resource.text() if resource.published else None,
                         aobs=int.from_bytes(auto_token, "big") if path == BATTERY else None,
@@ -274,7 +274,7 @@ _LINK_HEADS: dict[tuple[int, int, int, bool, bool], str] = {}
 
 
 def _link_head(oid: int, iid: int, rid: int, opaque: bool, executable: bool) -> str:
-    return f"</{oid}/{iid}/{rid}>" + (f";ct={OPAQUE_CF}" if opaque else "") + ("" if executable else ";obs")
+    return f"</{oid}/{iid}/{rid}>" + (f";ct={OCTET_STREAM}" if opaque else "") + ("" if executable else ";obs")
 
 
 def resource_links_payload(model: Model, auto_token: bytes) -> bytes:

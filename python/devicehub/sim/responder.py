@@ -10,16 +10,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from devicehub._core import CoapMessage, coap_encode_uint
+from devicehub.domain.content_formats import LEGACY_TLV, OCTET_STREAM, TEXT, TLV
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.messages import Reply
 from devicehub.sim import attributes
 from devicehub.sim.objects import (
     CBOR_CFS,
-    LEGACY_TLV_CF,
     OPAQUE,
-    OPAQUE_CF,
-    TEXT_CF,
-    TLV_CF,
     BadValue,
     Model,
     Value,
@@ -60,20 +57,20 @@ class Reader:
         if resource is not None and resource.executable:
             return Reply(codes.METHOD_NOT_ALLOWED)
         cf_option = codes.CONTENT_FORMAT
-        if resource is not None and accept in (None, TEXT_CF, OPAQUE_CF):
-            if resource.kind == OPAQUE and accept != TEXT_CF:
-                return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(OPAQUE_CF))], resource.tlv_value())
-            if accept == OPAQUE_CF:
+        if resource is not None and accept in (None, TEXT, OCTET_STREAM):
+            if resource.kind == OPAQUE and accept != TEXT:
+                return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(OCTET_STREAM))], resource.tlv_value())
+            if accept == OCTET_STREAM:
                 return Reply(codes.NOT_ACCEPTABLE)
-            return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TEXT_CF))], resource.text())
+            return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TEXT))], resource.text())
         if accept is None and resource is None:
             accept = self.multi_value_format
         if accept in CBOR_CFS:
             assert accept is not None
             return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(accept))], self.model.read_cbor(path, accept))
-        if accept not in (None, TLV_CF, LEGACY_TLV_CF):
+        if accept not in (None, TLV, LEGACY_TLV):
             return Reply(codes.NOT_ACCEPTABLE)
-        return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TLV_CF))], self.model.read_tlv(path))
+        return Reply(codes.CONTENT, [(cf_option, coap_encode_uint(TLV))], self.model.read_tlv(path))
 
 
 class Responder:
@@ -122,7 +119,7 @@ class Responder:
         if not self.model.exists(path):
             return Reply(codes.NOT_FOUND)
         try:
-            if content_format in (TLV_CF, LEGACY_TLV_CF):
+            if content_format in (TLV, LEGACY_TLV):
                 return self.model.decode_tlv_write(path, payload)
             if content_format in CBOR_CFS:
                 assert content_format is not None
@@ -130,9 +127,9 @@ class Responder:
             resource = self.model.resource(path)
             if resource is None:
                 return Reply(codes.BAD_REQUEST, payload=b"instance writes need TLV")
-            if content_format == OPAQUE_CF:
+            if content_format == OCTET_STREAM:
                 return {path: payload} if resource.kind == OPAQUE else Reply(codes.UNSUPPORTED_FORMAT)
-            if content_format in (None, TEXT_CF):
+            if content_format in (None, TEXT):
                 return {path: resource.parse_text(payload)}
             return Reply(codes.UNSUPPORTED_FORMAT)
         except KeyError:

@@ -10,7 +10,7 @@ import pytest
 
 from devicehub.clock import ManualClock, SystemClock
 from devicehub.domain.device_results import DeviceError
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import FLOAT, Resource

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import aiohttp
 
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.node import Node
 from devicehub.sim.device import OMA, OmaBehaviour

@@ -90,11 +90,11 @@ def test_devices_last_seen_before_a_cutoff(make_store: StoreFactory) -> None:
 
 def test_a_batch_of_full_registrations_stores_devices_and_drops_their_subscriptions(make_store: StoreFactory) -> None:
     """issue 16 #1: `put_registered_devices` does for many devices what a full registration does for one."""
-    from devicehub.domain.model import ResourceInfo
+    from devicehub.domain.model import ResourceLink
 
     def registered(device_id: str, name: str, *paths: str) -> Device:
         return msgspec.structs.replace(
-            device(device_id, name), resources=tuple(ResourceInfo(path=p) for p in paths), lifetime=60
+            device(device_id, name), resources=tuple(ResourceLink(path=p) for p in paths), lifetime=60
         )
 
     async def scenario(store: Store) -> None:
@@ -133,10 +133,10 @@ def test_values_announced_in_a_batch_of_registrations_are_stored_with_it(make_st
     """issue 16: the `v=` values of a batch of Registers are written with the snapshot entries (one write, not the
     empty entry and then the value), read back as `set_reported` would leave them; a value the write-behind still
     holds for the same resource (reported before) is older and does not win over the registration's."""
-    from devicehub.domain.model import ResourceInfo
+    from devicehub.domain.model import ResourceLink
 
     def registered(device_id: str, name: str, *paths: str) -> Device:
-        return msgspec.structs.replace(device(device_id, name), resources=tuple(ResourceInfo(path=p) for p in paths))
+        return msgspec.structs.replace(device(device_id, name), resources=tuple(ResourceLink(path=p) for p in paths))
 
     def value(text: bytes, at: float) -> ReportedValue:
         return ReportedValue(value=text, content_type="text/plain", reported_at=at)

@@ -9,14 +9,14 @@ from support.stores import A, StoreFactory, reopen, run
 
 
 def test_registrations_and_observations_survive_a_reopen_and_expire_once(make_store: StoreFactory) -> None:
-    from devicehub.domain.model import ObservationRecord, RegistrationLink, RegistrationRecord
+    from devicehub.domain.model import ObservationRecord, RegistrationRecord, ResourceLink
 
     first = RegistrationRecord(
         device_id="d1",
         account_id=A,
         endpoint_name="ep-1",
         lifetime=60,
-        links=(RegistrationLink("/3/0"), RegistrationLink("/3303/0/5700", obs=True, aobs=7)),
+        links=(ResourceLink("/3/0"), ResourceLink("/3303/0/5700", obs=True, aobs=7)),
         host="127.0.0.1",
         port=5000,
         registered_at=100.0,
@@ -51,7 +51,7 @@ def test_a_batch_of_registrations_is_written_at_once_and_a_fresh_one_ends_earlie
     make_store: StoreFactory,
 ) -> None:
     """issue 16 #1: registrations are stored in batches; a Register in the batch drops the device's observations."""
-    from devicehub.domain.model import ObservationRecord, RegistrationLink, RegistrationRecord
+    from devicehub.domain.model import ObservationRecord, RegistrationRecord, ResourceLink
 
     def record(n: int, updated_at: float) -> RegistrationRecord:
         return RegistrationRecord(
@@ -59,7 +59,7 @@ def test_a_batch_of_registrations_is_written_at_once_and_a_fresh_one_ends_earlie
             account_id=A,
             endpoint_name=f"ep-{n}",
             lifetime=60,
-            links=(RegistrationLink("/3/0"),),
+            links=(ResourceLink("/3/0"),),
             host="127.0.0.1",
             port=5000 + n,
             registered_at=100.0,

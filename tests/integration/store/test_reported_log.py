@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from devicehub.domain.model import ReportedValue, ResourceInfo, SnapshotResource
+from devicehub.domain.model import ReportedValue, ResourceLink, SnapshotResource
 from devicehub.store.sqlite.reported_log import ReportedLog
 from devicehub.store.sqlite.store import SqliteStore
 from devicehub.store.sqlite.writer import DB_FILE
@@ -109,7 +109,7 @@ def test_values_in_the_log_are_read_back_survive_a_crash_and_are_folded_on_open(
 
 
 def test_a_registration_s_value_is_not_undone_by_the_fold_of_an_older_one(tmp_path: Path) -> None:
-    registered = msgspec.structs.replace(device("d1", "ep-1"), resources=(ResourceInfo(path="/3/0/9"),))
+    registered = msgspec.structs.replace(device("d1", "ep-1"), resources=(ResourceLink(path="/3/0/9"),))
 
     async def scenario() -> list[SnapshotResource]:
         store = SqliteStore(tmp_path)

@@ -15,7 +15,7 @@ from devicehub.domain.model import (
     Device,
     DeviceRequest,
     ReportedValue,
-    ResourceInfo,
+    ResourceLink,
     SnapshotResource,
 )
 from devicehub.store.sqlite.read_cache import ReadCache
@@ -192,7 +192,7 @@ def test_the_read_cache_follows_every_write_and_matches_the_database(tmp_path: P
             assert not any(r.subscribed for r in served)
             # a batch of full registrations (the registration path's write): new resources, subscriptions ended
             await store.set_subscribed("d1", "/3/0/1", True)
-            registered = msgspec.structs.replace(renamed, resources=(ResourceInfo(path="/3/0/7"),), updated_at=4.0)
+            registered = msgspec.structs.replace(renamed, resources=(ResourceLink(path="/3/0/7"),), updated_at=4.0)
             await store.put_registered_devices([registered])
             assert await store.get_device("d1") == registered
             served = await store.get_snapshot("d1")

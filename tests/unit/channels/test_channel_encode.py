@@ -14,8 +14,8 @@ from devicehub.domain.events import (
     DeregistrationEvent,
     NotificationEvent,
     RegistrationEvent,
-    ResourceEntry,
 )
+from devicehub.domain.model import ResourceLink
 
 DEVICE = "0123456789abcdef0123456789abcdef"
 NOTE = NotificationEvent(
@@ -26,7 +26,7 @@ REG = RegistrationEvent(
     endpoint_name="node-1",
     endpoint_type="sensor",
     queue_mode=True,
-    resources=(ResourceEntry(path="/3/0/0", rt="x", obs=True, iface="core"), ResourceEntry(path="/3303/0/5700")),
+    resources=(ResourceLink(path="/3/0/0", rt="x", obs=True, iface="core"), ResourceLink(path="/3303/0/5700")),
 )
 
 
@@ -121,7 +121,7 @@ def test_every_event_kind_keeps_its_required_keys_when_values_are_empty_or_defau
     for event in (bare, msgspec.structs.replace(bare, update=True)):
         assert encode(event, options) == {"ep": DEVICE, "original-ep": "n", "ept": "", "q": False, "resources": []}
     plain = RegistrationEvent(
-        device_id=DEVICE, endpoint_name="n", endpoint_type="t", queue_mode=False, resources=(ResourceEntry(path="/1"),)
+        device_id=DEVICE, endpoint_name="n", endpoint_type="t", queue_mode=False, resources=(ResourceLink(path="/1"),)
     )
     assert encode(plain, options)["resources"] == [{"path": "/1", "obs": False}]
     for expired in (False, True):
@@ -140,3 +140,19 @@ def test_every_event_kind_keeps_its_required_keys_when_values_are_empty_or_defau
 def test_uid_is_sent_only_when_configured() -> None:
     assert "uid" not in encode(NOTE, ChannelOptions(include_uid=False))
     assert encode(NOTE, ChannelOptions(include_uid=True), uid="u-9")["uid"] == "u-9"
+
+
+def test_a_resource_shows_its_content_format_by_mime_name_in_the_wire_key_order() -> None:
+    """The one link class keeps `ct` as a number; the wire shows its MIME name, keys in wire-format.md's order."""
+    event = RegistrationEvent(
+        device_id=DEVICE,
+        endpoint_name="n",
+        endpoint_type="t",
+        queue_mode=False,
+        resources=(ResourceLink("/3/0/0", "r", 42, True, "core"), ResourceLink("/3/0/1", ct=99)),
+    )
+    assert EventEncoder().encode(event, ChannelOptions(), 0, None) == (
+        b'{"ep":"' + DEVICE.encode() + b'","original-ep":"n","ept":"t","q":false,"resources":['
+        b'{"path":"/3/0/0","rt":"r","ct":"application/octet-stream","obs":true,"if":"core"},'
+        b'{"path":"/3/0/1","ct":"application/vnd.oma.lwm2m+tlv","obs":false}]}'
+    )

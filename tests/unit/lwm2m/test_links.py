@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devicehub import _core
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m.links import LinkFormatError, format_links, parse_links, parse_links_py, shared_link
 
 Parse = Callable[[bytes], list[ResourceLink]]

@@ -8,9 +8,10 @@ import pytest
 
 from devicehub._core import TLV_RESOURCE, TlvNode, tlv_encode, tlv_int
 from devicehub.clock import ManualClock
+from devicehub.domain.content_formats import TLV
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.security import ClientCredentials
-from devicehub.sim.bootstrap import CERTIFICATE, NO_SEC, PSK, TLV_CF, BootstrapClient, Provisioned
+from devicehub.sim.bootstrap import CERTIFICATE, NO_SEC, PSK, BootstrapClient, Provisioned
 from devicehub.sim.objects import standard_model
 
 NAME = "provisioned-device-1"
@@ -32,8 +33,8 @@ def provisioned(uri: str, mode: int, credentials: ClientCredentials | None = PSK
         ]
     )
     server = tlv_encode([TlvNode(TLV_RESOURCE, 0, tlv_int(1)), TlvNode(TLV_RESOURCE, 1, tlv_int(60))])
-    assert client._write([0, 1], TLV_CF, security).code == codes.CHANGED
-    assert client._write([1, 0], TLV_CF, server).code == codes.CHANGED
+    assert client._write([0, 1], TLV, security).code == codes.CHANGED
+    assert client._write([1, 0], TLV, server).code == codes.CHANGED
     return client.provisioned()
 
 

@@ -11,14 +11,15 @@ import pytest
 
 from devicehub._core import coap_decode
 from devicehub.clock import SystemClock
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.content_formats import OCTET_STREAM
+from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Reply
 from devicehub.lwm2m.coap.sockets import bound_udp_socket
 from devicehub.lwm2m.links import format_links
 from devicehub.sim.device import OMA, PELION, SimDevice
-from devicehub.sim.objects import BATTERY, OPAQUE, OPAQUE_CF, STRING, Resource
+from devicehub.sim.objects import BATTERY, OPAQUE, STRING, Resource
 from support.node import run
 
 
@@ -35,7 +36,7 @@ def _links_one_by_one(device: SimDevice) -> bytes:
         links.append(
             ResourceLink(
                 path=path,
-                ct=OPAQUE_CF if resource.kind == OPAQUE else None,
+                ct=OCTET_STREAM if resource.kind == OPAQUE else None,
                 obs=not resource.executable,
                 value=resource.text() if resource.published else None,
                 aobs=int.from_bytes(device._auto_token, "big") if path == BATTERY else None,

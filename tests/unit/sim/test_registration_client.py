@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import ManualClock
-from devicehub.domain.registration import ResourceLink
+from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.security import ClientCredentials

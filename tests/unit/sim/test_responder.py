@@ -8,23 +8,20 @@ from collections.abc import Callable
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint, tlv_decode
 from devicehub.clock import ManualClock
+from devicehub.domain.content_formats import LINK_FORMAT, LWM2M_CBOR, TEXT, TLV
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.messages import Reply
 from devicehub.sim.counters import DeviceCounters
 from devicehub.sim.objects import (
     BATTERY,
-    LWM2M_CBOR_CF,
     READ_ONLY,
     TEMPERATURE,
-    TEXT_CF,
-    TLV_CF,
     Value,
     standard_model,
 )
 from devicehub.sim.observers import Observers
 from devicehub.sim.responder import DeviceLog, Reader, Responder
 
-LINK_FORMAT_CF = 40
 DIMMER = "/3311/0/5851"  # writable, an integer
 
 
@@ -91,7 +88,7 @@ def _cf(reply: Reply) -> int | None:
 def test_read_of_a_resource_answers_its_text() -> None:
     async def scenario(device: Device) -> None:
         reply = await device.ask(codes.GET, TEMPERATURE)
-        assert (reply.code, _cf(reply), reply.payload) == (codes.CONTENT, TEXT_CF, b"21.5")
+        assert (reply.code, _cf(reply), reply.payload) == (codes.CONTENT, TEXT, b"21.5")
 
     _run(scenario)
 
@@ -99,11 +96,11 @@ def test_read_of_a_resource_answers_its_text() -> None:
 def test_read_of_an_instance_answers_tlv_by_default_and_cbor_when_asked() -> None:
     async def scenario(device: Device) -> None:
         reply = await device.ask(codes.GET, "/3303/0")
-        assert (reply.code, _cf(reply)) == (codes.CONTENT, TLV_CF)
+        assert (reply.code, _cf(reply)) == (codes.CONTENT, TLV)
         assert {node.id for node in tlv_decode(reply.payload)} >= {5700, 5701}
-        accept = [(codes.ACCEPT, coap_encode_uint(LWM2M_CBOR_CF))]
+        accept = [(codes.ACCEPT, coap_encode_uint(LWM2M_CBOR))]
         cbor = await device.ask(codes.GET, "/3303/0", options=accept)
-        assert (cbor.code, _cf(cbor)) == (codes.CONTENT, LWM2M_CBOR_CF)
+        assert (cbor.code, _cf(cbor)) == (codes.CONTENT, LWM2M_CBOR)
 
     _run(scenario)
 
@@ -118,7 +115,7 @@ def test_read_of_a_missing_path_answers_not_found_and_of_security_unauthorized()
 
 def test_discover_is_not_implemented_and_answers_not_acceptable() -> None:
     async def scenario(device: Device) -> None:
-        accept = [(codes.ACCEPT, coap_encode_uint(LINK_FORMAT_CF))]
+        accept = [(codes.ACCEPT, coap_encode_uint(LINK_FORMAT))]
         assert (await device.ask(codes.GET, "/3303/0", options=accept)).code == codes.NOT_ACCEPTABLE
 
     _run(scenario)

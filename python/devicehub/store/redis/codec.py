@@ -6,6 +6,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from devicehub.store.record_upgrades import upgraded
+
 T = TypeVar("T")
 
 encode = msgspec.msgpack.Encoder().encode
@@ -19,7 +21,12 @@ def decode(kind: type[T], data: Any) -> T:  # redis-py types replies loosely; th
     decoder = _DECODERS.get(kind)
     if decoder is None:
         decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
-    value: T = decoder.decode(data)
+    try:
+        value: T = decoder.decode(data)
+    except msgspec.ValidationError:
+        value = upgraded(kind, data)  # a record of an earlier encoding (record_upgrades.py), or not ours at all
+        if value is None:
+            raise
     return value
 
 

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from devicehub.domain.model import PresubscriptionRule
+from devicehub.store.record_upgrades import upgraded
 
 T = TypeVar("T")
 
@@ -22,5 +23,10 @@ def decode(kind: type[T], data: bytes) -> T:
     decoder = _DECODERS.get(kind)
     if decoder is None:
         decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
-    value: T = decoder.decode(data)
+    try:
+        value: T = decoder.decode(data)
+    except msgspec.ValidationError:
+        value = upgraded(kind, data)  # a record of an earlier encoding (record_upgrades.py), or not ours at all
+        if value is None:
+            raise
     return value
