@@ -3,6 +3,9 @@
 Over (D)TLS the peer's authenticated identity decides the device (issue 13): a PSK identity or certificate CN must be
 the endpoint name it registers; a registration made over (D)TLS is continued (Update, De-register, Send,
 notifications) only by that identity, never over plain CoAP; plain CoAP is refused altogether unless `allow_nosec`.
+The identity is read from the remote address a message came from (security.AuthenticatedAddress, issue 29 #2): the
+DTLS and TLS listeners hand up each message from an address carrying who its session proved to be, and a plain
+CoAP remote carries none.
 One exception, for Edge gateways (issue 13 #7): a peer authenticated as G may register a child endpoint with `gw=G`
 into G's account, and G then continues it, unless the child has a PSK of its own or holds a (D)TLS registration not
 made through G (the gateway vouches for the devices behind it, as Pelion's Edge did with its own credentials).
@@ -15,7 +18,7 @@ from collections.abc import Callable
 
 from devicehub.domain.registration import Registration
 from devicehub.lwm2m.coap.messages import Address
-from devicehub.lwm2m.security import PeerIdentity
+from devicehub.lwm2m.security import PeerIdentity, identity_of
 from devicehub.lwm2m.server_stats import ServerStats
 
 log = logging.getLogger("devicehub.lwm2m")
@@ -41,9 +44,14 @@ class Authorizer:
         self.allow_nosec = allow_nosec
         self._warned: dict[tuple[str, ...], None] = {}
 
+    @staticmethod
+    def identity(remote: Address) -> PeerIdentity | None:
+        """Who the peer at `remote` proved to be over (D)TLS; None for plain CoAP."""
+        return identity_of(remote)
+
     def plain_refused(self, remote: Address) -> bool:
-        """Is plain CoAP from `remote` refused (the service requires DTLS or TLS)? Counted and logged once."""
-        if self.allow_nosec:
+        """Is a message from `remote` plain CoAP where the service requires DTLS or TLS? Counted and logged once."""
+        if self.allow_nosec or identity_of(remote) is not None:
             return False
         self._stats.refused_identity += 1
         self._warn_once(
@@ -53,8 +61,9 @@ class Authorizer:
         )
         return True
 
-    def continues(self, registration: Registration, identity: PeerIdentity | None, remote: Address, what: str) -> bool:
-        """May this peer act on the registration? Logs the refusal once (issue 13 #2)."""
+    def continues(self, registration: Registration, remote: Address, what: str) -> bool:
+        """May the peer at `remote` act on the registration? Logs the refusal once (issue 13 #2)."""
+        identity = identity_of(remote)
         if identity is None:
             allowed = not registration.secure
         else:

@@ -69,7 +69,7 @@ from devicehub.clock import Clock
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.handshake_shares import HANDSHAKES_PER_ADDRESS, HANDSHAKES_PER_PREFIX, HandshakeShares, Refusal
-from devicehub.lwm2m.security import Keyring, PeerIdentity, authenticate, failure_reason
+from devicehub.lwm2m.security import AuthenticatedAddress, Keyring, PeerIdentity, authenticate, failure_reason
 from devicehub.lwm2m.udp import widen_receive_buffer
 
 log = logging.getLogger("devicehub.dtls")
@@ -114,6 +114,7 @@ class _Session:
     started_at: float
     last_seen: float
     identity: PeerIdentity | None = None
+    remote: AuthenticatedAddress | None = None  # the address with `identity`: the remote of what it sends up
 
 
 class _SecureTransport:
@@ -285,7 +286,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         if session.identity is None:
             self._handshake(address, session, records)
         elif records:
-            self._deliver(address, records)
+            self._deliver(session, records)
         elif session.engine.closed:
             self._end(address, notify=False)
 
@@ -339,6 +340,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         self._shares.remove(address)
         self._make_room(identity)
         session.identity = identity
+        session.remote = AuthenticatedAddress(address[0], address[1], identity)
         self._recent[address] = None
         self._by_identity.setdefault(_identity_key(identity), {})[address] = None
         self.stats.handshakes += 1
@@ -349,9 +351,11 @@ class DtlsListener(asyncio.DatagramProtocol):
             identity.name, identity.method, engine.cipher, ", resumed" if resumed else "", *address,
         )  # fmt: skip
         if records:
-            self._deliver(address, records)
+            self._deliver(session, records)
 
-    def _deliver(self, address: Address, records: list[bytes]) -> None:
+    def _deliver(self, session: _Session, records: list[bytes]) -> None:
+        address = session.remote
+        assert address is not None  # established: the endpoint learns who sent it from the address
         self.stats.records_in += len(records)
         endpoint = self._endpoint
         if endpoint.observe_lane is not None:  # the armed observations' notifications, without the Python path

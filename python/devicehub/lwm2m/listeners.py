@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from functools import partial
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ from devicehub.lwm2m.coap.messages import (
 )
 from devicehub.lwm2m.coap.parameters import EXCHANGE_LIFETIME, MAX_DATAGRAM, Limits
 from devicehub.lwm2m.dtls import DtlsListener
-from devicehub.lwm2m.security import PeerIdentity
+from devicehub.lwm2m.security import PeerIdentity, identity_of
 from devicehub.lwm2m.server_stats import vars_of
 from devicehub.lwm2m.tcp import StreamListener
 from devicehub.lwm2m.tls_stream import TlsAcceptor
@@ -31,18 +31,19 @@ from devicehub.lwm2m.udp import RECV_BATCHES, open_udp
 
 
 class RequestHandler(Protocol):
-    """A request from a peer, with the identity its (D)TLS session proved (None: plain CoAP) and its transport."""
+    """A request from a peer, with its transport; over (D)TLS `remote` carries the identity the peer's session
+    proved (security.AuthenticatedAddress)."""
 
     def __call__(
-        self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None, transport: str
+        self, message: CoapMessage, payload: bytes, remote: Address, transport: str
     ) -> Awaitable[Reply | None]: ...
 
 
 class IdentifiedNotificationHandler(Protocol):
-    """A notification, with the identity its peer's session proved (None: plain CoAP) and its transport."""
+    """A notification, with its transport; over (D)TLS `remote` carries the identity the peer's session proved."""
 
     def __call__(
-        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None, transport: str
+        self, message: CoapMessage, remote: Address, transport: str
     ) -> NotificationAnswer | Awaitable[NotificationAnswer]: ...
 
 
@@ -100,8 +101,8 @@ class Listeners:
     async def start(self, host: str, port: int) -> None:
         endpoint = self._new_endpoint(  # UDP is their default transport
             "coap",
-            partial(self._on_request, identity=None, transport=UDP),
-            partial(self._on_notification, identity=None, transport=UDP),
+            partial(self._on_request, transport=UDP),
+            partial(self._on_notification, transport=UDP),
             secure=False,
         )
         if RECV_BATCHES and self._allow_nosec:  # the lane runs in the batch reader; plain CoAP only where allowed
@@ -110,8 +111,9 @@ class Listeners:
         self.plain = endpoint
 
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
-        """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, with an identity."""
-        endpoint = self._new_endpoint("coaps", *self._identified(self._dtls_identity, UDP), secure=True)
+        """The CoAPs listener (issue 13 #1); its decrypted datagrams reach the same handlers, from an address with an
+        identity."""
+        endpoint = self._new_endpoint("coaps", *self._identified(UDP), secure=True)
         self._add_lane(endpoint)  # offered each session's decrypted records
         self.dtls = await DtlsListener.bind(host, port, self._clock, endpoint, certificate=certificate, **options)
         self.secure = endpoint
@@ -120,8 +122,8 @@ class Listeners:
         """A CoAP-over-TCP listener (issue 13 #5): its frames reach the same handlers; plain TCP is plain CoAP."""
         endpoint = self._new_endpoint(
             "coap_tcp",
-            partial(self._on_request, identity=None, transport=TCP),
-            partial(self._on_notification, identity=None, transport=TCP),
+            partial(self._on_request, transport=TCP),
+            partial(self._on_notification, transport=TCP),
             secure=False,
         )
         listener = StreamListener(endpoint)
@@ -134,7 +136,7 @@ class Listeners:
     ) -> StreamListener:
         """The CoAP-over-TLS listener (`coaps+tcp://`, issue 13 #5): its frames reach the same handlers, with the
         identity the TLS handshake proved, under the DTLS listener's rules."""
-        endpoint = self._new_endpoint("coaps_tcp", *self._identified(self._tls_identity, TCP), secure=True)
+        endpoint = self._new_endpoint("coaps_tcp", *self._identified(TCP), secure=True)
         listener = StreamListener(endpoint, tls=TlsAcceptor(self._clock, certificate, **options))
         await listener.start(host, port)
         self._coaps_tcp = listener
@@ -151,27 +153,17 @@ class Listeners:
         listener = self.dtls or self.coaps_tcp
         return listener is not None and listener.has_psk(endpoint_name)
 
-    def _dtls_identity(self, remote: Address) -> PeerIdentity | None:
-        return None if self.dtls is None else self.dtls.identity(remote)
-
-    def _tls_identity(self, remote: Address) -> PeerIdentity | None:
-        return None if self._coaps_tcp is None else self._coaps_tcp.identity(remote)
-
-    def _identified(
-        self, identity_of: Callable[[Address], PeerIdentity | None], transport: str
-    ) -> tuple[Handler, NotificationHandler]:
-        """The handlers of a (D)TLS endpoint: each message carries the identity its peer's session proved and the
-        transport it came over."""
+    def _identified(self, transport: str) -> tuple[Handler, NotificationHandler]:
+        """The handlers of a (D)TLS endpoint: a message whose remote carries no identity (which its listener never
+        hands up) is not acted on."""
 
         async def handle(message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
-            identity = identity_of(remote)
-            if identity is None:  # its session ended meanwhile
+            if identity_of(remote) is None:
                 return Reply(codes.UNAUTHORIZED)
-            return await self._on_request(message, payload, remote, identity, transport)
+            return await self._on_request(message, payload, remote, transport)
 
         def notification(message: CoapMessage, remote: Address) -> NotificationAnswer | Awaitable[NotificationAnswer]:
-            identity = identity_of(remote)
-            return False if identity is None else self._on_notification(message, remote, identity, transport)
+            return False if identity_of(remote) is None else self._on_notification(message, remote, transport)
 
         return handle, notification
 

@@ -26,7 +26,6 @@ from devicehub.lwm2m.coap.messages import Address, LaneNotification, Notificatio
 from devicehub.lwm2m.listeners import Listeners
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Device, Observation, Registry
-from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.server_stats import ServerStats
 
 log = logging.getLogger("devicehub.lwm2m")
@@ -156,33 +155,31 @@ class ObservationService:
 
     # ---- notifications ---------------------------------------------------------------------------------
     def notification(
-        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None = None, transport: str = UDP
+        self, message: CoapMessage, remote: Address, transport: str = UDP
     ) -> NotificationAnswer | Awaitable[NotificationAnswer]:
         """ACK (True), RST (False: the observation is gone, RFC 7641 §3.6 "reactive cancellation") or, when that is
         not known now, no answer (None): the device retransmits its CON (RFC 7252 §4.2) and asks again."""
-        if identity is None and not self._authorizer.allow_nosec:
+        if not self._authorizer.allow_nosec and self._authorizer.identity(remote) is None:
             return False
         device = self._registry.device_at(remote)
         observation = device.observations.get(message.token) if device is not None else None
         if device is None or observation is None:
             if self._store is None:
                 return False
-            return self._look_up(message, remote, identity, transport)
-        if not self._authorizer.continues(device.registration, identity, remote, "notification"):
+            return self._look_up(message, remote, transport)
+        if not self._authorizer.continues(device.registration, remote, "notification"):
             return False
         accepted = self._accept(device, observation, message, remote)
         if transport == UDP:  # plain CoAP or DTLS: each listener's lane
-            self._arm(identity, device, remote, message.token, observation)
+            self._arm(device, remote, message.token, observation)
         return accepted
 
-    def _arm(
-        self, identity: PeerIdentity | None, device: Device, remote: Address, token: bytes, observation: Observation
-    ) -> None:
-        """A notification of `observation` from `remote` was accepted over UDP, plain (no `identity`) or DTLS: its
+    def _arm(self, device: Device, remote: Address, token: bytes, observation: Observation) -> None:
+        """A notification of `observation` from `remote` was accepted over UDP, plain or DTLS (as its remote says): its
         next ones from there may take that listener's lane, unless this one ended it. (The lane leaves to this path
         whatever it would not accept as this one was; over DTLS, the peer's session is the identity this one was
         accepted with.)"""
-        lane = self._listeners.lane_for(identity)
+        lane = self._listeners.lane_for(self._authorizer.identity(remote))
         if lane is not None and device.observations.get(token) is observation:
             lane.arm(device.registration.device_id, remote, token, observation.path, observation.order)
 
@@ -244,7 +241,7 @@ class ObservationService:
 
     # ---- unknown tokens --------------------------------------------------------------------------------
     def _look_up(
-        self, message: CoapMessage, remote: Address, identity: PeerIdentity | None, transport: str
+        self, message: CoapMessage, remote: Address, transport: str
     ) -> NotificationAnswer | Awaitable[NotificationAnswer]:
         """A token this node does not hold: the device may have been served by another node or before a restart.
         Looked up in the store once at a time, boundedly; a miss is remembered for MISSED_TOKEN_TTL.
@@ -268,7 +265,7 @@ class ObservationService:
             lookup = self.lookups[token] = asyncio.ensure_future(self._store.get_observation(token))
             lookup.add_done_callback(lambda done: self._looked_up(token, done))
         self._lookup_waiters += 1
-        return self._stored_notification(message, remote, identity, transport, lookup)
+        return self._stored_notification(message, remote, transport, lookup)
 
     def _looked_up(self, token: bytes, lookup: asyncio.Future[ObservationRecord | None]) -> None:
         if self.lookups.get(token) is lookup:
@@ -280,7 +277,6 @@ class ObservationService:
         self,
         message: CoapMessage,
         remote: Address,
-        identity: PeerIdentity | None,
         transport: str,
         lookup: asyncio.Future[ObservationRecord | None],
     ) -> NotificationAnswer:
@@ -289,7 +285,7 @@ class ObservationService:
                 stored = await asyncio.shield(lookup)  # shared by the notifications of this token: none cancels it
             finally:
                 self._lookup_waiters -= 1
-            return await self._take_stored(message, remote, identity, transport, stored)
+            return await self._take_stored(message, remote, transport, stored)
         except Exception as error:  # the store failed (or timed out): unknown, not gone; the device asks again
             self._stats.token_lookups_failed += 1
             log.info("notification of an unknown token not looked up (%s): left unanswered", error)
@@ -299,7 +295,6 @@ class ObservationService:
         self,
         message: CoapMessage,
         remote: Address,
-        identity: PeerIdentity | None,
         transport: str,
         stored: ObservationRecord | None,
     ) -> bool:
@@ -329,7 +324,7 @@ class ObservationService:
         if observation is None:
             self._stats.tokens_not_observed += 1
             return False
-        if not self._authorizer.continues(device.registration, identity, remote, "notification"):
+        if not self._authorizer.continues(device.registration, remote, "notification"):
             self._stats.tokens_identity_refused += 1
             return False
         moved = device.registration.address != remote
@@ -344,7 +339,7 @@ class ObservationService:
             self._moved(device)
         accepted = self._accept(device, observation, message, remote)
         if transport == UDP:  # plain CoAP or DTLS: each listener's lane
-            self._arm(identity, device, remote, message.token, observation)
+            self._arm(device, remote, message.token, observation)
         return accepted
 
     def _moved(self, device: Device) -> None:

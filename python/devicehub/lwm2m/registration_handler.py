@@ -69,7 +69,6 @@ class RegistrationHandler:
         message: CoapMessage,
         payload: bytes,
         remote: Address,
-        identity: PeerIdentity | None = None,
         transport: str = UDP,
     ) -> Reply:
         query = parse_query(message.uri_query)
@@ -92,7 +91,7 @@ class RegistrationHandler:
         self._retries.admitted(self._clock.now())
         reply = Reply(codes.INTERNAL_ERROR)
         try:
-            reply = await self._admit(query, links, lifetime, remote, identity, transport)
+            reply = await self._admit(query, links, lifetime, remote, self._authorizer.identity(remote), transport)
         finally:
             if reply.code != codes.CREATED:
                 self._writer.backlog -= 1
@@ -136,7 +135,7 @@ class RegistrationHandler:
                 return self._refuse(identity.name, endpoint_name, "the device registered itself over DTLS")
         if identity is None and not admission.new:  # a plain Register must not take over one made over DTLS
             known = await self._registry.known(admission.device_id)
-            if known is not None and not self._authorizer.continues(known.registration, None, remote, "register"):
+            if known is not None and not self._authorizer.continues(known.registration, remote, "register"):
                 self._stats.refused += 1
                 return Reply(codes.FORBIDDEN)
         binding = query.get("b", "U")
@@ -196,7 +195,6 @@ class RegistrationHandler:
         message: CoapMessage,
         payload: bytes,
         remote: Address,
-        identity: PeerIdentity | None = None,
         transport: str = UDP,
     ) -> Reply:
         """An Update (the caller holds the device's lock)."""
@@ -206,7 +204,7 @@ class RegistrationHandler:
         device = await registry.known(device_id)
         if device is None:
             return Reply(codes.NOT_FOUND)  # the client registers afresh
-        if not self._authorizer.continues(device.registration, identity, remote, "update"):
+        if not self._authorizer.continues(device.registration, remote, "update"):
             return Reply(codes.FORBIDDEN)
         query = parse_query(message.uri_query)
         current = device.registration
@@ -250,12 +248,12 @@ class RegistrationHandler:
         await self._events.updated(registration, added)
         return Reply(codes.CHANGED)
 
-    async def deregister(self, device_id: str, remote: Address, identity: PeerIdentity | None = None) -> Reply:
+    async def deregister(self, device_id: str, remote: Address) -> Reply:
         """A De-register (the caller holds the device's lock)."""
         await self._writer.settled(device_id)
         registry = self._registry
         known = await registry.known(device_id)
-        if known is not None and not self._authorizer.continues(known.registration, identity, remote, "de-register"):
+        if known is not None and not self._authorizer.continues(known.registration, remote, "de-register"):
             return Reply(codes.FORBIDDEN)
         device = registry.devices.get(device_id)
         if device is None:

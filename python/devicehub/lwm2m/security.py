@@ -29,6 +29,25 @@ class PeerIdentity:
     credential: str  # the PSK identity or the trusted CA's id: what a revocation matches
 
 
+class AuthenticatedAddress(tuple[str, int]):
+    """A peer's (host, port) with the identity its (D)TLS session proved, as aiocoap's remotes carry their
+    `authenticated_claims` (issue 29 #2): the listener that decrypted a message hands it up as the message's remote,
+    DTLS and TLS over TCP alike, and the authorizer reads the identity from there. It equals and hashes as the plain
+    address, so exchanges, de-duplication and the listeners' tables key on it as on any address."""
+
+    identity: PeerIdentity
+
+    def __new__(cls, host: str, port: int, identity: PeerIdentity) -> AuthenticatedAddress:
+        address = super().__new__(cls, (host, port))
+        address.identity = identity
+        return address
+
+
+def identity_of(remote: tuple[str, int]) -> PeerIdentity | None:
+    """Who the peer at `remote` proved to be; None for a plain CoAP remote."""
+    return remote.identity if isinstance(remote, AuthenticatedAddress) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Keyring:
     """What the listeners trust; replaced as a whole on every credential change."""

@@ -9,7 +9,6 @@ from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.content import ContentError, decode_values, encode_text_value
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Registry
-from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.server_stats import ServerStats
 
 
@@ -24,9 +23,9 @@ class SendHandler:
         self._authorizer = authorizer
         self._stats = stats
 
-    def send(self, message: CoapMessage, payload: bytes, remote: Address, identity: PeerIdentity | None) -> Reply:
+    def send(self, message: CoapMessage, payload: bytes, remote: Address) -> Reply:
         device = self._registry.device_at(remote)
-        if device is None or not self._authorizer.continues(device.registration, identity, remote, "send"):
+        if device is None or not self._authorizer.continues(device.registration, remote, "send"):
             return Reply(codes.FORBIDDEN)
         try:
             values = decode_values(message.content_format, payload, "/")

@@ -33,7 +33,6 @@ from devicehub.lwm2m.registration_expiry import RegistrationExpiry
 from devicehub.lwm2m.registration_handler import RegistrationHandler
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Device, Registry
-from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.send import SendHandler
 from devicehub.lwm2m.server_stats import ServerStats, vars_of
 from devicehub.lwm2m.tcp import StreamListener
@@ -233,25 +232,22 @@ class LwM2MServer:
         message: CoapMessage,
         payload: bytes,
         remote: Address,
-        identity: PeerIdentity | None = None,
         transport: str = UDP,
     ) -> Reply | None:
-        if identity is None and self._authorizer.plain_refused(remote):
+        if self._authorizer.plain_refused(remote):
             return Reply(codes.FORBIDDEN, payload=b"DTLS required")
         segments = [s for s in message.uri_path.split("/") if s]
         if segments[:1] == ["rd"]:
             if message.code == codes.POST and len(segments) == 1:
-                return await self._registrations.register(message, payload, remote, identity, transport)
+                return await self._registrations.register(message, payload, remote, transport)
             if len(segments) >= 2 and message.code in (codes.POST, codes.DELETE):
                 async with self.registry.locks(segments[-1]):
                     if message.code == codes.POST:
-                        return await self._registrations.update(
-                            segments[-1], message, payload, remote, identity, transport
-                        )
-                    return await self._registrations.deregister(segments[-1], remote, identity)
+                        return await self._registrations.update(segments[-1], message, payload, remote, transport)
+                    return await self._registrations.deregister(segments[-1], remote)
             return Reply(codes.METHOD_NOT_ALLOWED)
         if segments == ["dp"] and message.code == codes.POST:
-            return self._send.send(message, payload, remote, identity)
+            return self._send.send(message, payload, remote)
         if self.files is not None and self.files.handles(segments):  # issue 33: firmware packages (Block2)
             return await self.files.serve(message, segments, remote)
         return Reply(codes.NOT_FOUND)

@@ -9,8 +9,8 @@ acknowledged or de-duplicated.
 Signaling (§5): each side sends a CSM (7.01) first and the peer's first frame must be one; Ping (7.02) is answered
 with Pong (7.03); Release (7.04) and Abort (7.05) end the connection. A malformed frame, a frame above our
 Max-Message-Size or a missing CSM is answered with Abort and closes that connection only.
-Over TLS (`coaps+tcp://`) the connection sits on a `TlsStream` (lwm2m/tls_stream.py), whose transport tells the
-identity its handshake proved; the framing is the same.
+Over TLS (`coaps+tcp://`) the connection sits on a `TlsStream` (lwm2m/tls_stream.py), whose peer address carries
+the identity its handshake proved (security.AuthenticatedAddress); the framing is the same.
 The codec is Python: the header is a few bytes and the options are decoded by the Rust UDP codec behind a 4-byte
 header that carries only the code and token (its type and message ID are read by no layer), so a Rust twin would
 only move the nibble arithmetic (property-tested in tests/unit/lwm2m/test_tcp_frames.py).
@@ -29,7 +29,7 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Options
 from devicehub.lwm2m.coap.stream import StreamLayer
-from devicehub.lwm2m.security import ClientCredentials, PeerIdentity
+from devicehub.lwm2m.security import AuthenticatedAddress, ClientCredentials
 from devicehub.lwm2m.tls_stream import TlsAcceptor, connect_tls
 
 log = logging.getLogger("devicehub.coap.tcp")
@@ -122,17 +122,15 @@ class _Connection(asyncio.Protocol):
         self._owner = owner
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
-        self.peer: Address = ("", 0)
-        self.identity: PeerIdentity | None = None
+        self.peer: Address = ("", 0)  # over TLS, with the identity the handshake proved: every message's remote
         self.csm_received = False
         self.peer_max_message = DEFAULT_MAX_MESSAGE
         self.closed = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
-        host, port = transport.get_extra_info("peername")[:2]
-        self.peer = (str(host), int(port))
-        self.identity = transport.get_extra_info("peer_identity")  # over TLS (lwm2m/tls_stream.py): who it proved
+        peername = transport.get_extra_info("peername")
+        self.peer = peername if isinstance(peername, AuthenticatedAddress) else (str(peername[0]), int(peername[1]))
         if not self._owner.accept(self):
             return
         # §5.3: our CSM goes first, before anything else we send
@@ -296,10 +294,6 @@ class StreamListener:
 
     def _admit(self, connection: _Connection) -> bool:
         return True
-
-    def identity(self, address: Address) -> PeerIdentity | None:
-        connection = self._frames.connections.get(address)
-        return None if connection is None else connection.identity
 
     def connected(self, address: Address) -> bool:
         connection = self._frames.connections.get(address)

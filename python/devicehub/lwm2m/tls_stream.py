@@ -5,8 +5,9 @@ The engine is the DTLS listener's, from Rust (`devicehub._core.TlsServer`/`TlsCo
 issue 29 #7: one TLS library), with the same suites, keyring and identity rules (lwm2m/security.py). `TlsStream`
 is the protocol of one TCP connection: it feeds what arrives to its `TlsSession`, sends what that gives back, and,
 once the peer is authenticated, hands the decrypted byte stream to an inner protocol (the RFC 8323 framing of
-lwm2m/tcp.py) through a transport whose `get_extra_info("peer_identity")` says who the peer proved to be; what the
-inner protocol writes goes out as records.
+lwm2m/tcp.py) through a transport whose peer address (`get_extra_info("peername")`) carries who the peer proved to
+be (security.AuthenticatedAddress, as the DTLS listener's remotes do); what the inner protocol writes goes out as
+records.
 
 The server side, `TlsAcceptor`, runs at most `max_handshakes` handshakes at once (a connection beyond is closed
 at once), ends a handshake not over within `handshake_timeout` seconds (the clock is injected), logs each refused
@@ -26,6 +27,7 @@ from devicehub.clock import Clock
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.handshake_shares import HANDSHAKES_PER_ADDRESS, HANDSHAKES_PER_PREFIX, HandshakeShares, Refusal
 from devicehub.lwm2m.security import (
+    AuthenticatedAddress,
     ClientCredentials,
     Keyring,
     PeerIdentity,
@@ -156,10 +158,12 @@ class TlsStream(asyncio.Protocol):
             acceptor.established(self)
         assert self._transport is not None
         cipher = session.cipher
+        peername = self._transport.get_extra_info("peername")
+        if self.identity is not None:  # the server side: every message's remote says who the peer proved to be
+            peername = AuthenticatedAddress(str(peername[0]), int(peername[1]), self.identity)
         extra = {
-            "peername": self._transport.get_extra_info("peername"),
+            "peername": peername,
             "sockname": self._transport.get_extra_info("sockname"),
-            "peer_identity": self.identity,
             "cipher": None if cipher is None else cipher.replace("_", "-"),  # as lwm2m/dtls.py names it
         }
         self._plain = _Plain(self, extra)

@@ -7,7 +7,7 @@ import asyncio
 
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.messages import Address, Reply
-from devicehub.lwm2m.security import PeerIdentity
+from devicehub.lwm2m.security import AuthenticatedAddress, PeerIdentity
 from support.lwm2m_parts import ACCOUNT, Parts, identity, location_of, register_message, update_message
 
 PLAIN = ("192.0.2.1", 5683)
@@ -18,7 +18,7 @@ async def _register(
     parts: Parts, query: str = "ep=sensor-1&lt=300", who: PeerIdentity | None = None, remote: Address = PLAIN
 ) -> Reply:
     message, payload = register_message(query)
-    return await parts.handler.register(message, payload, remote, who)
+    return await parts.handler.register(message, payload, remote if who is None else AuthenticatedAddress(*remote, who))
 
 
 def test_a_register_is_answered_created_with_its_location_and_announced_with_its_batch() -> None:
@@ -76,7 +76,7 @@ def test_a_plain_update_of_a_registration_made_over_dtls_is_forbidden() -> None:
         parts = Parts()
         await _register(parts, "ep=sensor-1", identity("sensor-1"))
         message, payload = update_message(f"rd/{ACCOUNT}/dev-sensor-1", "lt=600")
-        reply = await parts.handler.update("dev-sensor-1", message, payload, PLAIN, None)
+        reply = await parts.handler.update("dev-sensor-1", message, payload, PLAIN)
         assert reply.code == codes.FORBIDDEN
         assert parts.registry.devices["dev-sensor-1"].registration.lifetime != 600
 
@@ -105,7 +105,7 @@ def test_an_update_of_an_unknown_registration_is_not_found() -> None:
     async def main() -> None:
         parts = Parts()
         message, payload = update_message(f"rd/{ACCOUNT}/dev-nobody")
-        assert (await parts.handler.update("dev-nobody", message, payload, PLAIN, None)).code == codes.NOT_FOUND
+        assert (await parts.handler.update("dev-nobody", message, payload, PLAIN)).code == codes.NOT_FOUND
 
     asyncio.run(main())
 
@@ -114,10 +114,10 @@ def test_a_deregister_forgets_the_registration_and_tells_the_core() -> None:
     async def main() -> None:
         parts = Parts()
         await _register(parts)
-        assert (await parts.handler.deregister("dev-sensor-1", PLAIN, None)).code == codes.DELETED
+        assert (await parts.handler.deregister("dev-sensor-1", PLAIN)).code == codes.DELETED
         assert not parts.registry.devices and parts.registry.device_at(PLAIN) is None
         assert parts.events.named("deregistered") == ["dev-sensor-1"]
-        assert (await parts.handler.deregister("dev-sensor-1", PLAIN, None)).code == codes.NOT_FOUND
+        assert (await parts.handler.deregister("dev-sensor-1", PLAIN)).code == codes.NOT_FOUND
 
     asyncio.run(main())
 

@@ -26,7 +26,7 @@ class OrderedEvents(RecordingEvents):
 
 async def _registered(parts: Parts, name: str = "sensor-1") -> str:
     message, payload = register_message(f"ep={name}&lt=300")
-    reply = await parts.handler.register(message, payload, PLAIN, None)
+    reply = await parts.handler.register(message, payload, PLAIN)
     assert reply.code == codes.CREATED
     return f"dev-{name}"
 

@@ -328,7 +328,9 @@ class CoapEndpoint(asyncio.DatagramProtocol):
                 log.exception("datagram from %s:%d not handled", addr[0], addr[1])
 
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
-        remote: Address = (addr[0], addr[1])
+        # an IPv6 socket's 4-tuple is cut to (host, port); a pair is kept as given: a (D)TLS listener's remote carries
+        # the identity its session proved (lwm2m/security.py AuthenticatedAddress)
+        remote: Address = addr if len(addr) == 2 else (addr[0], addr[1])
         self.stats.received += 1
         if len(data) > MAX_DATAGRAM:
             self.stats.malformed += 1
