@@ -28,8 +28,8 @@ import uvloop
 
 from devicehub._core import coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import SystemClock
-from devicehub.domain.model import ResourceLink
-from devicehub.domain.registration import Admission, Registration
+from devicehub.domain.model import Registration, ResourceLink
+from devicehub.domain.registration import Admission
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.sim.device import PELION, SimDevice

@@ -24,7 +24,7 @@ from pathlib import Path
 from devicehub.domain.model import (
     Device,
     ObservationRecord,
-    RegistrationRecord,
+    Registration,
     ReportedValue,
     ResourceLink,
 )
@@ -48,7 +48,7 @@ RESOURCES = tuple(ResourceLink(path=p, obs=True) for p in PATHS)
 LINKS = tuple(ResourceLink(path=p, obs=True) for p in PATHS)
 
 
-def records(device_id: str, now: float) -> tuple[Device, RegistrationRecord, ObservationRecord]:
+def records(device_id: str, now: float) -> tuple[Device, Registration, ObservationRecord]:
     name = f"bench-{device_id[-12:]}"
     device = Device(
         id=device_id,
@@ -60,7 +60,7 @@ def records(device_id: str, now: float) -> tuple[Device, RegistrationRecord, Obs
         updated_at=now,
         last_seen_at=now,
     )
-    registration = RegistrationRecord(
+    registration = Registration(
         device_id=device_id,
         account_id=ACCOUNT,
         endpoint_name=name,

@@ -30,7 +30,8 @@ from devicehub.domain.firmware.campaigns import Campaigns
 from devicehub.domain.firmware.catalog import FirmwareCatalog
 from devicehub.domain.firmware.engine import CampaignEngine
 from devicehub.domain.firmware_model import FirmwareImage
-from devicehub.domain.registration import TCP, Registration
+from devicehub.domain.model import Registration
+from devicehub.domain.registration import TCP
 from devicehub.domain.service import DeviceService
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.coap.parameters import Limits

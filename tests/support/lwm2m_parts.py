@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import ManualClock
-from devicehub.domain.model import ObservationRecord, RegistrationRecord, ResourceLink
-from devicehub.domain.registration import Admission, Registration
+from devicehub.domain.model import ObservationRecord, Registration, ResourceLink
+from devicehub.domain.registration import Admission
 from devicehub.errors import Unavailable
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
@@ -79,14 +79,14 @@ class RecordingEvents:
 class MemoryPersistence:
     """`RegistrationPersistence` in dicts, counting observation lookups."""
 
-    registrations: dict[str, RegistrationRecord] = field(default_factory=dict)
+    registrations: dict[str, Registration] = field(default_factory=dict)
     observations: dict[bytes, ObservationRecord] = field(default_factory=dict)
     lookups: int = 0
     failing: bool = False  # observation lookups raise Unavailable (an outage, a time-out)
 
     async def put_registrations(
         self,
-        registrations: Sequence[RegistrationRecord],
+        registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
     ) -> None:
@@ -95,13 +95,13 @@ class MemoryPersistence:
         self.registrations.update((r.device_id, r) for r in registrations)
         self.observations.update((o.token, o) for o in observations)
 
-    async def get_registration(self, device_id: str) -> RegistrationRecord | None:
+    async def get_registration(self, device_id: str) -> Registration | None:
         return self.registrations.get(device_id)
 
-    async def list_registrations(self) -> list[RegistrationRecord]:
+    async def list_registrations(self) -> list[Registration]:
         return list(self.registrations.values())
 
-    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[Registration]:
         return sorted((r for r in self.registrations.values() if r.expires_at < now), key=lambda r: r.expires_at)
 
     async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:

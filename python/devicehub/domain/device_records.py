@@ -8,8 +8,7 @@ from collections.abc import Sequence
 import msgspec
 
 from devicehub.domain.events import RegistrationEvent
-from devicehub.domain.model import Device, ResourceLink
-from devicehub.domain.registration import Registration
+from devicehub.domain.model import Device, Registration, ResourceLink
 from devicehub.interning import InternTable
 
 # `PUT /v3/devices/{id}` (Pelion DeviceDataPutRequest): fields the application owns; they outlive registrations

@@ -169,9 +169,10 @@ class StoredEvent(msgspec.Struct, frozen=True, array_like=True, omit_defaults=Tr
     origin: str = ""  # Redis mode, cursor channels: the forwarding node's id of it, so a re-drained one is known
 
 
-class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A live LwM2M registration, kept so any node (or a restarted one) accepts the device's next Update
-    (issue 12 #5). `expires_at` is when it expires unless updated: updated_at + lifetime + grace."""
+class Registration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A device's live LwM2M registration: as the LwM2M server holds it, and as it is stored so any node (or a
+    restarted one) accepts the device's next Update (issue 12 #5) — one class for both (issue 29 #3). `expires_at` is
+    when it expires unless updated: updated_at + lifetime + grace, set by the Register or Update that made it."""
 
     device_id: str
     account_id: str
@@ -180,19 +181,23 @@ class RegistrationRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     lifetime: int
     binding: str = "U"
     lwm2m_version: str = "1.0"
-    links: tuple[ResourceLink, ...] = ()  # no values (they go to the snapshot), none deleted
-    host: str
+    links: tuple[ResourceLink, ...] = ()  # none deleted; stored without values (they go to the snapshot)
+    host: str  # with `port`: where the device is reached, of the last Register or Update (with `transport`)
     port: int
-    registered_at: float
-    updated_at: float
+    registered_at: float  # clock seconds of the last full registration
+    updated_at: float  # clock seconds of the last Register or Update
     expires_at: float
     queue_mode: bool = False
     domain: str | None = None
     secure: bool = False  # made over DTLS (issue 13 #2): only that authenticated peer may continue it
-    transport: str = "udp"  # "udp" or "tcp" (lwm2m/ports.py); older records decode as "udp", as they were treated
+    transport: str = "udp"  # registration.UDP or TCP; older records decode as "udp", as they were treated
     # `gw=`: the Edge gateway a child registered through; the node that takes the registration up lets that gateway's
     # identity continue it (older records decode as "": their children re-register through their gateway)
     gateway: str = ""
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
 
 
 class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -8,9 +8,9 @@ from typing import Protocol
 
 from devicehub.domain.device_results import DeviceResponse
 from devicehub.domain.events import Event
-from devicehub.domain.model import ResourceLink
+from devicehub.domain.model import Registration, ResourceLink
 from devicehub.domain.object_model import ObjectDefinition
-from devicehub.domain.registration import Admission, Registration
+from devicehub.domain.registration import Admission
 
 
 class DeviceGateway(Protocol):

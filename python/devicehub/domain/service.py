@@ -22,11 +22,11 @@ from devicehub.domain.device_records import (
 )
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
-from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, ReportedValue, ResourceLink
+from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, Registration, ReportedValue, ResourceLink
 from devicehub.domain.object_catalog import ObjectCatalog
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
-from devicehub.domain.registration import Admission, Registration
+from devicehub.domain.registration import Admission
 from devicehub.domain.request_checks import check_operation, checked_rules, known_path
 from devicehub.domain.requests import RequestQueue
 from devicehub.domain.storage.store import Store

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from devicehub.domain.registration import Registration
+from devicehub.domain.model import Registration
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.security import PeerIdentity, identity_of
 from devicehub.lwm2m.server_stats import ServerStats

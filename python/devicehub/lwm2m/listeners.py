@@ -9,7 +9,8 @@ from typing import Any, Protocol
 from devicehub._core import CoapMessage, ObserveLane
 from devicehub.clock import Clock
 from devicehub.domain.device_results import NotConnected, NotRegistered
-from devicehub.domain.registration import TCP, UDP, Registration
+from devicehub.domain.model import Registration
+from devicehub.domain.registration import TCP, UDP
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import (

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from dataclasses import replace
+
+import msgspec
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
@@ -330,7 +331,9 @@ class ObservationService:
         moved = device.registration.address != remote
         if moved:  # its source address moved (NAT, load balancer, a new connection)
             registry.release(device.registration.address, stored.device_id)
-            device.registration = replace(device.registration, address=remote, transport=transport)
+            device.registration = msgspec.structs.replace(
+                device.registration, host=remote[0], port=remote[1], transport=transport
+            )
             registry.map_address(remote, stored.device_id)
             # the stored registration says where the device is reached now: a node that takes it up later (a
             # restart, the next re-home) starts from this address, not the dead session's (issue 31 #4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from devicehub.domain.model import ObservationRecord, RegistrationRecord
+from devicehub.domain.model import ObservationRecord, Registration
 
 
 class RegistrationPersistence(Protocol):
@@ -15,16 +15,16 @@ class RegistrationPersistence(Protocol):
 
     async def put_registrations(
         self,
-        registrations: Sequence[RegistrationRecord],
+        registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
     ) -> None:
         """A batch in one transaction: the stored observations of the `fresh` device ids (a Register ends them) go
         first, then the registrations and the observations are written."""
 
-    async def get_registration(self, device_id: str) -> RegistrationRecord | None: ...
-    async def list_registrations(self) -> list[RegistrationRecord]: ...
-    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]: ...
+    async def get_registration(self, device_id: str) -> Registration | None: ...
+    async def list_registrations(self) -> list[Registration]: ...
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[Registration]: ...
     async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
         """Remove it and its observations; with `updated_at`, only if it was not updated meanwhile."""
 

@@ -1,9 +1,10 @@
-"""The held registration ↔ its stored record: the one place the LwM2M layer converts between the two forms."""
+"""The held registration ↔ its stored record: the one place the LwM2M layer says how one becomes the other."""
 
 from __future__ import annotations
 
-from devicehub.domain.model import ObservationRecord, RegistrationRecord, ResourceLink
-from devicehub.domain.registration import Registration
+import msgspec
+
+from devicehub.domain.model import ObservationRecord, Registration, ResourceLink
 from devicehub.lwm2m.links import shared_link
 
 
@@ -12,49 +13,18 @@ def _stored(link: ResourceLink) -> ResourceLink:
     return link if link.value is None else shared_link(link.path, link.rt, link.ct, link.obs, link.iface, link.aobs)
 
 
-def record_of(registration: Registration, expires_at: float) -> RegistrationRecord:
-    return RegistrationRecord(
-        device_id=registration.device_id,
-        account_id=registration.account_id,
-        endpoint_name=registration.endpoint_name,
-        endpoint_type=registration.endpoint_type,
-        lifetime=registration.lifetime,
-        binding=registration.binding,
-        lwm2m_version=registration.lwm2m_version,
-        links=tuple(_stored(link) for link in registration.links),
-        host=registration.address[0],
-        port=registration.address[1],
-        registered_at=registration.registered_at,
-        updated_at=registration.updated_at,
-        expires_at=expires_at,
-        queue_mode=registration.queue_mode,
-        domain=registration.domain,
-        secure=registration.secure,
-        transport=registration.transport,
-        gateway=registration.gateway,
-    )
+def record_of(registration: Registration) -> Registration:
+    """The registration as it is stored: without its links' values (the registration itself when none has one)."""
+    if all(link.value is None for link in registration.links):
+        return registration
+    return msgspec.structs.replace(registration, links=tuple(_stored(link) for link in registration.links))
 
 
-def registration_of(record: RegistrationRecord) -> Registration:
-    return Registration(
-        account_id=record.account_id,
-        device_id=record.device_id,
-        endpoint_name=record.endpoint_name,
-        endpoint_type=record.endpoint_type,
-        lifetime=record.lifetime,
-        binding=record.binding,
-        lwm2m_version=record.lwm2m_version,
-        # decoded afresh per record: shared again as parsed links are (issue 16 #1)
-        links=tuple(shared_link(k.path, k.rt, k.ct, k.obs, k.iface, k.aobs) for k in record.links),
-        address=(record.host, record.port),
-        registered_at=record.registered_at,
-        updated_at=record.updated_at,
-        queue_mode=record.queue_mode,
-        domain=record.domain,
-        secure=record.secure,
-        transport=record.transport,
-        gateway=record.gateway,
-    )
+def registration_of(record: Registration) -> Registration:
+    """A stored registration as it is held: its links, decoded afresh per record, shared again as parsed links are
+    (issue 16 #1)."""
+    links = tuple(shared_link(k.path, k.rt, k.ct, k.obs, k.iface, k.aobs) for k in record.links)
+    return msgspec.structs.replace(record, links=links)
 
 
 def observation_record(

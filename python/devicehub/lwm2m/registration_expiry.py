@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from devicehub import tasks
 from devicehub.clock import Clock
+from devicehub.domain.model import Registration
 from devicehub.domain.ports import DeviceEvents
-from devicehub.domain.registration import Registration
 from devicehub.lwm2m.records import registration_of
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Registry
@@ -89,7 +89,7 @@ class RegistrationExpiry:
             await self._expire(device_id, registration.updated_at, registration)
         registry.deadlines.compact(
             len(registry.devices),
-            ((i, registry.expires_at(d.registration), d.registration.updated_at) for i, d in registry.devices.items()),
+            ((i, d.registration.expires_at, d.registration.updated_at) for i, d in registry.devices.items()),
         )
         if registry.store is None:
             return

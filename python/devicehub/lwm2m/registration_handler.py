@@ -7,13 +7,14 @@ A Register is answered at once and stored with the next batch (issue 16 #1); bey
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+
+import msgspec
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
-from devicehub.domain.model import ResourceLink
+from devicehub.domain.model import Registration, ResourceLink
 from devicehub.domain.ports import DeviceEvents
-from devicehub.domain.registration import UDP, Registration
+from devicehub.domain.registration import UDP
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
 from devicehub.lwm2m.coap.messages import Address, Reply
@@ -149,9 +150,11 @@ class RegistrationHandler:
             binding=binding,
             lwm2m_version=version,
             links=links,
-            address=remote,
+            host=remote[0],
+            port=remote[1],
             registered_at=now,
             updated_at=now,
+            expires_at=self._registry.expires_at(now, lifetime),
             queue_mode="Q" in binding or "Q" in query,
             domain=query.get("d"),
             gateway=gateway,
@@ -217,16 +220,19 @@ class RegistrationHandler:
             return _bad(str(error))
         links, added = _merge_links(current.links, delta)
         binding = query.get("b", current.binding)
-        registration = replace(
+        now = self._clock.now()
+        registration = msgspec.structs.replace(
             current,
             lifetime=lifetime,
             binding=binding,
             links=links,
             # the device is reached where its Update came from: over TCP that is the connection it came on
             # (RFC 8323 §3, LwM2M 1.1 Transport §6.4), so address and transport move together
-            address=remote,
+            host=remote[0],
+            port=remote[1],
             transport=transport,
-            updated_at=self._clock.now(),
+            updated_at=now,
+            expires_at=registry.expires_at(now, lifetime),
             endpoint_type=query.get("et", current.endpoint_type),
             queue_mode="Q" in binding or "Q" in query if ("b" in query or "Q" in query) else current.queue_mode,
         )

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from devicehub.clock import Clock
-from devicehub.domain.model import ObservationRecord, RegistrationRecord
+from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.domain.ports import DeviceEvents
 from devicehub.errors import Unavailable
 from devicehub.lwm2m.records import record_of
@@ -182,13 +182,13 @@ class RegistrationWriter:
         store = self._registry.store
         if store is None:
             return
-        records: list[RegistrationRecord] = []
+        records: list[Registration] = []
         observations: list[ObservationRecord] = []
         for entry in entries:
             if entry.failed or self._registry.devices.get(entry.device.registration.device_id) is not entry.device:
                 continue  # failed, or deregistered, dropped or expired meanwhile
             registration = entry.device.registration
-            records.append(record_of(registration, self._registry.expires_at(registration)))
+            records.append(record_of(registration))
             for token, observation in entry.device.observations.items():
                 if entry.fresh or observation.order.last_seq is None:
                     observations.append(entry.device.record_of(token))

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 
 from devicehub._core import ObserveLane, ObserveOrder
 from devicehub.clock import Clock
-from devicehub.domain.model import ObservationRecord, RegistrationRecord
+from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.domain.ports import DeviceEvents
-from devicehub.domain.registration import Registration
 from devicehub.locks import KeyedLocks
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.expiry import ExpiryHeap
@@ -107,8 +106,9 @@ class Registry:
         device_id = self.by_address.get(address)
         return None if device_id is None else self.devices.get(device_id)
 
-    def expires_at(self, registration: Registration) -> float:
-        return registration.updated_at + registration.lifetime + self.expiry_grace
+    def expires_at(self, updated_at: float, lifetime: int) -> float:
+        """When a registration made or updated at `updated_at` expires unless updated again (lifetime + grace)."""
+        return updated_at + lifetime + self.expiry_grace
 
     def hold(self, device: Device) -> None:
         """Hold `device` as its id's registration (replacing any) and track its expiry."""
@@ -117,7 +117,7 @@ class Registry:
 
     def track(self, device: Device) -> None:
         registration = device.registration
-        self.deadlines.push(registration.device_id, self.expires_at(registration), registration.updated_at)
+        self.deadlines.push(registration.device_id, registration.expires_at, registration.updated_at)
 
     def version(self, device_id: str) -> float | None:
         device = self.devices.get(device_id)
@@ -130,7 +130,7 @@ class Registry:
                 if record.device_id not in self.devices:
                     await self.adopt(record)
 
-    async def adopt(self, record: RegistrationRecord) -> Device:
+    async def adopt(self, record: Registration) -> Device:
         """Take up a registration another node (or this node before a restart) wrote, with its observations."""
         device = Device(registration_of(record))
         if self.store is not None:

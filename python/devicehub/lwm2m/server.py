@@ -16,9 +16,10 @@ from typing import Any
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceResponse, NotRegistered
+from devicehub.domain.model import Registration
 from devicehub.domain.object_model import ObjectDefinition
 from devicehub.domain.ports import DeviceEvents
-from devicehub.domain.registration import UDP, Registration
+from devicehub.domain.registration import UDP
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
 from devicehub.lwm2m.coap.messages import Address, Reply

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from devicehub.domain.model import RegistrationRecord
+from devicehub.domain.model import Registration
 
 # before issue 29 #3 a registration record kept each link as an array of these fields (its own class, array-like);
 # the one link class of the model is kept as a map, so a record from then is read by naming each array's fields
@@ -16,7 +16,7 @@ _LINK_FIELDS = ("path", "rt", "ct", "obs", "iface", "aobs")
 def upgraded(kind: type[Any], data: bytes) -> Any:
     """`data` as a `kind` when it is a record of an earlier encoding, or None when it is not one (the caller raises
     its own error)."""
-    if kind is not RegistrationRecord:
+    if kind is not Registration:
         return None
     raw = msgspec.msgpack.decode(data)
     if not isinstance(raw, dict) or not isinstance(raw.get("links"), list):
@@ -24,4 +24,4 @@ def upgraded(kind: type[Any], data: bytes) -> Any:
     raw["links"] = [
         dict(zip(_LINK_FIELDS, link, strict=False)) if isinstance(link, list) else link for link in raw["links"]
     ]
-    return msgspec.convert(raw, RegistrationRecord)
+    return msgspec.convert(raw, Registration)

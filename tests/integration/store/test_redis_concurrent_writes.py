@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from devicehub.domain.model import Device, DeviceRequest, ObservationRecord, RegistrationRecord
+from devicehub.domain.model import Device, DeviceRequest, ObservationRecord, Registration
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.errors import Unavailable
 from devicehub.store.redis.connection import WATCH_ATTEMPTS
@@ -265,8 +265,8 @@ def test_a_deleted_device_leaves_nothing_behind(redis_url: str) -> None:
     asyncio.run(asyncio.wait_for(main(), 20))
 
 
-def registration(updated_at: float) -> RegistrationRecord:
-    return RegistrationRecord(
+def registration(updated_at: float) -> Registration:
+    return Registration(
         device_id="d1",
         account_id=A,
         endpoint_name="ep-1",

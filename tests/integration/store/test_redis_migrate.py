@@ -25,7 +25,7 @@ from devicehub.domain.model import (
     DeviceRequest,
     DeviceSharedKey,
     ObservationRecord,
-    RegistrationRecord,
+    Registration,
     ReportedValue,
     StoredEvent,
 )
@@ -48,7 +48,7 @@ DEVICE = Device(
     host_gateway="g1",
 )  # fmt: skip
 PSK = DeviceSharedKey(endpoint_name="ep-1", account_id=A, sealed_secret=b"\x00\x01sealed", created_at=3.0)
-REGISTRATION = RegistrationRecord(
+REGISTRATION = Registration(
     device_id=DEV, account_id=A, endpoint_name="ep-1", lifetime=60, host="127.0.0.1", port=5001,
     registered_at=10.0, updated_at=10.0, expires_at=163.0,
 )  # fmt: skip

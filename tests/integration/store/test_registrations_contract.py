@@ -9,9 +9,9 @@ from support.stores import A, StoreFactory, reopen, run
 
 
 def test_registrations_and_observations_survive_a_reopen_and_expire_once(make_store: StoreFactory) -> None:
-    from devicehub.domain.model import ObservationRecord, RegistrationRecord, ResourceLink
+    from devicehub.domain.model import ObservationRecord, Registration, ResourceLink
 
-    first = RegistrationRecord(
+    first = Registration(
         device_id="d1",
         account_id=A,
         endpoint_name="ep-1",
@@ -51,10 +51,10 @@ def test_a_batch_of_registrations_is_written_at_once_and_a_fresh_one_ends_earlie
     make_store: StoreFactory,
 ) -> None:
     """issue 16 #1: registrations are stored in batches; a Register in the batch drops the device's observations."""
-    from devicehub.domain.model import ObservationRecord, RegistrationRecord, ResourceLink
+    from devicehub.domain.model import ObservationRecord, Registration, ResourceLink
 
-    def record(n: int, updated_at: float) -> RegistrationRecord:
-        return RegistrationRecord(
+    def record(n: int, updated_at: float) -> Registration:
+        return Registration(
             device_id=f"d{n}",
             account_id=A,
             endpoint_name=f"ep-{n}",

@@ -3,7 +3,7 @@ may register an endpoint name."""
 
 from __future__ import annotations
 
-from devicehub.domain.registration import Registration
+from devicehub.domain.model import Registration
 from devicehub.lwm2m.authorizer import Authorizer
 from devicehub.lwm2m.security import AuthenticatedAddress, PeerIdentity
 from devicehub.lwm2m.server_stats import ServerStats
@@ -27,9 +27,11 @@ def _registration(*, secure: bool, gateway: str = "", name: str = "sensor-1") ->
         binding="U",
         lwm2m_version="1.1",
         links=(),
-        address=REMOTE,
+        host=REMOTE[0],
+        port=REMOTE[1],
         registered_at=0.0,
         updated_at=0.0,
+        expires_at=393.0,
         gateway=gateway,
         secure=secure,
     )

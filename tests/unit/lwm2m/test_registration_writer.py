@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from devicehub.domain.registration import Registration
+from devicehub.domain.model import Registration
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.registration_writer import MAX_HELD_VALUES
 from support.lwm2m_parts import Parts, RecordingEvents, register_message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from devicehub.domain.model import RegistrationRecord, ResourceLink
+from devicehub.domain.model import Registration, ResourceLink
 from devicehub.store.redis import codec as redis_codec
 from devicehub.store.sqlite import codec as sqlite_codec
 
@@ -28,7 +28,7 @@ EARLIER = msgspec.msgpack.encode(
 
 @pytest.mark.parametrize("decode", [sqlite_codec.decode, redis_codec.decode], ids=["sqlite", "redis"])
 def test_a_registration_record_with_array_links_reads_as_today_s_links(decode: object) -> None:
-    record = decode(RegistrationRecord, EARLIER)  # type: ignore[operator]
+    record = decode(Registration, EARLIER)  # type: ignore[operator]
     assert record.links == (ResourceLink("/3/0"), ResourceLink("/3303/0/5700", "t", 42, True, "s", aobs=7))
     assert (record.endpoint_name, record.port) == ("ep-1", 5683)
 
@@ -36,11 +36,11 @@ def test_a_registration_record_with_array_links_reads_as_today_s_links(decode: o
 @pytest.mark.parametrize("decode", [sqlite_codec.decode, redis_codec.decode], ids=["sqlite", "redis"])
 def test_a_record_that_is_not_an_earlier_encoding_is_still_refused(decode: object) -> None:
     with pytest.raises(msgspec.ValidationError):
-        decode(RegistrationRecord, msgspec.msgpack.encode({"links": "nonsense"}))  # type: ignore[operator]
+        decode(Registration, msgspec.msgpack.encode({"links": "nonsense"}))  # type: ignore[operator]
 
 
 def test_today_s_registration_record_round_trips() -> None:
     record = msgspec.msgpack.decode(EARLIER)
     record["links"] = [{"path": "/3/0"}]
-    data = msgspec.msgpack.encode(msgspec.convert(record, RegistrationRecord))
-    assert sqlite_codec.decode(RegistrationRecord, data).links == (ResourceLink("/3/0"),)
+    data = msgspec.msgpack.encode(msgspec.convert(record, Registration))
+    assert sqlite_codec.decode(Registration, data).links == (ResourceLink("/3/0"),)

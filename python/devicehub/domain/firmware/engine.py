@@ -40,8 +40,8 @@ from devicehub.domain.firmware_model import (
     CampaignDevice,
     FirmwareImage,
 )
+from devicehub.domain.model import Registration
 from devicehub.domain.ports import DeviceGateway
-from devicehub.domain.registration import Registration
 from devicehub.domain.storage.device_query import DeviceQuery
 from devicehub.domain.storage.store import Store
 

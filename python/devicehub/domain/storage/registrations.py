@@ -5,25 +5,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from devicehub.domain.model import ObservationRecord, RegistrationRecord
+from devicehub.domain.model import ObservationRecord, Registration
 
 
 class RegistrationStore(Protocol):
     """Methods are atomic: a failing call leaves nothing half-written."""
 
-    async def put_registration(self, registration: RegistrationRecord) -> None: ...
+    async def put_registration(self, registration: Registration) -> None: ...
     async def put_registrations(
         self,
-        registrations: Sequence[RegistrationRecord],
+        registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
     ) -> None:
         """A batch in one transaction (issue 16 #1): first drop every stored observation of the `fresh` device ids
         (a Register ends them), then insert or replace the registrations and the observations."""
 
-    async def get_registration(self, device_id: str) -> RegistrationRecord | None: ...
-    async def list_registrations(self) -> list[RegistrationRecord]: ...
-    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+    async def get_registration(self, device_id: str) -> Registration | None: ...
+    async def list_registrations(self) -> list[Registration]: ...
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[Registration]:
         """Registrations whose `expires_at` is before `now`, soonest first."""
 
     async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:

@@ -12,7 +12,7 @@ import heapq
 from collections.abc import Sequence
 from pathlib import Path
 
-from devicehub.domain.model import ObservationRecord, RegistrationRecord
+from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 
@@ -25,12 +25,12 @@ class RedisRegistrations(RedisConnection):
     def _obs(self, token: str) -> str:
         return self.keys.named("obs", token)
 
-    async def put_registration(self, registration: RegistrationRecord) -> None:
+    async def put_registration(self, registration: Registration) -> None:
         await self.put_registrations([registration])
 
     async def put_registrations(
         self,
-        registrations: Sequence[RegistrationRecord],
+        registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
     ) -> None:
@@ -67,24 +67,24 @@ class RedisRegistrations(RedisConnection):
                 pipe.zadd(expiry, {registration.device_id: registration.expires_at})
             await pipe.execute()
 
-    async def get_registration(self, device_id: str) -> RegistrationRecord | None:
-        return await self._blob(RegistrationRecord, self.keys.dev("reg", device_id))
+    async def get_registration(self, device_id: str) -> Registration | None:
+        return await self._blob(Registration, self.keys.dev("reg", device_id))
 
-    async def list_registrations(self) -> list[RegistrationRecord]:
+    async def list_registrations(self) -> list[Registration]:
         async with self.redis.pipeline(transaction=False) as reads:
             for bucket in self.keys.buckets("reg_expiry"):
                 reads.zrange(bucket, 0, -1)
             replies = await reads.execute()
         ids = sorted(text(i) for reply in replies for i in reply)
-        return await self._blobs(RegistrationRecord, [self.keys.dev("reg", i) for i in ids])
+        return await self._blobs(Registration, [self.keys.dev("reg", i) for i in ids])
 
-    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[Registration]:
         async with self.redis.pipeline(transaction=False) as reads:  # every bucket at once; the earliest `limit`
             for bucket in self.keys.buckets("reg_expiry"):
                 reads.zrangebyscore(bucket, "-inf", f"({now}", start=0, num=limit, withscores=True)
             replies = await reads.execute()
         earliest = heapq.nsmallest(limit, ((s, text(i)) for reply in replies for i, s in reply))
-        return await self._blobs(RegistrationRecord, [self.keys.dev("reg", i) for _, i in earliest])
+        return await self._blobs(Registration, [self.keys.dev("reg", i) for _, i in earliest])
 
     async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
         ended = await self._remove_reg(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from devicehub.domain.model import ObservationRecord, RegistrationRecord
+from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter
 
@@ -13,7 +13,7 @@ from devicehub.store.sqlite.writer import SqliteWriter
 class SqliteRegistrations(SqliteWriter):
     """`RegistrationStore` on SQLite."""
 
-    async def put_registration(self, registration: RegistrationRecord) -> None:
+    async def put_registration(self, registration: Registration) -> None:
         await self._write(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO registrations (device_id, updated_at, expires_at, data) VALUES (?, ?, ?, ?)",
@@ -23,7 +23,7 @@ class SqliteRegistrations(SqliteWriter):
 
     async def put_registrations(
         self,
-        registrations: Sequence[RegistrationRecord],
+        registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
     ) -> None:
@@ -40,15 +40,15 @@ class SqliteRegistrations(SqliteWriter):
 
         await self._write(work)
 
-    async def get_registration(self, device_id: str) -> RegistrationRecord | None:
-        return await self._one(RegistrationRecord, "SELECT data FROM registrations WHERE device_id = ?", (device_id,))
+    async def get_registration(self, device_id: str) -> Registration | None:
+        return await self._one(Registration, "SELECT data FROM registrations WHERE device_id = ?", (device_id,))
 
-    async def list_registrations(self) -> list[RegistrationRecord]:
-        return await self._all(RegistrationRecord, "SELECT data FROM registrations ORDER BY device_id", ())
+    async def list_registrations(self) -> list[Registration]:
+        return await self._all(Registration, "SELECT data FROM registrations ORDER BY device_id", ())
 
-    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[RegistrationRecord]:
+    async def registrations_expiring(self, now: float, limit: int = 1000) -> list[Registration]:
         return await self._all(
-            RegistrationRecord,
+            Registration,
             "SELECT data FROM registrations WHERE expires_at < ? ORDER BY expires_at LIMIT ?",
             (now, limit),
         )
