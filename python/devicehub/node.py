@@ -30,6 +30,7 @@ from devicehub.domain.firmware.campaigns import Campaigns
 from devicehub.domain.firmware.catalog import FirmwareCatalog
 from devicehub.domain.firmware.engine import CampaignEngine
 from devicehub.domain.firmware_model import FirmwareImage
+from devicehub.domain.handover import FIRMWARE, DeviceWork
 from devicehub.domain.model import Registration
 from devicehub.domain.registration import TCP
 from devicehub.domain.service import DeviceService
@@ -174,11 +175,11 @@ class Node:
             await self._start_tickets()
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
-        if self.holders is not None:
-            await self.holders.start(self.devices.take_work)
         if settings.bootstrap_port or settings.bootstrap_coaps_port:
             await self._start_bootstrap()
         self._start_firmware()
+        if self.holders is not None:  # after the engine: a device's firmware update may be handed here at once
+            await self.holders.start(self._take_work)
         services = Services(
             campaigns=self.campaigns,
             settings=settings,
@@ -250,12 +251,21 @@ class Node:
             lambda device_filter: parse_filters([("filter", device_filter)]),
             package_uri,
             owner=self.node_id,
+            holders=self.holders,
             concurrency=settings.firmware_concurrency,
             check_interval=settings.firmware_check_interval,
         )
         self.campaigns = Campaigns(self.store, self.clock, catalog, check_filter)
         self.campaigns.on_change = self.engine.wake
         self.engine.start()
+
+    async def _take_work(self, work: DeviceWork) -> None:
+        """Work another node handed here for a device held here: a firmware update to the campaign engine, the
+        rest to the device service (issue 31 #1)."""
+        if work.kind == FIRMWARE and self.engine is not None:
+            await self.engine.take(work.key_id, work.pattern, work.device_id)
+        else:
+            await self.devices.take_work(work)
 
     def _firmware_metrics(self) -> dict[str, float]:
         assert self.engine is not None

@@ -7,8 +7,6 @@ force_error_case is FailedUpdate fails its Update on the device (Update Result 8
 
 from __future__ import annotations
 
-import json
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from support.anjay import (
     start_demo,
     stop_demo,
 )
+from support.firmware_api import upload
 from support.ports import free_udp_port
 from support.service import ServiceProcess
 from support.waiting import wait_until
@@ -57,35 +56,10 @@ def _coaps_port(service: ServiceProcess) -> int:
     return int(args[args.index("--coaps-port") + 1])
 
 
-def _upload(service: ServiceProcess, path: str, datafile: bytes) -> dict[str, Any]:
-    boundary = uuid.uuid4().hex
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="datafile"; filename="f.bin"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        + datafile
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    request = urllib.request.Request(
-        service.base_url + path,
-        data=body,
-        method="POST",
-        headers={
-            "Authorization": f"Bearer {service.api_key}",
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-        },
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 201
-        found: dict[str, Any] = json.load(response)
-        return found
-
-
 def _campaign(service: ServiceProcess, endpoint_name: str, package: bytes, delivery: str) -> dict[str, Any]:
     """A campaign of this one device to `package`, started; the device's metadata once the campaign stopped."""
-    _upload(service, "/v3/firmware-images", package)
-    manifest = _upload(service, "/v3/firmware-manifests", manifest_for(package))
+    upload(service, "/v3/firmware-images", package)
+    manifest = upload(service, "/v3/firmware-manifests", manifest_for(package))
     body = {"device_filter": f"endpoint_name={endpoint_name}", "root_manifest_id": manifest["id"], "delivery": delivery}
     status, campaign = service.api("POST", "/v3/update-campaigns", body)
     assert status == 201, campaign

@@ -17,6 +17,7 @@ import msgspec
 REQUESTS = "requests"  # the device's request queue has work: read it from the store and deliver it
 OBSERVE = "observe"  # observe `pattern` for `key_id` (answered as `async_id`), after reading the device's routes
 CANCEL = "cancel"  # `pattern` was unsubscribed: read the routes again; cancel the observation none keeps
+FIRMWARE = "firmware"  # update the device in campaign `pattern` of account `key_id` (domain/firmware/engine.py)
 
 
 class DeviceWork(msgspec.Struct, frozen=True, array_like=True):

@@ -140,6 +140,10 @@ def test_a_started_campaign_is_stored_with_its_devices_and_found_while_running(m
         await store.put_campaign_device(A, campaign_device("c1", "d2", "deployed"))
         states = {d.device_id: d.deployment_state for d in await store.list_campaign_devices(A, "c1")}
         assert states == {"d1": "pending", "d2": "deployed", "d3": "pending"}
+        found = await store.get_campaign_device(A, "c1", "d2")
+        assert found is not None and found.deployment_state == "deployed"
+        assert await store.get_campaign_device(A, "c1", "d9") is None
+        assert await store.get_campaign_device(A, "c9", "d2") is None
 
     run(make_store, scenario)
 

@@ -4,8 +4,9 @@ then Update), applies the pace, the per-device deadline and the stop rules, and 
 One engine works at a time: in Redis mode the node holding the `firmware:campaigns` lease (the store's named
 leases), alone in SQLite mode. Every step of a device is stored before the next request goes to it, so an engine
 that restarts (or another node that takes the lease) picks each device up where it was: a device in `downloading`
-is read again, one in `updating` waits for its result. The engine reaches devices registered at its node; in Redis
-mode a device held by another node waits (pending) until it registers here — see the README's firmware notes.
+is read again, one in `updating` waits for its result. In Redis mode a device registered at another node is handed
+to that node, its holder (issue 31 #1's hand-over, `DeviceHolders`): the holder's engine updates it from its stored
+step (`take`), over its own session and file server, and the store tells the lease holder what became of it.
 
 Per device (OMA 5.xml): Write Package URI /5/0/1 → poll State /5/0/3 and Update Result /5/0/5 every
 `check_interval` → when State is Downloaded (2), Execute Update /5/0/2 → the device reboots and registers again →
@@ -40,6 +41,7 @@ from devicehub.domain.firmware_model import (
     CampaignDevice,
     FirmwareImage,
 )
+from devicehub.domain.handover import FIRMWARE, DeviceHolders, DeviceWork
 from devicehub.domain.model import Registration
 from devicehub.domain.ports import DeviceGateway
 from devicehub.domain.storage.device_query import DeviceQuery
@@ -54,6 +56,8 @@ TEXT = 0  # text/plain: how State, Update Result and the Package URI travel (LwM
 OPAQUE = 42  # application/octet-stream: the Package resource (Opaque, 5.xml)
 
 QUEUED, DOWNLOADING, UPDATING, DONE = "queued", "downloading", "updating", "done"
+HAND_AGAIN = 30.0  # seconds before a device handed to its holder, and not finished, is handed again (a holder that
+# restarted lost its task; one still running it ignores the repeat)
 
 # the device filter, parsed with the directory's filter language (api/directory_filter.py); None: nothing matches
 ParseFilter = Callable[[str], DeviceQuery | None]
@@ -84,6 +88,7 @@ class CampaignEngine:
         package_uri: PackageUri,
         *,
         owner: str,
+        holders: DeviceHolders | None = None,
         concurrency: int = 200,
         check_interval: float = 2.0,
     ) -> None:
@@ -94,6 +99,9 @@ class CampaignEngine:
         self._parse_filter = parse_filter
         self._package_uri = package_uri
         self._owner = owner
+        self._holders = holders
+        self._handed: dict[tuple[str, str], float] = {}  # (campaign, device) → when it went to its holder
+        self._remote: set[tuple[str, str]] = set()  # updates another node's engine handed here
         self._concurrency = concurrency
         self._check_interval = check_interval
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}  # (campaign, device) → its update
@@ -210,25 +218,74 @@ class CampaignEngine:
         if campaign.phase != ACTIVE:
             return
         for device in devices:
-            if device.step in (DOWNLOADING, UPDATING) and not await self._past_deadline(campaign, device):
-                if (campaign.id, device.device_id) not in self._tasks:  # started before a restart: go on
+            key = (campaign.id, device.device_id)
+            if kind(device) != "pending":
+                self._handed.pop(key, None)
+            elif device.step in (DOWNLOADING, UPDATING) and not await self._past_deadline(campaign, device):
+                if key not in self._tasks and not await self._hand(campaign, device):  # started before a restart
                     self._spawn(campaign, device)
         image = await self._image(campaign)
         if image is None:
             await self._set_phase(campaign, STOPPING, "the campaign's manifest or image was deleted")
             return
-        budget = self._concurrency - len(self._tasks)
+        handed = [d for d in devices if d.step == QUEUED and (campaign.id, d.device_id) in self._handed]
+        budget = self._concurrency - len(self._tasks) - sum(1 for k in self._handed if k[0] == campaign.id)
         if campaign.max_starts_per_minute is not None:
             recent = sum(1 for d in devices if d.started_at is not None and now - d.started_at < 60.0)
-            budget = min(budget, campaign.max_starts_per_minute - recent)
+            budget = min(budget, campaign.max_starts_per_minute - recent - len(handed))
         for device in devices:
             if budget <= 0:
                 break
-            if device.step == QUEUED and self._gateway.registration(device.device_id) is not None:
+            if device.step != QUEUED or (campaign.id, device.device_id) in self._handed:
+                continue
+            if self._gateway.registration(device.device_id) is not None:
                 self._spawn(campaign, device, image)
+                budget -= 1
+            elif await self._hand(campaign, device):
                 budget -= 1
         if counts.pending == 0:
             await self._set_phase(campaign, STOPPED, campaign.autostop_reason or "")
+
+    async def _hand(self, campaign: Campaign, device: CampaignDevice) -> bool:
+        """Whether the device's update is with the node holding it: handed now or lately (Redis mode, the device
+        registered at another node). False when it is registered here, or no live node holds it (it waits)."""
+        key = (campaign.id, device.device_id)
+        if self._holders is None or self._gateway.registration(device.device_id) is not None:
+            return False
+        now = self._clock.now()
+        if now - self._handed.get(key, float("-inf")) < HAND_AGAIN:
+            return True
+        work = DeviceWork(FIRMWARE, device.device_id, key_id=campaign.account_id, pattern=campaign.id)
+        if not await self._holders.hand_over(work):
+            return False
+        self._handed[key] = now
+        return True
+
+    async def take(self, account_id: str, campaign_id: str, device_id: str) -> None:
+        """The update of a device registered here, in a campaign another node's engine runs (it handed the device
+        over): done here from the device's stored step, as that engine would; each step is stored, which is how
+        that engine follows it."""
+        key = (campaign_id, device_id)
+        if key in self._tasks or key in self._finished or self._gateway.registration(device_id) is None:
+            return
+        campaign = await self._store.get_campaign(account_id, campaign_id)
+        device = await self._store.get_campaign_device(account_id, campaign_id, device_id)
+        if campaign is None or device is None or kind(device) != "pending":
+            return
+        if campaign.phase != ACTIVE and not (campaign.phase == STOPPING and device.step == UPDATING):
+            return  # a stopping campaign lets installing devices finish, and starts none
+        image = await self._image(campaign) if device.step == QUEUED else None
+        if device.step == QUEUED and image is None:
+            return  # the lease holder stops the campaign for it
+        self._remote.add(key)
+        self._spawn(campaign, device, image)
+
+    async def _settled_elsewhere(self, campaign: Campaign, device_id: str) -> bool:
+        """A handed-over update: whether the lease holder finished the device meanwhile (its deadline, a stop)."""
+        if (campaign.id, device_id) not in self._remote:
+            return False
+        stored = await self._store.get_campaign_device(campaign.account_id, campaign.id, device_id)
+        return stored is None or stored.step in (DONE, SKIPPED_STEP)
 
     async def _past_deadline(self, campaign: Campaign, device: CampaignDevice) -> bool:
         """Fail the device (and stop its update) when the campaign's per-device deadline passed since its start."""
@@ -257,7 +314,7 @@ class CampaignEngine:
                 if await self._past_deadline(campaign, device):
                     continue
                 busy = True
-                if (campaign.id, device.device_id) not in self._tasks:
+                if (campaign.id, device.device_id) not in self._tasks and not await self._hand(campaign, device):
                     self._spawn(campaign, device)
                 continue
             task = self._tasks.pop((campaign.id, device.device_id), None)
@@ -301,7 +358,12 @@ class CampaignEngine:
             return
         task = asyncio.create_task(self._update(campaign, device, image), name=f"fota-{device.device_id}")
         self._tasks[key] = task
-        task.add_done_callback(lambda _: self._tasks.pop(key, None) if self._tasks.get(key) is task else None)
+        task.add_done_callback(lambda _: self._done(key, task))
+
+    def _done(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
+        if self._tasks.get(key) is task:
+            del self._tasks[key]
+            self._remote.discard(key)
 
     async def _save(self, campaign: Campaign, device: CampaignDevice, **changes: object) -> CampaignDevice:
         device = msgspec.structs.replace(device, updated_at=self._clock.now(), **changes)
@@ -381,6 +443,8 @@ class CampaignEngine:
                 raise _Failed(f"the device refused the package {target}: {_dotted(written)}")
         while True:
             await self._clock.sleep(self._check_interval)
+            if await self._settled_elsewhere(campaign, device_id):
+                return
             registration = gateway.registration(device_id)
             if registration is None:
                 continue  # rebooting or gone: the deadline (if any) decides

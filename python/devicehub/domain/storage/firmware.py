@@ -53,6 +53,9 @@ class FirmwareStore(Protocol):
         """Store the campaign (its new phase) and its devices together: a campaign is never active without them."""
 
     async def put_campaign_device(self, account_id: str, device: CampaignDevice) -> None: ...
+    async def get_campaign_device(self, account_id: str, campaign_id: str, device_id: str) -> CampaignDevice | None:
+        """One device of the campaign (the node a device's update was handed to reads where it stands)."""
+
     async def list_campaign_devices(
         self, account_id: str, campaign_id: str, *, after: str | None = None, limit: int = 1000
     ) -> list[CampaignDevice]:

@@ -143,6 +143,9 @@ class RedisFirmware(RedisConnection):
     async def put_campaign_device(self, account_id: str, device: CampaignDevice) -> None:
         await self.redis.hset(self._fw(account_id, "cdev", device.campaign_id), device.device_id, encode(device))
 
+    async def get_campaign_device(self, account_id: str, campaign_id: str, device_id: str) -> CampaignDevice | None:
+        return await self._get(CampaignDevice, self._fw(account_id, "cdev", campaign_id), device_id)
+
     async def list_campaign_devices(
         self, account_id: str, campaign_id: str, *, after: str | None = None, limit: int = 1000
     ) -> list[CampaignDevice]:

@@ -185,6 +185,13 @@ class SqliteFirmware(SqliteWriter):
             )
         )
 
+    async def get_campaign_device(self, account_id: str, campaign_id: str, device_id: str) -> CampaignDevice | None:
+        return await self._one(
+            CampaignDevice,
+            "SELECT data FROM campaign_devices WHERE campaign_id = ? AND device_id = ?",
+            (campaign_id, device_id),
+        )
+
     async def list_campaign_devices(
         self, account_id: str, campaign_id: str, *, after: str | None = None, limit: int = 1000
     ) -> list[CampaignDevice]:
