@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from devicehub.domain.events import (
     KIND_ASYNC_RESPONSE,
     KIND_DE_REGISTRATION,
+    KIND_FIRMWARE_UPDATE,
     KIND_NOTIFICATION,
     KIND_REG_UPDATE,
     KIND_REGISTRATION,
@@ -36,6 +37,7 @@ EVENT_KINDS = {
     KIND_DE_REGISTRATION: "de-registration",
     KIND_REGISTRATIONS_EXPIRED: "registration-expired",
     KIND_ASYNC_RESPONSE: "async-response",
+    KIND_FIRMWARE_UPDATE: "firmware-update",
 }
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # the LwM2M server's CoAP endpoints, by the prefix of their figures in `LwM2MServer.metrics()`

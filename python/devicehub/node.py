@@ -252,6 +252,7 @@ class Node:
             package_uri,
             owner=self.node_id,
             holders=self.holders,
+            events=self.feed,
             concurrency=settings.firmware_concurrency,
             check_interval=settings.firmware_check_interval,
         )

@@ -21,6 +21,7 @@ from devicehub.domain.events import (
     AsyncResponseEvent,
     DeregistrationEvent,
     Event,
+    FirmwareUpdateEvent,
     NotificationEvent,
     RegistrationEvent,
 )
@@ -37,7 +38,8 @@ class FeedValue(msgspec.Struct, frozen=True):
 
 class FeedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One line of the feed. `kind`: notification, async-response, registration, reg-update, de-registration,
-    registration-expired, or channel-removed."""
+    registration-expired, channel-removed, or firmware-update (a campaign's `phase`, or one of its devices' `state`,
+    issue 33)."""
 
     kind: str
     device_id: str | None = None
@@ -50,6 +52,10 @@ class FeedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     status: int | None = None
     error: str | None = None
     removed: ChannelRemoval | None = None  # kind channel-removed: what was removed, when and why (issue 34 #4)
+    campaign: str | None = None
+    phase: str | None = None
+    state: str | None = None  # a campaign device's deployment state (or skipped)
+    reason: str | None = None
     dropped: int = 0  # events this feed lost to a full queue since the last line
 
 
@@ -81,6 +87,16 @@ async def _line(request: web.Request, account_id: str, event: Event | ChannelRem
     if isinstance(event, RegistrationEvent):
         kind = "reg-update" if event.update else "registration"
         return FeedEvent(kind=kind, device_id=event.device_id, ep=event.endpoint_name)
+    if isinstance(event, FirmwareUpdateEvent):
+        return FeedEvent(
+            kind="firmware-update",
+            campaign=event.campaign_id,
+            phase=event.phase,
+            device_id=event.device_id or None,
+            ep=event.endpoint_name or None,
+            state=event.deployment_state or None,
+            reason=event.reason or None,
+        )
     assert isinstance(event, DeregistrationEvent)
     kind = "registration-expired" if event.expired else "de-registration"
     return FeedEvent(kind=kind, device_id=event.device_id, ep=event.endpoint_name)

@@ -217,6 +217,7 @@ class SerializationCfg(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
     deregistrations_as_object: bool | None = None
     use_endpoint_name: bool | None = None
     include_cursor: bool | None = None  # issue 34 #1: every event carries "cursor" and "device_seq"
+    include_firmware_updates: bool | None = None  # issue 33: the "firmware-updates" array (campaign, device changes)
 
 
 class Serialization(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):

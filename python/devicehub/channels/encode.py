@@ -14,6 +14,7 @@ from devicehub.domain.events import (
     AsyncResponseEvent,
     DeregistrationEvent,
     Event,
+    FirmwareUpdateEvent,
     NotificationEvent,
     RegistrationEvent,
 )
@@ -59,6 +60,18 @@ class _AsyncResponse(msgspec.Struct, kw_only=True, omit_defaults=True, rename={"
     ct: str
     max_age: int
     error: str | None = None
+    uid: str | None = None
+
+
+class _FirmwareUpdate(msgspec.Struct, kw_only=True, omit_defaults=True, rename={"original_ep": "original-ep"}):
+    # issue 33, beyond wire-format.md (opt-in): `ep` only when a device changed; `reason` when there is one
+    campaign: str
+    phase: str
+    ep: str | None = None
+    original_ep: str | None = None
+    deployment_state: str | None = None
+    reason: str | None = None
+    timestamp: int | None = None
     uid: str | None = None
 
 
@@ -127,6 +140,20 @@ class EventEncoder:
                 _Deregistration(
                     ep=ep,
                     original_ep=event.endpoint_name if options.include_original_ep else None,
+                    timestamp=stamp,
+                    uid=uid,
+                )
+            )
+        if isinstance(event, FirmwareUpdateEvent):
+            device = event.device_id or None
+            return self._encoder.encode(
+                _FirmwareUpdate(
+                    campaign=event.campaign_id,
+                    phase=event.phase,
+                    ep=(event.endpoint_name if options.use_endpoint_name else event.device_id) if device else None,
+                    original_ep=event.endpoint_name or None,
+                    deployment_state=event.deployment_state or None,
+                    reason=event.reason or None,
                     timestamp=stamp,
                     uid=uid,
                 )

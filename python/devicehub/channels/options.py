@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from devicehub.domain.events import KIND_FIRMWARE_UPDATE
 from devicehub.errors import FieldError, ValidationFailed
 
 DEFAULT_RETENTION_S = 24 * 3600  # spec §8: events are kept 24 hours
@@ -23,7 +24,7 @@ CFG_FLAGS = (
     "use_endpoint_name",
 )
 # issue 34: opt-in flags beyond the spec's, shown only when set (a Pelion client sees the spec's object)
-EXTRA_FLAGS = ("include_cursor",)
+EXTRA_FLAGS = ("include_cursor", "include_firmware_updates")
 MIN_RETENTION_S = 60
 MAX_RETENTION_S = 7 * 24 * 3600
 _TOP_KEYS = frozenset({"type", "max_chunk_size", "cfg", "retention_s"})
@@ -40,6 +41,12 @@ class ChannelOptions(msgspec.Struct, frozen=True, kw_only=True):
     use_endpoint_name: bool = False
     include_cursor: bool = False  # issue 34 #1, #2: cursors and per-device sequences (cursors.py)
     retention_s: int = DEFAULT_RETENTION_S  # issue 34 #1: how long delivered events stay for a resume
+    include_firmware_updates: bool = False  # issue 33: the `firmware-updates` array (campaign and device changes)
+
+    def carries(self, kind: int) -> bool:
+        """Whether events of `kind` go to this channel: firmware updates only when it opted in, so a Pelion
+        client's NotificationMessage keeps the spec's arrays."""
+        return kind != KIND_FIRMWARE_UPDATE or self.include_firmware_updates
 
     @property
     def encoding(self) -> tuple[bool, bool, bool, bool, bool, bool]:

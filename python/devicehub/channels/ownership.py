@@ -113,6 +113,8 @@ class ClusterOwnership:
             if entry is None:
                 continue
             options = entry[1]
+            if not options.carries(event.kind):
+                continue
             data = encoded.get(options.encoding)
             if data is None:
                 if uid is None and options.include_uid:

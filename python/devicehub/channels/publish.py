@@ -59,6 +59,8 @@ class Publisher:
         kind = event.kind
         device = getattr(event, "device_id", "")  # issue 34 #2: per-device sequences (none for async-responses)
         for channel in channels:
+            if not channel.options.carries(kind):
+                continue
             options = channel.options.encoding
             data = encoded.get(options)
             if data is None:

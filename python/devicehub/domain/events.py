@@ -7,6 +7,7 @@ import msgspec
 from devicehub._core import (
     KIND_ASYNC_RESPONSE,
     KIND_DE_REGISTRATION,
+    KIND_FIRMWARE_UPDATE,
     KIND_NOTIFICATION,
     KIND_REG_UPDATE,
     KIND_REGISTRATION,
@@ -17,6 +18,7 @@ from devicehub.domain.model import ResourceLink
 __all__ = [
     "KIND_ASYNC_RESPONSE",
     "KIND_DE_REGISTRATION",
+    "KIND_FIRMWARE_UPDATE",
     "KIND_NOTIFICATION",
     "KIND_REGISTRATION",
     "KIND_REGISTRATIONS_EXPIRED",
@@ -24,6 +26,7 @@ __all__ = [
     "AsyncResponseEvent",
     "DeregistrationEvent",
     "Event",
+    "FirmwareUpdateEvent",
     "NotificationEvent",
     "RegistrationEvent",
 ]
@@ -90,4 +93,18 @@ class AsyncResponseEvent(msgspec.Struct, frozen=True, kw_only=True):
     kind = KIND_ASYNC_RESPONSE
 
 
-Event = NotificationEvent | RegistrationEvent | DeregistrationEvent | AsyncResponseEvent
+class FirmwareUpdateEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A firmware campaign moved to another phase (`device_id` empty), or one of its devices to another deployment
+    state (issue 33). Only channels that opted in (`cfg.include_firmware_updates`) and the console carry it."""
+
+    campaign_id: str
+    phase: str  # the campaign's phase when this happened
+    device_id: str = ""
+    endpoint_name: str = ""
+    deployment_state: str = ""  # Pelion's campaign-device-metadata state
+    reason: str = ""  # why: the campaign's autostop_reason, or the device's (a failure names its Update Result)
+
+    kind = KIND_FIRMWARE_UPDATE
+
+
+Event = NotificationEvent | RegistrationEvent | DeregistrationEvent | AsyncResponseEvent | FirmwareUpdateEvent

@@ -15,13 +15,17 @@ pub const KIND_REG_UPDATE: u8 = 2;
 pub const KIND_DE_REGISTRATION: u8 = 3;
 pub const KIND_REGISTRATIONS_EXPIRED: u8 = 4;
 pub const KIND_ASYNC_RESPONSE: u8 = 5;
-const KIND_NAMES: [&str; 6] = [
+/// Issue 33: firmware campaign and campaign-device changes, only for channels that opted in
+/// (`cfg.include_firmware_updates`): a Pelion client never sees the array.
+pub const KIND_FIRMWARE_UPDATE: u8 = 6;
+const KIND_NAMES: [&str; 7] = [
     "notifications",
     "registrations",
     "reg-updates",
     "de-registrations",
     "registrations-expired",
     "async-responses",
+    "firmware-updates",
 ];
 
 /// What one queued event costs besides its payload: the `Event` record in the deque (kind, timestamp,

@@ -185,6 +185,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         queue::KIND_REGISTRATIONS_EXPIRED,
     )?;
     m.add("KIND_ASYNC_RESPONSE", queue::KIND_ASYNC_RESPONSE)?;
+    m.add("KIND_FIRMWARE_UPDATE", queue::KIND_FIRMWARE_UPDATE)?;
     m.add("EVENT_OVERHEAD_BYTES", queue::EVENT_OVERHEAD_BYTES)?;
     m.add("DEFAULT_MAX_BYTES", queue::DEFAULT_MAX_BYTES)?;
     m.add("DEFAULT_LIFETIME_MS", queue::DEFAULT_LIFETIME_MS)?;

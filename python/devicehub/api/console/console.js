@@ -397,6 +397,10 @@ function onFeedEvent(event) {
     if (!$("devices-view").hidden) loadDevices();
   } else if (event.kind === "channel-removed") {
     if (!$("channel-view").hidden) loadChannel(); // channel.js: the removal says what, when and why
+  } else if (event.kind === "firmware-update") { // issue 33: a campaign's phase, or one of its devices' state
+    const what = event.ep ? `${event.ep} ${event.state}` : `phase ${event.phase}`;
+    const why = event.reason ? ` (${event.reason})` : "";
+    showResult(`campaign ${event.campaign}: ${what}${why}`, event.state !== "failed_connector_channel_update");
   }
 }
 

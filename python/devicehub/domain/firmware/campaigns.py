@@ -164,6 +164,8 @@ class Campaigns:
             campaign, phase=moved(campaign.phase, "archive"), archived_at=now, updated_at=now
         )
         await self._store.put_campaign(campaign)
+        if self.on_change is not None:
+            await self.on_change(campaign)
         return campaign
 
     async def delete(self, account_id: str, campaign_id: str) -> None:

@@ -26,7 +26,9 @@ import msgspec
 from devicehub.clock import Clock
 from devicehub.domain.device_results import DeviceError, DeviceResponse
 from devicehub.domain.firmware import object5
+from devicehub.domain.firmware.announce import firmware_event
 from devicehub.domain.firmware.catalog import FirmwareCatalog
+from devicehub.domain.firmware.object5 import TEXT, Failed, device_version, dotted, read_int
 from devicehub.domain.firmware.rules import SKIPPED_STEP, kind, stop_reason, tally
 from devicehub.domain.firmware_model import (
     ACTIVE,
@@ -43,7 +45,7 @@ from devicehub.domain.firmware_model import (
 )
 from devicehub.domain.handover import FIRMWARE, DeviceHolders, DeviceWork
 from devicehub.domain.model import Registration
-from devicehub.domain.ports import DeviceGateway
+from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.storage.device_query import DeviceQuery
 from devicehub.domain.storage.store import Store
 
@@ -52,7 +54,6 @@ log = logging.getLogger("devicehub.firmware")
 LEASE = "firmware:campaigns"
 LEASE_TTL = 30.0
 TICK = 1.0  # seconds between passes over the running campaigns (a start or stop wakes the engine at once)
-TEXT = 0  # text/plain: how State, Update Result and the Package URI travel (LwM2M Core §7.3.1)
 OPAQUE = 42  # application/octet-stream: the Package resource (Opaque, 5.xml)
 
 QUEUED, DOWNLOADING, UPDATING, DONE = "queued", "downloading", "updating", "done"
@@ -73,10 +74,6 @@ class EngineCounters:
     halted_campaigns: int = 0
 
 
-class _Failed(Exception):
-    """The device's update failed; the message is the reason it keeps."""
-
-
 class CampaignEngine:
     def __init__(
         self,
@@ -89,6 +86,7 @@ class CampaignEngine:
         *,
         owner: str,
         holders: DeviceHolders | None = None,
+        events: EventSink | None = None,
         concurrency: int = 200,
         check_interval: float = 2.0,
     ) -> None:
@@ -100,6 +98,7 @@ class CampaignEngine:
         self._package_uri = package_uri
         self._owner = owner
         self._holders = holders
+        self._events = events  # campaign and device changes, for the channels that opted in and the console
         self._handed: dict[tuple[str, str], float] = {}  # (campaign, device) → when it went to its holder
         self._remote: set[tuple[str, str]] = set()  # updates another node's engine handed here
         self._concurrency = concurrency
@@ -128,7 +127,17 @@ class CampaignEngine:
                 await self._store.release_lease(LEASE, self._owner)
 
     async def wake(self, campaign: Campaign) -> None:
+        """The API moved the campaign (start, stop, archive): said, and the engine looks at once."""
+        await self._announce(campaign)
         self._wake.set()
+
+    async def _announce(self, campaign: Campaign, device: CampaignDevice | None = None) -> None:
+        """A campaign's new phase, or a device's new state, to the account's channels that opted in and its console."""
+        try:
+            if self._events is not None:
+                await self._events.publish_account(campaign.account_id, firmware_event(campaign, device))
+        except Exception as error:  # an event lost never stops a rollout
+            log.warning("firmware event of campaign %s not published: %s", campaign.id, error)
 
     async def _run(self) -> None:
         while not self._closed:
@@ -164,6 +173,7 @@ class CampaignEngine:
         if current is None or current.phase != campaign.phase:
             return current or campaign  # the API moved it meanwhile (stopped): its move stands
         await self._store.put_campaign(changed)
+        await self._announce(changed)
         log.info("campaign %s: %s → %s %s", campaign.id, campaign.phase, phase, reason or "")
         return changed
 
@@ -200,6 +210,9 @@ class CampaignEngine:
         if current is None or current.phase != STARTING:
             return
         await self._store.start_campaign_devices(active, chosen)
+        await self._announce(active)
+        for gone in (d for d in chosen if d.deployment_state == DEREGISTERED):  # final at once; others when they move
+            await self._announce(active, gone)
         log.info("campaign %s: %d device(s) chosen", campaign.id, len(chosen))
 
     async def _advance(self, campaign: Campaign) -> None:
@@ -366,8 +379,11 @@ class CampaignEngine:
             self._remote.discard(key)
 
     async def _save(self, campaign: Campaign, device: CampaignDevice, **changes: object) -> CampaignDevice:
+        before = (device.deployment_state, device.step == SKIPPED_STEP)
         device = msgspec.structs.replace(device, updated_at=self._clock.now(), **changes)
         await self._store.put_campaign_device(campaign.account_id, device)
+        if (device.deployment_state, device.step == SKIPPED_STEP) != before:
+            await self._announce(campaign, device)
         return device
 
     async def _finish(self, campaign: Campaign, device: CampaignDevice, success: bool, reason: str) -> None:
@@ -386,22 +402,13 @@ class CampaignEngine:
         )
         self._wake.set()  # the stop rules look at every finished device at once
 
-    async def _read_int(self, device_id: str, path: str) -> int:
-        response = await self._gateway.request(device_id, "GET", path, accept=TEXT)
-        if response.code >> 5 != 2:
-            raise _Failed(f"reading {path} answered {_dotted(response)}")
-        try:
-            return int(response.payload.decode().strip())
-        except (UnicodeDecodeError, ValueError):
-            raise _Failed(f"{path} is not an integer: {response.payload[:32]!r}") from None
-
     async def _update(self, campaign: Campaign, device: CampaignDevice, image: FirmwareImage | None) -> None:
         latest = [device]  # the device as last stored, for the failure to be written over
         try:
             await self._run_device(campaign, latest, image)
         except asyncio.CancelledError:
             raise
-        except _Failed as failure:
+        except Failed as failure:
             await self._finish(campaign, latest[0], False, str(failure))
         except Exception as error:  # the store failed: the next pass picks the device up again
             log.warning("campaign %s device %s: %s", campaign.id, device.device_id, error)
@@ -414,7 +421,7 @@ class CampaignEngine:
             return await self._gateway.request(device_id, "PUT", object5.PACKAGE, package, OPAQUE)
         registration = self._gateway.registration(device_id)
         if registration is None:
-            raise _Failed("the device is not registered here any more")
+            raise Failed("the device is not registered here any more")
         uri = self._package_uri(image, registration)
         return await self._gateway.request(device_id, "PUT", object5.PACKAGE_URI, uri.encode(), TEXT)
 
@@ -433,14 +440,14 @@ class CampaignEngine:
             )
             self.counters.started += 1
             if image is None:
-                raise _Failed("the campaign's image is gone")
+                raise Failed("the campaign's image is gone")
             try:
                 written = await self._deliver(campaign, device_id, image)
             except DeviceError as error:
-                raise _Failed(f"delivering the package ({campaign.delivery}) failed: {error}") from None
+                raise Failed(f"delivering the package ({campaign.delivery}) failed: {error}") from None
             if written.code >> 5 != 2:
                 target = object5.PACKAGE if campaign.delivery == "push" else object5.PACKAGE_URI
-                raise _Failed(f"the device refused the package {target}: {_dotted(written)}")
+                raise Failed(f"the device refused the package {target}: {dotted(written)}")
         while True:
             await self._clock.sleep(self._check_interval)
             if await self._settled_elsewhere(campaign, device_id):
@@ -450,30 +457,30 @@ class CampaignEngine:
                 continue  # rebooting or gone: the deadline (if any) decides
             try:
                 if device.step == DOWNLOADING:
-                    state = await self._read_int(device_id, object5.STATE)
-                    result = await self._read_int(device_id, object5.UPDATE_RESULT)
+                    state = await read_int(gateway, device_id, object5.STATE)
+                    result = await read_int(gateway, device_id, object5.UPDATE_RESULT)
                     device = latest[0] = await self._noted(campaign, device, result)
                     verdict = object5.outcome(result)
                     if verdict.done and not verdict.success:
-                        raise _Failed(verdict.reason)
+                        raise Failed(verdict.reason)
                     if state == object5.DOWNLOADED and result != object5.DEFERRED:
                         device = latest[0] = await self._save(
                             campaign, device, step=UPDATING, executed_at=self._clock.now(), reason="update executed"
                         )
                         executed = await gateway.request(device_id, "POST", object5.UPDATE)
                         if executed.code >> 5 != 2:
-                            raise _Failed(f"Update {object5.UPDATE} answered {_dotted(executed)}")
+                            raise Failed(f"Update {object5.UPDATE} answered {dotted(executed)}")
                 elif device.step == UPDATING:
-                    result = await self._read_int(device_id, object5.UPDATE_RESULT)
+                    result = await read_int(gateway, device_id, object5.UPDATE_RESULT)
                     device = latest[0] = await self._noted(campaign, device, result)
                     verdict = object5.outcome(result)
                     came_back = device.executed_at is not None and registration.registered_at > device.executed_at
                     if verdict.done and not verdict.success:
-                        raise _Failed(verdict.reason)
+                        raise Failed(verdict.reason)
                     if verdict.success and (
-                        came_back or await self._read_int(device_id, object5.STATE) == object5.IDLE
+                        came_back or await read_int(gateway, device_id, object5.STATE) == object5.IDLE
                     ):
-                        version = await self._version(device_id)
+                        version = await device_version(gateway, device_id)
                         await self._save(campaign, device, firmware_version=version)
                         device = msgspec.structs.replace(device, firmware_version=version)
                         await self._finish(campaign, device, True, verdict.reason)
@@ -488,14 +495,3 @@ class CampaignEngine:
         if device.update_result == result:
             return device
         return await self._save(campaign, device, update_result=result)
-
-    async def _version(self, device_id: str) -> str:
-        try:
-            response = await self._gateway.request(device_id, "GET", object5.FIRMWARE_VERSION, accept=TEXT)
-        except DeviceError:
-            return ""
-        return response.payload.decode(errors="replace")[:64] if response.code >> 5 == 2 else ""
-
-
-def _dotted(response: DeviceResponse) -> str:
-    return f"{response.code >> 5}.{response.code & 0x1F:02d}"

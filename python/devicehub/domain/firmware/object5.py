@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from devicehub.domain.device_results import DeviceError, DeviceResponse
+from devicehub.domain.ports import DeviceGateway
+
 PACKAGE, PACKAGE_URI, UPDATE, STATE, UPDATE_RESULT = "/5/0/0", "/5/0/1", "/5/0/2", "/5/0/3", "/5/0/5"
 FIRMWARE_VERSION = "/3/0/3"  # Device object's Firmware Version: the new one after the reboot, where reported
 
@@ -16,6 +19,7 @@ IDLE, DOWNLOADING, DOWNLOADED, UPDATING = 0, 1, 2, 3
 STATES = {IDLE: "Idle", DOWNLOADING: "Downloading", DOWNLOADED: "Downloaded", UPDATING: "Updating"}
 
 INITIAL, SUCCESS, DEFERRED = 0, 1, 11
+TEXT = 0  # text/plain: how State, Update Result and the Package URI travel (LwM2M Core §7.3.1)
 
 # 5.xml's text for every Update Result: a failed device's reason names its code and this
 RESULTS = {
@@ -54,3 +58,31 @@ def outcome(result: int) -> Outcome:
     if result in RESULTS:
         return Outcome(True, False, f"Update Result {result}: {RESULTS[result]}")
     return Outcome(True, False, f"Update Result {result} is not defined by object 5 (5.xml: 0-11)")
+
+
+class Failed(Exception):
+    """The device's update failed; the message is the reason it keeps."""
+
+
+def dotted(response: DeviceResponse) -> str:
+    return f"{response.code >> 5}.{response.code & 0x1F:02d}"
+
+
+async def read_int(gateway: DeviceGateway, device_id: str, path: str) -> int:
+    """An integer resource (State, Update Result) read as text; Failed naming the answer otherwise."""
+    response = await gateway.request(device_id, "GET", path, accept=TEXT)
+    if response.code >> 5 != 2:
+        raise Failed(f"reading {path} answered {dotted(response)}")
+    try:
+        return int(response.payload.decode().strip())
+    except (UnicodeDecodeError, ValueError):
+        raise Failed(f"{path} is not an integer: {response.payload[:32]!r}") from None
+
+
+async def device_version(gateway: DeviceGateway, device_id: str) -> str:
+    """The device's /3/0/3 after its update; empty where it reports none."""
+    try:
+        response = await gateway.request(device_id, "GET", FIRMWARE_VERSION, accept=TEXT)
+    except DeviceError:
+        return ""
+    return response.payload.decode(errors="replace")[:64] if response.code >> 5 == 2 else ""

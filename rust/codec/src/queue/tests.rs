@@ -111,11 +111,18 @@ fn batches_group_by_kind_in_queue_order() {
         .push(KIND_ASYNC_RESPONSE, b"{\"id\":\"a\"}".to_vec(), 0)
         .unwrap();
     queue.push(KIND_NOTIFICATION, note(2), 0).unwrap();
+    queue
+        .push(KIND_FIRMWARE_UPDATE, b"{\"campaign\":\"c\"}".to_vec(), 0)
+        .unwrap();
     let batch = queue.take_batch(10, 0).unwrap().unwrap();
     assert_eq!(
         String::from_utf8(batch.body).unwrap(),
-        r#"{"notifications":[{"n":1},{"n":2}],"de-registrations":["d1"],"async-responses":[{"id":"a"}]}"#
+        concat!(
+            r#"{"notifications":[{"n":1},{"n":2}],"de-registrations":["d1"],"async-responses":[{"id":"a"}],"#,
+            r#""firmware-updates":[{"campaign":"c"}]}"#
+        )
     );
+    assert!(queue.push(KIND_FIRMWARE_UPDATE + 1, note(3), 0).is_err()); // no eighth array
     assert!(queue.is_empty());
 }
 
