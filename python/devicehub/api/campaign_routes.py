@@ -3,8 +3,9 @@
 
 mbed-cloud-sdk 2.x starts a campaign with `PUT {"state": "scheduled"}` (its `start_campaign`), and may create one
 already scheduled: both are the `/start` move. Opt-in fields beyond Pelion: `halt_failure_percent` with
-`halt_min_finished` (stop when failures exceed X % of at least N finished devices), `max_starts_per_minute` (pace)
-and `device_deadline_seconds` (a device silent that long after its start fails).
+`halt_min_finished` (stop when failures exceed X % of at least N finished devices), `max_starts_per_minute` (pace),
+`device_deadline_seconds` (a device silent that long after its start fails) and `waves` (rising percentages of the
+devices: the next wave starts when the last one's devices finished and the halt rule did not stop the campaign).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class CampaignPostBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     max_starts_per_minute: int | None = None
     device_deadline_seconds: float | None = None
     delivery: str | None = None  # pull (default) or push
+    waves: list[float] | None = None  # rising percentages, e.g. [1, 10, 100]
 
 
 class CampaignPutBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -66,6 +68,7 @@ class CampaignPutBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     max_starts_per_minute: int | None = None
     device_deadline_seconds: float | None = None
     delivery: str | None = None
+    waves: list[float] | None = None
 
 
 class CampaignModel(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,6 +91,7 @@ class CampaignModel(msgspec.Struct, frozen=True, kw_only=True):
     max_starts_per_minute: int | None
     device_deadline_seconds: float | None
     delivery: str
+    waves: list[float]  # empty: one wave of every device
     created_at: str
     updated_at: str
     started_at: str | None
@@ -199,6 +203,7 @@ def campaign_model(request: web.Request, campaign: Campaign) -> CampaignModel:
         max_starts_per_minute=campaign.max_starts_per_minute,
         device_deadline_seconds=campaign.device_deadline_s,
         delivery=campaign.delivery,
+        waves=list(campaign.waves),
         created_at=rfc3339(campaign.created_at),
         updated_at=rfc3339(campaign.updated_at),
         started_at=_time(campaign.started_at),
@@ -255,6 +260,7 @@ def _input(body: CampaignPostBody | CampaignPutBody) -> CampaignInput:
         max_starts_per_minute=body.max_starts_per_minute,
         device_deadline_s=body.device_deadline_seconds,
         delivery=body.delivery,
+        waves=None if body.waves is None else tuple(body.waves),
     )
 
 

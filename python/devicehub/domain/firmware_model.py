@@ -72,6 +72,7 @@ class Campaign(msgspec.Struct, frozen=True, kw_only=True):
     max_starts_per_minute: int | None = None  # pace: device updates started per minute
     device_deadline_s: float | None = None  # a device not finished this long after its start counts as failed
     delivery: str = "pull"  # pull: Package URI /5/0/1 (the file server); push: Write of Package /5/0/0 (Block1)
+    waves: tuple[float, ...] = ()  # rising percentages of the devices; the next starts when the last finished
     created_at: float
     updated_at: float
     started_at: float | None = None

@@ -3,6 +3,7 @@ states and counts. The engine (engine.py) does the rollout; this module only mov
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -41,9 +42,15 @@ class CampaignInput:
     max_starts_per_minute: int | None = None
     device_deadline_s: float | None = None
     delivery: str | None = None
+    waves: tuple[float, ...] | None = None
 
 
 MAX_PUSH = 1 << 20  # the largest CoAP body sent block-wise (lwm2m/coap/parameters.py MAX_BODY)
+
+
+def _rising_to_100(waves: tuple[float, ...]) -> bool:
+    # pairs (0, w1), (w1, w2), …: the first wave above 0, each above the one before
+    return 1 <= len(waves) <= 10 and waves[-1] == 100 and all(a < b for a, b in itertools.pairwise((0, *waves)))
 
 
 class Campaigns:
@@ -68,6 +75,9 @@ class Campaigns:
                     f"no firmware manifest {given.root_manifest_id} in this account",
                     fields=(FieldError("root_manifest_id", "unknown manifest"),),
                 )
+        if given.waves is not None and not _rising_to_100(given.waves):
+            message = "waves are rising percentages ending at 100, at most 10 (e.g. [1, 10, 100])"
+            raise ValidationFailed(message, fields=(FieldError("waves", "not rising percentages to 100"),))
         if given.delivery not in (None, "pull", "push"):
             raise ValidationFailed("delivery is pull or push", fields=(FieldError("delivery", "not pull or push"),))
         for name, value, low, high in (

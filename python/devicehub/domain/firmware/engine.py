@@ -29,7 +29,7 @@ from devicehub.domain.firmware import object5
 from devicehub.domain.firmware.announce import firmware_event
 from devicehub.domain.firmware.catalog import FirmwareCatalog
 from devicehub.domain.firmware.object5 import TEXT, Failed, device_version, dotted, read_int
-from devicehub.domain.firmware.rules import SKIPPED_STEP, kind, stop_reason, tally
+from devicehub.domain.firmware.rules import SKIPPED_STEP, kind, stop_reason, tally, wave_room
 from devicehub.domain.firmware_model import (
     ACTIVE,
     DEPLOYED,
@@ -243,6 +243,7 @@ class CampaignEngine:
             return
         handed = [d for d in devices if d.step == QUEUED and (campaign.id, d.device_id) in self._handed]
         budget = self._concurrency - len(self._tasks) - sum(1 for k in self._handed if k[0] == campaign.id)
+        budget = min(budget, wave_room(campaign.waves, devices, {d.device_id for d in handed}))
         if campaign.max_starts_per_minute is not None:
             recent = sum(1 for d in devices if d.started_at is not None and now - d.started_at < 60.0)
             budget = min(budget, campaign.max_starts_per_minute - recent - len(handed))

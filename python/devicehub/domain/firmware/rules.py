@@ -4,6 +4,7 @@ least N finished devices)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -68,3 +69,23 @@ def stop_reason(campaign: Campaign, counts: Tally) -> str | None:
                 f"({share:.1f} % >= {campaign.autostop_success_percent:g} %)"
             )
     return None
+
+
+def wave_room(waves: tuple[float, ...], devices: list[CampaignDevice], handed: set[str]) -> int:
+    """How many more devices may start now under the campaign's waves (e.g. 1, 10, 100 %: hawkBit's groups, Azure
+    Device Update's staged rollouts): wave k holds the first ceil(p_k % of the devices registered at the start) (at
+    least one); the next wave opens only when none of those started is still under way, so the halt rule has seen
+    every result of a wave before the next one starts. `handed`: devices given to their holder node, not yet started
+    in the store. Without waves, every device may start (the pace and concurrency apply)."""
+    started = [d for d in devices if d.started_at is not None or d.device_id in handed]
+    total = sum(1 for d in devices if d.deployment_state != DEREGISTERED or d.started_at is not None)
+    if not waves:
+        return total - len(started)
+    busy = any(d.finished_at is None for d in started)
+    for percent in waves:
+        cap = max(1, math.ceil(total * percent / 100))
+        if len(started) < cap:
+            return cap - len(started)
+        if busy:
+            return 0
+    return total - len(started)
