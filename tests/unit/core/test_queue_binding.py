@@ -108,7 +108,7 @@ def test_an_event_larger_than_the_cap_is_refused_and_nothing_changes() -> None:
     assert queue.pushed_total == 1 and queue.dropped_overflow == 0
 
 
-@pytest.mark.parametrize("kind", [6, 255, 256, -1])
+@pytest.mark.parametrize("kind", [7, 255, 256, -1])  # 6: firmware-updates (issue 33)
 def test_unknown_kind_is_a_queue_error(kind: int) -> None:
     queue = ChannelQueue()
     with pytest.raises(QueueError):
