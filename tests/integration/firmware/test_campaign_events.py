@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from test_campaign_rollout import fleet, prepare, until
+from test_campaign_rollout import fleet, prepare, read_until
 
 from devicehub.sim.firmware import FirmwareFaults
 from support.apps import EventReader
@@ -54,7 +54,7 @@ def test_campaign_and_device_changes_reach_the_channels_that_opted_in_and_the_co
                 async with fleet(node, faults) as devices:
                     ids = {name: sim.device_id for name, sim in devices.items()}
                     campaign_id = await prepare(http)
-                    await until(http, f"/v3/update-campaigns/{campaign_id}", lambda c: c["phase"] == "stopped")
+                    await read_until(http, f"/v3/update-campaigns/{campaign_id}", lambda c: c["phase"] == "stopped")
                     await opted.wait_for("firmware-updates", lambda e: e["phase"] == "stopped" and "ep" not in e)
                     lines = await _feed_lines(console, 7)  # 3 phases, 2 states of 2 devices
                     # the Pelion client's channel: the devices' registrations, and nothing of the campaign

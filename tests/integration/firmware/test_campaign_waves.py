@@ -8,7 +8,7 @@ import itertools
 from pathlib import Path
 
 import aiohttp
-from test_campaign_rollout import fleet, prepare, until
+from test_campaign_rollout import fleet, prepare, read_until
 
 from devicehub.node import Node
 from devicehub.sim.firmware import FirmwareFaults
@@ -23,7 +23,7 @@ def test_each_wave_starts_when_the_one_before_finished(tmp_path: Path) -> None:
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
                 campaign_id = await prepare(http, waves=[20, 60, 100])  # 1 device, then 3 in all, then 5
                 path = f"/v3/update-campaigns/{campaign_id}"
-                campaign = await until(http, path, lambda c: c["phase"] == "stopped")
+                campaign = await read_until(http, path, lambda c: c["phase"] == "stopped")
                 assert campaign["waves"] == [20, 60, 100] and campaign["state"] == "deployed", campaign
             devices = await node.store.list_campaign_devices(await _account(node), campaign_id)
         assert {d.deployment_state for d in devices} == {"deployed"}
@@ -45,7 +45,7 @@ def test_a_failing_image_halts_in_its_first_wave(tmp_path: Path) -> None:
                 fields = {"waves": [20, 100], "halt_failure_percent": 10, "halt_min_finished": 2}
                 campaign_id = await prepare(http, **fields)
                 path = f"/v3/update-campaigns/{campaign_id}"
-                campaign = await until(http, path, lambda c: c["phase"] == "stopped")
+                campaign = await read_until(http, path, lambda c: c["phase"] == "stopped")
                 async with http.get(f"{path}/statistics") as r:
                     counts = {s["id"]: s["count"] for s in (await r.json())["data"]}
                 body = {"device_filter": "endpoint_type=fw-test", "waves": [50, 10]}
