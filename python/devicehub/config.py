@@ -82,6 +82,14 @@ class ServeSettings:
             "registration storm)"
         },
     )
+    device_events_retention: float = field(
+        default=7 * 86_400.0,
+        metadata={
+            "range": (60.0, 366 * 86_400.0),
+            "help": "seconds a device lifecycle event (GET /v3/device-events) is kept; each device keeps at most its "
+            "newest 200 whatever their age",
+        },
+    )
     max_body_bytes: int = field(default=1_048_576, metadata={"help": "largest accepted REST request body"})
     firmware_max_bytes: int = field(
         default=64 * 1_048_576,

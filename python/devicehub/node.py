@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -25,6 +26,7 @@ from devicehub.channels.hub import ChannelHub
 from devicehub.clock import Clock, SystemClock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService
+from devicehub.domain.bootstrap_log import BootstrapLog
 from devicehub.domain.credentials import CredentialService, SecretBox, load_secret_key
 from devicehub.domain.firmware.campaigns import Campaigns
 from devicehub.domain.firmware.catalog import FirmwareCatalog
@@ -47,11 +49,13 @@ from devicehub.private_files import write_private
 from devicehub.serve_hints import first_run_hint, has_active_key, secret_key_beside_data, secret_key_path
 from devicehub.startup import check_data_dir, redacted, starting
 from devicehub.store import is_shared, open_store
+from devicehub.store.device_log_sweep import sweep_device_events
 from devicehub.store.redis.holders import HolderLink
 from devicehub.store.redis.revocations import RevocationListener
 from devicehub.store.redis.ticket_keys import RedisTicketKeys
 from devicehub.store.sqlite.ticket_keys import FILE as TICKET_KEYS_FILE
 from devicehub.store.sqlite.ticket_keys import FileTicketKeys
+from devicehub.store.usage_writer import flush_usage, write_usage
 
 log = logging.getLogger("devicehub.node")
 
@@ -90,6 +94,7 @@ class Node:
         self._refresher: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._upkeep: list[asyncio.Task[None]] = []  # issue 32 #3: device event retention, usage counters
         self.bootstrap: BootstrapServer | None = None
         self.bootstrap_port = 0
         self.bootstrap_coaps_port = 0
@@ -192,6 +197,7 @@ class Node:
             credentials=self.credentials,
             security=self.security,
             feed=self.feed,
+            usage=self.lwm2m.registry.usage,
         )
         # issue 14 #14 (slowloris): aiohttp's keep-alive timer runs from a connection's opening and from each answer,
         # and closes the connection if no whole request head came meanwhile: it is the header read time-out
@@ -213,6 +219,12 @@ class Node:
         if sockets:
             self.http_port = int(sockets[0].getsockname()[1])
         self._sweeper = asyncio.create_task(self._sweep_snapshots())
+        self._upkeep = [
+            asyncio.create_task(
+                sweep_device_events(self.store, self.clock, settings.device_events_retention, self.node_id)
+            ),
+            asyncio.create_task(write_usage(self.store, self.lwm2m.registry.usage, self.clock, self.node_id)),
+        ]
         log.info(
             "devicehub serving %s on %s:%d, CoAP on %s:%d, store %s",
             self.http_scheme.upper(),
@@ -336,6 +348,7 @@ class Node:
         dev_port = self.coap_port if settings.dev else None
         lookup = ConfigLookup(self.store, self.clock, host=settings.host, dev_port=dev_port)
         self.bootstrap = BootstrapServer(lookup.config_for, self.clock, allow_nosec=self.allow_nosec)
+        self.bootstrap.on_ended = BootstrapLog(self.store, self.clock, self.lwm2m.registry.usage).ended
         if settings.bootstrap_port:
             with starting(f"the LwM2M bootstrap server on udp {settings.host}:{settings.bootstrap_port}"):
                 await self.bootstrap.start(settings.host, settings.bootstrap_port)
@@ -449,7 +462,8 @@ class Node:
         """Graceful: stop taking traffic, then flush channels and the store (nothing queued is lost)."""
         if self.engine is not None:  # every device step is stored: the next start goes on from it
             await self.engine.stop()
-        await tasks.stop(self._sweeper, self._refresher)  # the sweeper awaits the store (Redis may swallow a cancel)
+        # they await the store (Redis may swallow a cancel)
+        await tasks.stop(self._sweeper, *self._upkeep, self._refresher)
         if self._tickets is not None:
             await self._tickets.stop()
         if hasattr(self, "feed"):
@@ -467,6 +481,9 @@ class Node:
         if self._revocations is not None:
             await self._revocations.close()
         if hasattr(self, "store"):
+            if hasattr(self, "lwm2m"):
+                with contextlib.suppress(Exception):  # a store that cannot take them now loses an interval's counts
+                    await flush_usage(self.store, self.lwm2m.registry.usage)
             await self.store.close()
 
 

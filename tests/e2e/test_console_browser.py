@@ -258,6 +258,39 @@ def test_the_device_list_pages_filters_and_sorts_1300_devices_on_the_server(
     assert page_errors(browser) == []
 
 
+def test_the_device_page_shows_the_devices_lifecycle_history(service: ServiceProcess, browser: WebDriver) -> None:
+    """issue 32 #3: the device page lists the device's lifecycle events (GET /v3/device-events), newest first."""
+    device = simulate(service, 1, "--prefix", "life-", "--rate", "0")
+    try:
+        found = wait_until(
+            lambda: get(service, "/v3/devices?endpoint_name=life-0")[1]["data"], within=20, what="life-0"
+        )
+        device_id = found[0]["id"]
+    finally:
+        stop(device)  # a graceful stop de-registers it
+    wait_until(
+        lambda: get(service, "/v3/devices?endpoint_name=life-0&state=deregistered")[1]["data"], within=20, what="gone"
+    )
+    wait = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
+    browser.get(f"{service.base_url}/#key={service.api_key}")
+    wait.until(lambda b: "key=" not in b.current_url)
+    browser.get(f"{service.base_url}/#device/{device_id}")
+    wait.until(lambda b: b.find_element(By.ID, "device-title").text == "life-0")
+
+    def kinds(b: WebDriver) -> list[str]:
+        return [
+            r.get_attribute("data-event") or "" for r in b.find_elements(By.CSS_SELECTOR, "#device-events tbody tr")
+        ]
+
+    wait.until(lambda b: kinds(b) == ["deregistered", "registered"])
+    first = browser.find_element(By.CSS_SELECTOR, "#device-events tbody tr")
+    assert first.find_element(By.CSS_SELECTOR, "td.event").text == "Device de-registered"
+    assert first.find_element(By.CSS_SELECTOR, "td.when").text.endswith("Z")
+    centre(browser, "#device-events")
+    screenshot(browser, "device-lifecycle")
+    assert page_errors(browser) == []
+
+
 def test_the_login_page_and_a_refused_key_are_clean(service: ServiceProcess, browser: WebDriver) -> None:
     wait = WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,))
     browser.get(service.base_url + "/")

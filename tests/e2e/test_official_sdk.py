@@ -131,3 +131,65 @@ def test_foundation_device_update_delete_api_keys_and_a_failed_read(service: Ser
     finally:
         api.stop_notifications()
         stop(devices_process)
+
+
+def test_device_directory_events(service: ServiceProcess) -> None:
+    """issue 32 #3: `DeviceDirectoryAPI.list_device_events` (`GET /v3/devicelog/`, its filters in `filter=`) and
+    `get_device_event` (`GET /v3/devicelog/{id}/`), unchanged."""
+    from mbed_cloud import DeviceDirectoryAPI
+
+    devices_process = simulator(service.coap_uri, "--count", "1", "--prefix", "log-", "--rate", "0")
+    api = DeviceDirectoryAPI({"api_key": service.api_key, "host": service.base_url})
+    try:
+        events: list[Any] = wait_until(
+            lambda: list(api.list_device_events()), within=20, what="the device's registered event"
+        )
+        assert [(e.event_type, e.state_change) for e in events] == [("registered", True)]
+        device_id = events[0].device_id
+        assert events[0].date_time is not None and events[0].event_type_category == "DEVICE_REGISTRATION"
+        filtered = list(api.list_device_events(filters={"device_id": {"$eq": device_id}}, order="desc", limit=5))
+        assert [e.id for e in filtered] == [events[0].id]
+        assert list(api.list_device_events(filters={"event_type": {"$eq": "deregistered"}})) == []
+        assert api.get_device_event(events[0].id).device_id == device_id
+    finally:
+        stop(devices_process)
+
+
+def test_device_directory_queries(service: ServiceProcess) -> None:
+    """issue 32 #3: `add_query`, `list_queries`, `get_query`, `update_query` and `delete_query` of
+    `DeviceDirectoryAPI` (`/v3/device-queries/`), unchanged."""
+    from mbed_cloud import DeviceDirectoryAPI
+
+    api = DeviceDirectoryAPI({"api_key": service.api_key, "host": service.base_url})
+    made = api.add_query(name="live sensors", filter={"state": {"$eq": "registered"}, "device_type": {"$eq": "s"}})
+    assert made.name == "live sensors" and made.id and made.created_at is not None
+    # sent as `state=registered&endpoint_type=s` (the SDK renames device_type on the way out, not back)
+    assert made.filter == {"state": {"$eq": "registered"}, "endpoint_type": {"$eq": "s"}}
+    listed = list(api.list_queries())
+    assert [(q.id, q.name) for q in listed] == [(made.id, "live sensors")]
+    assert api.get_query(made.id).filter == made.filter
+    renamed = api.update_query(made.id, name="sensors")
+    assert (renamed.name, renamed.filter) == ("sensors", made.filter)
+    api.delete_query(made.id)
+    assert list(api.list_queries()) == []
+
+
+def test_statistics_metrics(service: ServiceProcess) -> None:
+    """issue 32 #3: `ConnectAPI.list_metrics` (`GET /v3/metrics`, the statistics API), unchanged, with the metrics
+    devicehub counts (its default asks for every Pelion metric, which devicehub refuses rather than invent)."""
+    devices_process = simulator(service.coap_uri, "--count", "2", "--prefix", "met-", "--rate", "0")
+    api = _connect_api(service)
+    include = ["full_registrations", "updated_registrations", "deleted_registrations", "expired_registrations"]
+    try:
+
+        def registered() -> list[Any]:
+            metrics = list(api.list_metrics(include=[*include, "failed_api_calls"], interval="1d", period="1d"))
+            return metrics if sum(m.full_registrations for m in metrics) == 2 else []
+
+        metrics = wait_until(registered, within=20, what="two full registrations counted")
+        assert len(metrics) == 1 and metrics[0].timestamp is not None and metrics[0].id
+        assert (metrics[0].deleted_registrations, metrics[0].failed_api_calls) == (0, 0)
+        hourly = list(api.list_metrics(include=include, interval="1h", period="3h"))
+        assert [m.full_registrations for m in hourly][-1] == 2 and len(hourly) == 3
+    finally:
+        stop(devices_process)

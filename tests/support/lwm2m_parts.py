@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from devicehub._core import CoapMessage, coap_decode, coap_encode, coap_encode_uint
 from devicehub.clock import ManualClock
+from devicehub.domain.device_log import DeviceEventRecord
 from devicehub.domain.model import ObservationRecord, Registration, ResourceLink
 from devicehub.domain.registration import Admission
 from devicehub.errors import Unavailable
@@ -81,6 +82,7 @@ class MemoryPersistence:
 
     registrations: dict[str, Registration] = field(default_factory=dict)
     observations: dict[bytes, ObservationRecord] = field(default_factory=dict)
+    events: list[DeviceEventRecord] = field(default_factory=list)  # lifecycle events written with the records
     lookups: int = 0
     failing: bool = False  # observation lookups raise Unavailable (an outage, a time-out)
 
@@ -89,7 +91,9 @@ class MemoryPersistence:
         registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
+        events: Sequence[DeviceEventRecord] = (),
     ) -> None:
+        self.events += events
         for token in [t for t, o in self.observations.items() if o.device_id in fresh]:
             del self.observations[token]
         self.registrations.update((r.device_id, r) for r in registrations)
@@ -104,11 +108,15 @@ class MemoryPersistence:
     async def registrations_expiring(self, now: float, limit: int = 1000) -> list[Registration]:
         return sorted((r for r in self.registrations.values() if r.expires_at < now), key=lambda r: r.expires_at)
 
-    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
+    async def remove_registration(
+        self, device_id: str, updated_at: float | None = None, event: DeviceEventRecord | None = None
+    ) -> bool:
         record = self.registrations.get(device_id)
         if record is None or (updated_at is not None and record.updated_at != updated_at):
             return False
         del self.registrations[device_id]
+        if event is not None:
+            self.events.append(event)
         return True
 
     async def put_observation(self, observation: ObservationRecord) -> None:

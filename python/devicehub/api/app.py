@@ -14,6 +14,7 @@ from devicehub.api.rate_limit import RATE_LIMITS
 from devicehub.api.route_spec import Route
 from devicehub.api.routes import ROUTES
 from devicehub.api.trailing_slash import tolerate_trailing_slash
+from devicehub.api.usage_routes import usage_recorder
 from devicehub.logs import quiet_bad_requests
 from devicehub.metrics import NodeMetrics
 from devicehub.ratelimit import TokenBuckets
@@ -41,7 +42,7 @@ def create_app(services: Services) -> web.Application:
         services.hub.counters.on_delivered = node_metrics.events_delivered
     settings = services.settings
     app = web.Application(
-        middlewares=[edge_middleware(node_metrics.request_recorder())],
+        middlewares=[edge_middleware(usage_recorder(node_metrics.request_recorder(), services.usage))],
         client_max_size=settings.max_body_bytes,
         handler_args={"max_line_size": MAX_REQUEST_LINE},
     )

@@ -13,6 +13,7 @@ from devicehub.clock import Clock
 from devicehub.config import ServeSettings
 from devicehub.domain.accounts import AccountService, Principal
 from devicehub.domain.storage.store import Store
+from devicehub.domain.usage import UsageMeter
 
 if TYPE_CHECKING:
     from devicehub.api.console_feed import ConsoleFeed
@@ -35,6 +36,7 @@ class Services:
     security: Callable[[], dict[str, object]] | None = None  # issue 13 #4: the device security policy, for /readyz
     feed: ConsoleFeed | None = None  # issue 32 #2: the console's live feed (taps the domain's events)
     campaigns: Campaigns | None = None  # issue 33: firmware update campaigns
+    usage: UsageMeter | None = None  # issue 32 #3: the accounts' usage by the hour (GET /v3/metrics)
 
 
 SERVICES = web.AppKey("services", Services)
@@ -74,6 +76,12 @@ async def authenticate(request: web.Request, raw_key: str | None) -> Principal:
     if isinstance(outcome, Exception):
         raise outcome
     return cast(Principal, outcome)
+
+
+def authenticated_account(request: web.Request) -> str | None:
+    """The account of the key this request was authenticated with, if it was (after its handler ran)."""
+    memo = request.get(_AUTHENTICATED)
+    return memo[1].account_id if memo is not None and isinstance(memo[1], Principal) else None
 
 
 async def principal(request: web.Request) -> Principal:

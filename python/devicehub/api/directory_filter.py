@@ -64,7 +64,8 @@ def _bad(key: str, message: str) -> ValidationFailed:
     return ValidationFailed(f"filter {key}: {message}", fields=(FieldError(key, message),))
 
 
-def _time(key: str, text: str) -> float:
+def parse_time(key: str, text: str) -> float:
+    """An RFC 3339 date-time (or Pelion's short form) as seconds; 400 naming `key` otherwise."""
     short = _SHORT_TIME.match(text)
     if short:
         date, clock, fraction = short.groups()
@@ -98,7 +99,7 @@ def _condition(key: str, raw: str) -> Condition | bool:
         inside = field.constant in parts
         return inside if op in ("eq", "in") else not inside
     if field.time:
-        return Condition(field.column, op, tuple(_time(key, p) for p in parts))
+        return Condition(field.column, op, tuple(parse_time(key, p) for p in parts))
     return Condition(field.column, op, tuple(parts))
 
 

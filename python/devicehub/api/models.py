@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from devicehub.domain.model import PresubscriptionRule
+from devicehub.domain.saved_queries import MAX_NAME, MAX_QUERY
 
 
 class AsyncIdResponse(msgspec.Struct, frozen=True, rename="kebab"):
@@ -285,3 +286,88 @@ presubscriptions_decoder = msgspec.json.Decoder(list[PresubscriptionBody])
 device_request_decoder = msgspec.json.Decoder(DeviceRequestBody)
 device_update_decoder = msgspec.json.Decoder(DeviceUpdateBody)
 api_key_create_decoder = msgspec.json.Decoder(ApiKeyCreateBody)
+
+
+class DeviceEventModel(msgspec.Struct, frozen=True, kw_only=True):
+    """Pelion's DeviceEventData (issue 32 #3): one lifecycle event of a device."""
+
+    object: str = "device-event"
+    id: str
+    device_id: str
+    event_type: str
+    event_type_category: str
+    event_type_description: str
+    description: str
+    state_change: bool
+    changes: dict[str, str]
+    data: dict[str, str]
+    date_time: str
+    created_at: str
+    etag: str
+
+
+class DeviceEventList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    object: str  # no default: omit_defaults must not drop it
+    data: list[DeviceEventModel]
+    has_more: bool
+    limit: int
+    order: str
+    after: str | None = None
+    total_count: int | None = None
+
+
+class DeviceQueryBody(msgspec.Struct, frozen=True):
+    """`POST`/`PUT /v3/device-queries` (Pelion's DeviceQueryPostPutRequest); the fields Pelion's read model has
+    besides these (id, object, etag, times) are ignored, as Pelion does."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME)] | msgspec.UnsetType = msgspec.UNSET
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY)] | msgspec.UnsetType = msgspec.UNSET
+
+
+device_query_decoder = msgspec.json.Decoder(DeviceQueryBody)
+
+
+class DeviceQueryModel(msgspec.Struct, frozen=True, kw_only=True):
+    object: str = "device-query"
+    id: str
+    name: str
+    query: str
+    created_at: str
+    updated_at: str
+    etag: str
+
+
+class DeviceQueryList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    object: str  # no default: omit_defaults must not drop it
+    data: list[DeviceQueryModel]
+    has_more: bool
+    limit: int
+    order: str
+    after: str | None = None
+    total_count: int | None = None
+
+
+class MetricModel(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One interval of Pelion's `GET /v3/metrics`: the counters asked for (`include`), those devicehub counts."""
+
+    id: str
+    timestamp: str
+    full_registrations: int | None = None
+    registration_updates: int | None = None
+    deleted_registrations: int | None = None
+    expired_registrations: int | None = None
+    bootstraps_successful: int | None = None
+    bootstraps_failed: int | None = None
+    connect_rest_api_success: int | None = None
+    connect_rest_api_error: int | None = None
+    device_server_rest_api_success: int | None = None
+    device_server_rest_api_error: int | None = None
+
+
+class MetricList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    object: str  # no default: omit_defaults must not drop it
+    data: list[MetricModel]
+    has_more: bool
+    limit: int
+    after: str | None = None
+    total_count: int | None = None

@@ -13,6 +13,8 @@ from devicehub.api import (
     console,
     console_feed_routes,
     credential_routes,
+    device_event_routes,
+    device_query_routes,
     device_routes,
     firmware_table,
     health_routes,
@@ -23,6 +25,7 @@ from devicehub.api import (
     openapi,
     request_routes,
     subscription_routes,
+    usage_routes,
 )
 from devicehub.api.body import MAX_LIMIT
 from devicehub.api.directory_filter import filter_parameter_names
@@ -110,6 +113,41 @@ LIST_QUERY = (
 )
 
 
+EVENT_ID = Param("event_id", {"type": "string", "pattern": "^[0-9a-f]{48}$"}, "a device event's id (48 lowercase hex)")
+EVENT_QUERY = (
+    *LIST_QUERY[:3],  # limit, after (an event id), order (by id: time, then device)
+    Param("include", {"type": "string", "enum": ["total_count"]}, "`total_count`: the exact count under the filters"),
+    Param(
+        "filter",
+        {"type": "string", "maxLength": 2048, "pattern": "^[ -~]*$"},
+        "URL-encoded `key=value` pairs joined by `&` (`device_id%3D...`); keys as the plain parameters",
+    ),
+    *(
+        Param(
+            f"{name}__{op}",
+            _FILTER_VALUE,
+            f"{name} {op}"
+            + (" (comma-separated)" if op in ("in", "nin") else "")
+            + (" (RFC 3339 UTC)" if name == "date_time" else ""),
+        )
+        for name, ops in device_event_routes.FIELDS.items()
+        for op in ops
+    ),
+)
+
+
+QUERY_ID = Param("query_id", {"type": "string", "pattern": "^[0-9a-f]{32}$"}, "a device query's id (32 lowercase hex)")
+QUERY_LIST = (
+    *LIST_QUERY[:3],  # limit, after (a query id), order (by id: creation order)
+    Param("include", {"type": "string", "enum": ["total_count"]}, "`total_count`: the exact count under the filters"),
+    *(
+        Param(f"{name}__{op}", _FILTER_VALUE, f"{name} {op}" + (" (comma-separated)" if op in ("in", "nin") else ""))
+        for name in device_query_routes.LIST_FIELDS
+        for op in ("eq", "neq", "in", "nin")
+    ),
+)
+
+
 # ---- replies ----------------------------------------------------------------------------------------------
 def v2(status: int, description: str) -> Reply:
     """A v2 error: a text/plain token (wire-format.md "v2 errors")."""
@@ -125,6 +163,25 @@ V3_401 = v3(401, "missing, unknown or revoked API key")
 V3_403_ADMIN = v3(403, "the calling key is not an administrator")
 V2_404_DEVICE = v2(404, "no such device in the key's account (DEVICE_NOT_FOUND)")
 V3_404_DEVICE = v3(404, "no such device in the key's account")
+SPAN = {"type": "string", "pattern": "^[1-9][0-9]{0,4}[hdw]$"}
+METRICS_QUERY = (
+    Param(
+        "include",
+        {"type": "string", "maxLength": 512, "pattern": "^[a-z_,]+$"},
+        "comma-separated: full_registrations, registration_updates, deleted_registrations, expired_registrations,"
+        " bootstraps_successful, bootstraps_failed, connect_rest_api_success, connect_rest_api_error (or"
+        " device_server_rest_api_*), total_count; Pelion's other metrics are not counted (400)",
+        required=True,
+    ),
+    Param("interval", SPAN, "the width of an entry: 1h, 2d, 1w (hours, days, weeks)", required=True),
+    Param("start", {"type": "string", "maxLength": 64}, "RFC 3339 UTC or yyyymmdd; with end"),
+    Param("end", {"type": "string", "maxLength": 64}, "RFC 3339 UTC or yyyymmdd (exclusive); with start"),
+    Param("period", SPAN, "without start and end: this long up to the end of the current hour"),
+    LIST_QUERY[0],
+    Param("after", {"type": "string", "maxLength": 64}, "a metric id: the page starts after it"),
+    Param("order", {"type": "string", "enum": ["ASC", "DESC", "asc", "desc"]}, "by time; default ASC"),
+)
+V3_404_QUERY = v3(404, "no such device query in the key's account")
 V2_400_PATH = v2(400, "the resource path is not numeric LwM2M (MALFORMED_PATH)")
 V2_413 = v2(413, "the body is larger than the limit (PAYLOAD_TOO_LARGE)")
 V2_400_BODY = v2(400, "the body is not valid JSON of this shape (MALFORMED_JSON_CONTENT, a limit)")
@@ -207,6 +264,106 @@ ROUTES: tuple[Route, ...] = (
         "devices",
         (Reply(200, "resources", list[models.EndpointResource]), V2_401, V2_404_DEVICE),
         path_params=(DEVICE_ID,),
+    ),
+    # ---- device lifecycle history (issue 32 #3) ---------------------------------------------------------------
+    Route(
+        "GET",
+        "/v3/device-events",
+        device_event_routes.list_device_events,
+        "The account's device lifecycle events (registered, updated, deregistered, expired, bootstrapped), by"
+        " time, filtered like the directory, kept --device-events-retention and at most 200 per device",
+        "devices",
+        (
+            Reply(200, "a page of events", models.DeviceEventList),
+            v3(400, "a bad parameter, an unknown filter field or a bad filter value (names the field)"),
+            V3_401,
+        ),
+        query=EVENT_QUERY,
+        aliases=("/v3/devicelog",),
+    ),
+    Route(
+        "GET",
+        "/v3/device-events/{event_id}",
+        device_event_routes.get_device_event,
+        "One device lifecycle event",
+        "devices",
+        (Reply(200, "the event", models.DeviceEventModel), V3_401, v3(404, "no such event in the key's account")),
+        path_params=(EVENT_ID,),
+        aliases=("/v3/devicelog/{event_id}",),
+    ),
+    # ---- saved directory filters (issue 32 #3) ---------------------------------------------------------------
+    Route(
+        "GET",
+        "/v3/device-queries",
+        device_query_routes.list_queries,
+        "The account's saved device directory filters, paged by id (creation order)",
+        "devices",
+        (Reply(200, "a page of device queries", models.DeviceQueryList), v3(400, "a bad parameter or filter"), V3_401),
+        query=QUERY_LIST,
+    ),
+    Route(
+        "POST",
+        "/v3/device-queries",
+        device_query_routes.create_query,
+        "Save a device directory filter (`query`: what `GET /v3/devices?filter=` takes) under a name",
+        "devices",
+        (
+            Reply(201, "the saved query", models.DeviceQueryModel),
+            v3(400, "a missing or bad field, a query the directory refuses, or the account's 1000 queries reached"),
+            V3_401,
+            v3(409, "another query of the account has this name"),
+            v3(413, "the body is larger than the limit"),
+        ),
+        body=models.DeviceQueryBody,
+    ),
+    Route(
+        "GET",
+        "/v3/device-queries/{query_id}",
+        device_query_routes.get_query,
+        "One saved device query",
+        "devices",
+        (Reply(200, "the query", models.DeviceQueryModel), V3_401, V3_404_QUERY),
+        path_params=(QUERY_ID,),
+    ),
+    Route(
+        "PUT",
+        "/v3/device-queries/{query_id}",
+        device_query_routes.update_query,
+        "Rename a saved device query or change its filter (the fields sent)",
+        "devices",
+        (
+            Reply(200, "the updated query", models.DeviceQueryModel),
+            v3(400, "a bad field or a query the directory refuses"),
+            V3_401,
+            V3_404_QUERY,
+            v3(409, "another query of the account has this name"),
+            v3(413, "the body is larger than the limit"),
+        ),
+        body=models.DeviceQueryBody,
+        path_params=(QUERY_ID,),
+    ),
+    Route(
+        "DELETE",
+        "/v3/device-queries/{query_id}",
+        device_query_routes.delete_query,
+        "Delete a saved device query",
+        "devices",
+        (Reply(204, "deleted"), V3_401, V3_404_QUERY),
+        path_params=(QUERY_ID,),
+    ),
+    # ---- account usage (issue 32 #3) ------------------------------------------------------------------------
+    Route(
+        "GET",
+        "/v3/metrics",
+        usage_routes.get_metrics,
+        "The account's registrations and REST calls over time (Pelion's statistics), one entry per interval",
+        "devices",
+        (
+            Reply(200, "a page of intervals", models.MetricList),
+            v3(400, "a missing or bad parameter, an unknown metric or one devicehub does not count (names it)"),
+            V3_401,
+        ),
+        query=METRICS_QUERY,
     ),
     # ---- subscriptions (v2) ---------------------------------------------------------------------------------
     Route(

@@ -212,6 +212,8 @@ class BootstrapServer:
         # endpoint name → "completed" or the reason of failure, newest last (bounded): for operators and tests
         self.outcomes: OrderedDict[str, str] = OrderedDict()
         self.stats = BootstrapStats()
+        # issue 32 #3: told of each session's end (completed or not), for its account's records (node.py)
+        self.on_ended: Callable[[BootstrapConfig, bool], Awaitable[None]] | None = None
 
     async def start(self, host: str, port: int) -> None:
         """The plain CoAP listener (answered only with `allow_nosec`)."""
@@ -350,10 +352,19 @@ class BootstrapServer:
             self.stats.failed += 1
             self._record(endpoint_name, f"failed: {error}")
             log.info("bootstrap of %r failed: %s", endpoint_name, error)
+            await self._tell(config, False)
             return
         self.stats.completed += 1
         self._record(endpoint_name, "completed")
         log.info("bootstrapped %r to %s", endpoint_name, config.server_uri)
+        await self._tell(config, True)
+
+    async def _tell(self, config: BootstrapConfig, completed: bool) -> None:
+        if self.on_ended is not None:
+            try:
+                await self.on_ended(config, completed)
+            except Exception:  # the device is bootstrapped all the same; only its record is missing
+                log.exception("recording the bootstrap of %r failed", config.endpoint_name)
 
     def _record(self, endpoint_name: str, outcome: str) -> None:
         self.outcomes.pop(endpoint_name, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from devicehub.domain.device_log import DeviceEventRecord
 from devicehub.domain.model import ObservationRecord, Registration
 
 
@@ -18,15 +19,19 @@ class RegistrationPersistence(Protocol):
         registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
+        events: Sequence[DeviceEventRecord] = (),
     ) -> None:
         """A batch in one transaction: the stored observations of the `fresh` device ids (a Register ends them) go
-        first, then the registrations and the observations are written."""
+        first, then the registrations, the observations and the batch's lifecycle events are written."""
 
     async def get_registration(self, device_id: str) -> Registration | None: ...
     async def list_registrations(self) -> list[Registration]: ...
     async def registrations_expiring(self, now: float, limit: int = 1000) -> list[Registration]: ...
-    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
-        """Remove it and its observations; with `updated_at`, only if it was not updated meanwhile."""
+    async def remove_registration(
+        self, device_id: str, updated_at: float | None = None, event: DeviceEventRecord | None = None
+    ) -> bool:
+        """Remove it and its observations; with `updated_at`, only if it was not updated meanwhile; `event` is
+        written with the removal, only when it removed something."""
 
     async def put_observation(self, observation: ObservationRecord) -> None: ...
     async def get_observation(self, token: bytes) -> ObservationRecord | None: ...

@@ -11,8 +11,10 @@ from collections.abc import Callable
 
 from devicehub import tasks
 from devicehub.clock import Clock
+from devicehub.domain.device_log import EXPIRED, new_event
 from devicehub.domain.model import Registration
 from devicehub.domain.ports import DeviceEvents
+from devicehub.domain.usage import EXPIRED_REGISTRATIONS
 from devicehub.lwm2m.records import registration_of
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Registry
@@ -85,8 +87,10 @@ class RegistrationExpiry:
         registry = self._registry
         # the registrations held here, from the heap: O(log n) each, no scan
         for device_id in list(registry.deadlines.due(now, registry.version)):
-            registration = registry.devices[device_id].registration
-            await self._expire(device_id, registration.updated_at, registration)
+            device = registry.devices.get(device_id)
+            if device is None:  # de-registered while an earlier one of the list was being expired
+                continue
+            await self._expire(device_id, device.registration.updated_at, device.registration)
         registry.deadlines.compact(
             len(registry.devices),
             ((i, d.registration.expires_at, d.registration.updated_at) for i, d in registry.devices.items()),
@@ -108,7 +112,8 @@ class RegistrationExpiry:
         registry = self._registry
         async with registry.locks(device_id):
             if registry.store is not None:
-                removed = await registry.store.remove_registration(device_id, updated_at=updated_at)
+                event = new_event(registration.account_id, device_id, EXPIRED, self._clock.now())
+                removed = await registry.store.remove_registration(device_id, updated_at=updated_at, event=event)
             cached = registry.devices.get(device_id)
             current = cached is not None and cached.registration.updated_at == updated_at
             if registry.store is None:
@@ -124,4 +129,7 @@ class RegistrationExpiry:
             await self._events.expired(registration)
         except Exception:
             log.exception("expiry handling failed for %s", device_id)
-        self._stats.expirations += 1  # counted once handled: the device is deregistered in the store by now
+        self._stats.expirations += 1
+        self._registry.usage.count(
+            registration.account_id, EXPIRED_REGISTRATIONS
+        )  # counted once handled: the device is deregistered in the store by now

@@ -12,9 +12,11 @@ import msgspec
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
+from devicehub.domain.device_log import DEREGISTERED, new_event
 from devicehub.domain.model import Registration, ResourceLink
 from devicehub.domain.ports import DeviceEvents
 from devicehub.domain.registration import UDP
+from devicehub.domain.usage import DELETED_REGISTRATIONS
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
 from devicehub.lwm2m.coap.messages import Address, Reply
@@ -250,7 +252,7 @@ class RegistrationHandler:
                 registry.missed.miss(token)  # a value it still sends is unknown here, not looked up and adopted again
                 self._observations.forget_stored(token)
         self._stats.updates += 1
-        self._writer.enqueue(device, fresh=False)
+        self._writer.enqueue(device, fresh=False, changes=_changes(current, registration))
         await self._events.updated(registration, added)
         return Reply(codes.CHANGED)
 
@@ -266,11 +268,30 @@ class RegistrationHandler:
             return Reply(codes.NOT_FOUND)
         registry.forget(device)
         if registry.store is not None:
-            await registry.store.remove_registration(device_id)
+            gone = device.registration
+            event = new_event(gone.account_id, device_id, DEREGISTERED, self._clock.now())
+            await registry.store.remove_registration(device_id, event=event)
         self._stats.deregistrations += 1
+        registry.usage.count(device.registration.account_id, DELETED_REGISTRATIONS)
         log.info("de-registered %s (%s)", device.registration.endpoint_name, device_id)
         await self._events.deregistered(device.registration)
         return Reply(codes.DELETED)
+
+
+# what an Update may change, as Pelion's device event names it (`changes`): an Update that changes none of these (a
+# lifetime refresh) records no event (issue 32 #3)
+_WATCHED = ("lifetime", "binding", "transport", "endpoint_type")
+
+
+def _changes(before: Registration, after: Registration) -> dict[str, str]:
+    changed = {name: str(getattr(after, name)) for name in _WATCHED if getattr(before, name) != getattr(after, name)}
+    if before.address != after.address:
+        changed["address"] = f"{after.address[0]}:{after.address[1]}"
+    if before.links != after.links:
+        changed["resources"] = str(len(after.links))
+    if before.queue_mode != after.queue_mode:
+        changed["queue_mode"] = str(after.queue_mode).lower()
+    return changed
 
 
 def _bad(reason: str) -> Reply:

@@ -7,8 +7,10 @@ import logging
 from dataclasses import dataclass, field
 
 from devicehub.clock import Clock
+from devicehub.domain.device_log import REGISTERED, UPDATED, DeviceEventRecord, new_event
 from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.domain.ports import DeviceEvents
+from devicehub.domain.usage import FULL_REGISTRATIONS, REGISTRATION_UPDATES
 from devicehub.errors import Unavailable
 from devicehub.lwm2m.records import record_of
 from devicehub.lwm2m.registry import Device, Registry
@@ -47,6 +49,9 @@ class _Pending:
     # announcement. A task per value that waited for the device's batch to settle cost a wake-up per waiting value
     # per batch written (a ramp of notifying devices queued thousands) and asked every batch to be written at once
     held: list[HeldValue] = field(default_factory=list)
+    # issue 32 #3: the lifecycle events this write records (a Register; an Update that changed the registration),
+    # stored in the batch's own write
+    events: list[DeviceEventRecord] = field(default_factory=list)
 
 
 class RegistrationWriter:
@@ -87,9 +92,11 @@ class RegistrationWriter:
         entry = self._pending.get(device_id) or self._writing.get(device_id)
         return entry is not None and entry.fresh
 
-    def enqueue(self, device: Device, *, fresh: bool) -> None:
-        """Store the device's registration with the next batch; a Register is also announced to the core then."""
-        device_id = device.registration.device_id
+    def enqueue(self, device: Device, *, fresh: bool, changes: dict[str, str] | None = None) -> None:
+        """Store the device's registration with the next batch; a Register is also announced to the core then.
+        `changes`: what an Update changed (its event is kept only when it changed something)."""
+        registration = device.registration
+        device_id = registration.device_id
         entry = self._pending.get(device_id)
         if entry is None:
             entry = self._pending[device_id] = _Pending(device, fresh)
@@ -97,6 +104,10 @@ class RegistrationWriter:
             entry.device, entry.fresh = device, entry.fresh or fresh
             entry.announced = entry.announced and not fresh
         entry.registers += fresh
+        self._registry.usage.count(registration.account_id, FULL_REGISTRATIONS if fresh else REGISTRATION_UPDATES)
+        if fresh or changes:
+            kind = REGISTERED if fresh else UPDATED
+            entry.events.append(new_event(registration.account_id, device_id, kind, self._clock.now(), changes))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._write_pending())
         elif len(self._pending) >= BATCH_FULL or self.full:
@@ -137,6 +148,7 @@ class RegistrationWriter:
                     else:
                         newer.fresh, newer.registers = newer.fresh or entry.fresh, newer.registers + entry.registers
                         newer.held[:0] = entry.held
+                        newer.events[:0] = entry.events
                 if self._closing:
                     self.backlog -= sum(e.registers for e in self._pending.values())
                     self._pending = {}
@@ -177,6 +189,7 @@ class RegistrationWriter:
                     self._registry.forget(entry.device)
                     entry.failed = True
                     entry.held.clear()  # a registration that failed leaves no trace: its values go with it
+                    entry.events.clear()
                 entry.announced = True
                 self._release(entry)
         store = self._registry.store
@@ -184,6 +197,7 @@ class RegistrationWriter:
             return
         records: list[Registration] = []
         observations: list[ObservationRecord] = []
+        events = [event for entry in entries if not entry.failed for event in entry.events]
         for entry in entries:
             if entry.failed or self._registry.devices.get(entry.device.registration.device_id) is not entry.device:
                 continue  # failed, or deregistered, dropped or expired meanwhile
@@ -193,7 +207,10 @@ class RegistrationWriter:
                 if entry.fresh or observation.order.last_seq is None:
                     observations.append(entry.device.record_of(token))
         await store.put_registrations(
-            records, observations, [e.device.registration.device_id for e in entries if e.fresh and not e.failed]
+            records,
+            observations,
+            [e.device.registration.device_id for e in entries if e.fresh and not e.failed],
+            events,
         )
 
     def deliver(self, device_id: str, path: str, content_format: int | None, payload: bytes, seq: int | None) -> None:

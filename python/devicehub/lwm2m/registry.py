@@ -9,6 +9,7 @@ from devicehub._core import ObserveLane, ObserveOrder
 from devicehub.clock import Clock
 from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.domain.ports import DeviceEvents
+from devicehub.domain.usage import UsageMeter
 from devicehub.locks import KeyedLocks
 from devicehub.lwm2m.coap.messages import Address
 from devicehub.lwm2m.expiry import ExpiryHeap
@@ -89,6 +90,7 @@ class Registry:
         self._events = events
         self.store = store
         self.expiry_grace = expiry_grace
+        self.usage = UsageMeter(clock)  # issue 32 #3: the accounts' registrations by the hour (GET /v3/metrics)
         self.devices: dict[str, Device] = {}
         self.by_address: dict[Address, str] = {}
         # (account, endpoint name) → device id of registrations a (D)TLS identity made for itself, not behind another

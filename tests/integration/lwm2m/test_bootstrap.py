@@ -105,6 +105,14 @@ def test_simulated_device_bootstraps_from_its_rest_configuration_then_registers_
                     async with http.get("/v3/devices") as r:
                         names = [d["endpoint_name"] for d in (await r.json())["data"]]
                     assert names == ["bs-1"]
+                    # issue 32 #3: the bootstrap is in the device's lifecycle history, before its Register, and counted
+                    async with http.get(f"/v3/device-events?device_id={sim.device_id}") as r:
+                        events = [e["event_type"] for e in (await r.json())["data"]]
+                    assert events == ["bootstrapped", "registered"]
+                    query = "include=bootstraps_successful,bootstraps_failed&interval=1d&period=1d"
+                    async with http.get(f"/v3/metrics?{query}") as r:
+                        (day,) = (await r.json())["data"]
+                    assert (day["bootstraps_successful"], day["bootstraps_failed"]) == (1, 0)
                 finally:
                     await sim.stop()
 

@@ -141,13 +141,15 @@ function valueText(reported) {
 }
 
 async function loadDevice(id) {
-  const [device, resources, echo, subscribed] = await Promise.all([
+  const [device, resources, echo, subscribed, events] = await Promise.all([
     api("GET", "/v3/devices/" + encodeURIComponent(id)),
     api("GET", "/v2/endpoints/" + encodeURIComponent(id)),
     api("GET", "/v3/devices/" + encodeURIComponent(id) + "/echo"),
     api("GET", "/v2/subscriptions/" + encodeURIComponent(id)), // this key's subscriptions, one path a line
+    api("GET", "/v3/device-events?" + new URLSearchParams({ device_id: id, order: "DESC", limit: "50" })),
     model(),
   ]);
+  showEvents(events.status === 200 ? events.data.data : []);
   state.subscribed = new Set(subscribed.status === 200 && typeof subscribed.data === "string" ?
     subscribed.data.split(/\r?\n/).filter(Boolean) : []);
   if (device.status !== 200) { $("device-title").textContent = id + " (not found)"; return; }
@@ -199,6 +201,18 @@ async function loadDevice(id) {
     box.append(details);
   }
   box.dataset.loaded = id;
+}
+
+// issue 32 #3: the device's lifecycle history (GET /v3/device-events), newest first
+function showEvents(events) {
+  const body = $("device-events").querySelector("tbody");
+  body.replaceChildren(...events.map((e) => {
+    const changes = Object.entries(e.changes || {}).map(([k, v]) => `${k}: ${v}`).join(", ");
+    const row = el("tr", null, td(e.date_time, "when"), td(e.event_type_description, "event"), td(changes, "changes"));
+    row.dataset.event = e.event_type;
+    return row;
+  }));
+  if (!events.length) body.append(el("tr", null, el("td", { colSpan: 3, className: "none muted", textContent: "no events kept" })));
 }
 
 function resourceRow(path, echoed) {

@@ -9,6 +9,7 @@ from devicehub.domain.storage.bootstrap import BootstrapConfigStore
 from devicehub.domain.storage.channels import ChannelStore
 from devicehub.domain.storage.contacts import ContactStore
 from devicehub.domain.storage.credentials import CredentialStore
+from devicehub.domain.storage.device_log import DeviceLogStore
 from devicehub.domain.storage.devices import DeviceStore
 from devicehub.domain.storage.enrolment import EnrolmentStore
 from devicehub.domain.storage.firmware import FirmwareStore
@@ -16,8 +17,10 @@ from devicehub.domain.storage.leases import LeaseStore
 from devicehub.domain.storage.objects import AccountObjectStore
 from devicehub.domain.storage.registrations import RegistrationStore
 from devicehub.domain.storage.requests import RequestQueueStore
+from devicehub.domain.storage.saved_queries import SavedQueryStore
 from devicehub.domain.storage.snapshot import SnapshotStore
 from devicehub.domain.storage.subscriptions import SubscriptionStore
+from devicehub.domain.storage.usage import UsageStore
 
 
 class Store(
@@ -25,6 +28,9 @@ class Store(
     EnrolmentStore,
     DeviceStore,
     RegistrationStore,
+    DeviceLogStore,
+    SavedQueryStore,
+    UsageStore,
     SnapshotStore,
     SubscriptionStore,
     RequestQueueStore,

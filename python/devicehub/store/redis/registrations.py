@@ -12,9 +12,11 @@ import heapq
 from collections.abc import Sequence
 from pathlib import Path
 
+from devicehub.domain.device_log import MAX_PER_DEVICE, DeviceEventRecord
 from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
+from devicehub.store.redis.device_log import add_events, index_events
 
 _PUT = (Path(__file__).with_name("lua") / "put_registration.lua").read_text()  # one call per device, pipelined
 
@@ -33,10 +35,12 @@ class RedisRegistrations(RedisConnection):
         registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
+        events: Sequence[DeviceEventRecord] = (),
     ) -> None:
         """Three round trips per server whatever the batch size: the observations' records; then per device one
         script (put_registration.lua) writing its registration and token set, ending the tokens of a `fresh` one
-        (a new Register ends its observations); then the ended tokens' records and the expiry entries."""
+        (a new Register ends its observations), and its lifecycle events (issue 32 #3); then the ended tokens'
+        records, the expiry entries and the events' account index entries. The events add no round trip."""
         k = self.keys
         added: dict[str, list[str]] = {}
         for observation in observations:
@@ -48,14 +52,19 @@ class RedisRegistrations(RedisConnection):
                 await pipe.execute()
         records = {r.device_id: r for r in registrations}
         fresh_ids = set(fresh)
-        devices = list(dict.fromkeys([*records, *added, *fresh]))
+        logged: dict[str, list[bytes | int]] = {}  # device id → its events' (score, record) pairs
+        for event in events:
+            logged.setdefault(event.device_id, []).extend((event.ms, encode(event)))
+        devices = list(dict.fromkeys([*records, *added, *fresh, *logged]))
         calls = []
         for device_id in devices:
             record = records.get(device_id)
-            reg, tokens = k.dev("reg", device_id), k.dev("reg_obs", device_id)
+            reg, tokens, log = k.dev("reg", device_id), k.dev("reg_obs", device_id), k.dev("dev_log", device_id)
             fresh_flag = "1" if device_id in fresh_ids else "0"
             blob = b"" if record is None else encode(record)
-            calls.append((_PUT, 2, reg, tokens, blob, fresh_flag, *added.get(device_id, ())))
+            pairs = logged.get(device_id, [])
+            head = (blob, fresh_flag, len(pairs) // 2, MAX_PER_DEVICE)
+            calls.append((_PUT, 3, reg, tokens, log, *head, *pairs, *added.get(device_id, ())))
         ended = await self._eval_each(calls)
         kept = {t for tokens in added.values() for t in tokens}
         doomed = [self._obs(text(t)) for tokens in ended for t in tokens or () if text(t) not in kept]
@@ -65,6 +74,7 @@ class RedisRegistrations(RedisConnection):
             for registration in registrations:
                 expiry = k.bucket("reg_expiry", registration.device_id)
                 pipe.zadd(expiry, {registration.device_id: registration.expires_at})
+            index_events(k, pipe, events)
             await pipe.execute()
 
     async def get_registration(self, device_id: str) -> Registration | None:
@@ -86,7 +96,9 @@ class RedisRegistrations(RedisConnection):
         earliest = heapq.nsmallest(limit, ((s, text(i)) for reply in replies for i, s in reply))
         return await self._blobs(Registration, [self.keys.dev("reg", i) for _, i in earliest])
 
-    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
+    async def remove_registration(
+        self, device_id: str, updated_at: float | None = None, event: DeviceEventRecord | None = None
+    ) -> bool:
         ended = await self._remove_reg(
             keys=[self.keys.dev("reg", device_id), self.keys.dev("reg_obs", device_id)],
             args=["" if updated_at is None else repr(updated_at)],
@@ -97,6 +109,8 @@ class RedisRegistrations(RedisConnection):
             for token in ended:
                 pipe.delete(self._obs(text(token)))
             pipe.zrem(self.keys.bucket("reg_expiry", device_id), device_id)
+            if event is not None:  # only the node whose removal won writes it
+                add_events(self.keys, pipe, [event])
             await pipe.execute()
         return True
 

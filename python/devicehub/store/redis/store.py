@@ -17,6 +17,7 @@ from devicehub.store.redis.bootstrap import RedisBootstrapConfigs
 from devicehub.store.redis.channels import RedisChannels
 from devicehub.store.redis.contacts import RedisContacts
 from devicehub.store.redis.credentials import RedisCredentials
+from devicehub.store.redis.device_log import RedisDeviceLog
 from devicehub.store.redis.devices import RedisDevices
 from devicehub.store.redis.enrolment import RedisEnrolment
 from devicehub.store.redis.firmware import RedisFirmware
@@ -24,8 +25,10 @@ from devicehub.store.redis.leases import RedisLeases
 from devicehub.store.redis.objects import RedisAccountObjects
 from devicehub.store.redis.registrations import RedisRegistrations
 from devicehub.store.redis.requests import RedisRequests
+from devicehub.store.redis.saved_queries import RedisSavedQueries
 from devicehub.store.redis.snapshot import RedisSnapshot
 from devicehub.store.redis.subscriptions import RedisSubscriptions
+from devicehub.store.redis.usage import RedisUsage
 
 
 class RedisStore(
@@ -33,6 +36,9 @@ class RedisStore(
     RedisEnrolment,
     RedisDevices,
     RedisRegistrations,
+    RedisDeviceLog,
+    RedisSavedQueries,
+    RedisUsage,
     RedisSubscriptions,
     RedisRequests,
     RedisChannels,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from devicehub.domain.device_log import DeviceEventRecord
 from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.store.sqlite.codec import encode
+from devicehub.store.sqlite.device_log import insert_events
 from devicehub.store.sqlite.writer import SqliteWriter
 
 
@@ -26,6 +28,7 @@ class SqliteRegistrations(SqliteWriter):
         registrations: Sequence[Registration],
         observations: Sequence[ObservationRecord] = (),
         fresh: Sequence[str] = (),
+        events: Sequence[DeviceEventRecord] = (),
     ) -> None:
         def work(db: sqlite3.Connection) -> None:
             db.executemany("DELETE FROM observations WHERE device_id = ?", [(device_id,) for device_id in fresh])
@@ -37,6 +40,7 @@ class SqliteRegistrations(SqliteWriter):
                 "INSERT OR REPLACE INTO observations (token, device_id, data) VALUES (?, ?, ?)",
                 [(o.token, o.device_id, encode(o)) for o in observations],
             )
+            insert_events(db, events)  # issue 32 #3: the lifecycle history rides in the batch's transaction
 
         await self._write(work)
 
@@ -53,7 +57,9 @@ class SqliteRegistrations(SqliteWriter):
             (now, limit),
         )
 
-    async def remove_registration(self, device_id: str, updated_at: float | None = None) -> bool:
+    async def remove_registration(
+        self, device_id: str, updated_at: float | None = None, event: DeviceEventRecord | None = None
+    ) -> bool:
         def work(db: sqlite3.Connection) -> bool:
             sql = "DELETE FROM registrations WHERE device_id = ?"
             args: tuple[object, ...] = (device_id,)
@@ -62,6 +68,8 @@ class SqliteRegistrations(SqliteWriter):
             if db.execute(sql, args).rowcount == 0:
                 return False
             db.execute("DELETE FROM observations WHERE device_id = ?", (device_id,))
+            if event is not None:
+                insert_events(db, [event])
             return True
 
         return await self._read(work)

@@ -62,6 +62,18 @@ CREATE INDEX IF NOT EXISTS campaigns_phase ON campaigns (phase);
 CREATE TABLE IF NOT EXISTS campaign_devices (
     campaign_id TEXT NOT NULL, device_id TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (campaign_id, device_id))
     WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS device_log (
+    id TEXT PRIMARY KEY, account_id TEXT NOT NULL, device_id TEXT NOT NULL, at REAL NOT NULL, data BLOB NOT NULL)
+    WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS device_log_account ON device_log (account_id, id);
+CREATE INDEX IF NOT EXISTS device_log_device ON device_log (device_id, id);
+CREATE INDEX IF NOT EXISTS device_log_at ON device_log (at);
+CREATE TABLE IF NOT EXISTS saved_queries (
+    account_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, id),
+    UNIQUE (account_id, name));
+CREATE TABLE IF NOT EXISTS account_usage (
+    account_id TEXT NOT NULL, hour INTEGER NOT NULL, metric TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (account_id, hour, metric)) WITHOUT ROWID;
 """
 
 # Directory columns the device list filters on (domain/storage/device_query.py), added to databases made before them

@@ -29,6 +29,7 @@ from devicehub.store.sqlite.bootstrap import SqliteBootstrapConfigs
 from devicehub.store.sqlite.channels import SqliteChannels
 from devicehub.store.sqlite.contacts import SqliteContacts
 from devicehub.store.sqlite.credentials import SqliteCredentials
+from devicehub.store.sqlite.device_log import SqliteDeviceLog
 from devicehub.store.sqlite.devices import SqliteDevices
 from devicehub.store.sqlite.enrolment import SqliteEnrolment
 from devicehub.store.sqlite.firmware import SqliteFirmware
@@ -36,8 +37,10 @@ from devicehub.store.sqlite.leases import SqliteLeases
 from devicehub.store.sqlite.objects import SqliteAccountObjects
 from devicehub.store.sqlite.registrations import SqliteRegistrations
 from devicehub.store.sqlite.requests import SqliteRequests
+from devicehub.store.sqlite.saved_queries import SqliteSavedQueries
 from devicehub.store.sqlite.snapshot import SqliteSnapshot
 from devicehub.store.sqlite.subscriptions import SqliteSubscriptions
+from devicehub.store.sqlite.usage import SqliteUsage
 
 
 class SqliteStore(
@@ -45,6 +48,9 @@ class SqliteStore(
     SqliteEnrolment,
     SqliteDevices,
     SqliteRegistrations,
+    SqliteDeviceLog,
+    SqliteSavedQueries,
+    SqliteUsage,
     SqliteSubscriptions,
     SqliteRequests,
     SqliteChannels,

@@ -1,0 +1,102 @@
+"""Account usage over time (issue 32 #3, Pelion's `GET /v3/metrics`), on both stores: Registers, Updates and
+De-registers of simulated devices and the account's REST calls, counted by the hour on a real node and summed per
+interval; a metric devicehub does not count, an unknown one or a bad range is 400."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from devicehub.clock import ManualClock
+from devicehub.domain.timefmt import rfc3339
+from devicehub.node import Node
+from support.node import device, run, running_node
+
+INCLUDE = "full_registrations,registration_updates,deleted_registrations,connect_rest_api_error,total_count"
+
+
+def _session(node: Node) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        f"http://127.0.0.1:{node.http_port}", headers={"Authorization": f"Bearer {node.dev_api_key}"}
+    )
+
+
+async def _get(http: aiohttp.ClientSession, path: str, status: int = 200) -> Any:
+    async with http.get(path) as r:
+        assert r.status == status, await r.text()
+        return await r.json()
+
+
+def test_registrations_and_rest_calls_are_counted_by_interval(tmp_path: Path, store_url: str) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()  # starts on an hour
+        hour = clock.now()
+        async with running_node(tmp_path, clock=clock, redis_url=store_url) as node, _session(node) as http:
+            async with device(node, "use-a", lifetime=86_400) as a, device(node, "use-b", lifetime=86_400):
+                await a.update()
+                await _get(http, f"/v3/devices/{'0' * 32}", 404)  # an error of the account's
+                await clock.advance(3600)
+                async with device(node, "use-c"):
+                    pass  # registered and de-registered in the second hour
+            await _get(http, f"/v3/devices/{'0' * 32}", 404)
+            span = f"start={rfc3339(hour)}&end={rfc3339(hour + 3 * 3600)}"
+
+            hourly = await _get(http, f"/v3/metrics?include={INCLUDE}&interval=1h&{span}")
+            assert hourly["object"] == "list" and hourly["total_count"] == 3 and hourly["has_more"] is False
+            first, second, third = hourly["data"]
+            assert first["timestamp"] == rfc3339(hour) and second["timestamp"] == rfc3339(hour + 3600)
+            assert {k: v for k, v in first.items() if k not in ("id", "timestamp")} == {
+                "full_registrations": 2,
+                "registration_updates": 1,
+                "deleted_registrations": 0,
+                "connect_rest_api_error": 1,
+            }
+            # the second hour: use-c came and went; use-a and use-b de-registered at the end of the block
+            assert (second["full_registrations"], second["deleted_registrations"]) == (1, 3)
+            assert second["connect_rest_api_error"] == 1 and third["full_registrations"] == 0
+
+            daily = await _get(
+                http, f"/v3/metrics?include=full_registrations,connect_rest_api_success&interval=1d&{span}"
+            )
+            assert [e["full_registrations"] for e in daily["data"]] == [3]
+            assert daily["data"][0]["connect_rest_api_success"] >= 1  # the hourly read above, at least
+            assert set(daily["data"][0]) == {"id", "timestamp", "full_registrations", "connect_rest_api_success"}
+            alias = await _get(http, f"/v3/metrics?include=device_server_rest_api_error&interval=1d&{span}")
+            assert alias["data"][0]["device_server_rest_api_error"] == 2
+
+            # paged by metric id, both ways; the period up to now
+            one = await _get(http, f"/v3/metrics?include=full_registrations&interval=1h&{span}&limit=2")
+            assert one["has_more"] is True and len(one["data"]) == 2
+            rest = await _get(
+                http, f"/v3/metrics?include=full_registrations&interval=1h&{span}&after={one['data'][1]['id']}"
+            )
+            assert [e["timestamp"] for e in rest["data"]] == [rfc3339(hour + 7200)]
+            down = await _get(http, f"/v3/metrics?include=full_registrations&interval=1h&{span}&order=DESC")
+            assert [e["full_registrations"] for e in down["data"]] == [0, 1, 2]
+            recent = await _get(http, "/v3/metrics?include=full_registrations&interval=1h&period=2h")
+            assert [e["full_registrations"] for e in recent["data"]] == [2, 1]  # this hour and the one before
+            assert await _get(http, "/v3/metrics?include=full_registrations&interval=1d&start=20270115&end=20270116")
+
+            for query, field in [
+                (f"include=transactions&interval=1h&{span}", "transactions"),
+                (f"include=bootstraps_pending&interval=1h&{span}", "bootstraps_pending"),
+                (f"include=colour&interval=1h&{span}", "colour"),
+                (f"interval=1h&{span}", "include"),
+                (f"include=full_registrations&{span}", "interval"),
+                (f"include=full_registrations&interval=5m&{span}", "interval"),
+                ("include=full_registrations&interval=1h", "period"),
+                (f"include=full_registrations&interval=1h&start={rfc3339(hour)}", "end"),
+                (f"include=full_registrations&interval=1h&start={rfc3339(hour)}&end={rfc3339(hour)}", "end"),
+                ("include=full_registrations&interval=1h&start=yesterday&end=today", "start"),
+                ("include=full_registrations&interval=1h&period=99999w", "interval"),
+                (f"include=full_registrations&interval=1h&{span}&order=up", "order"),
+            ]:
+                body = await _get(http, f"/v3/metrics?{query}", 400)
+                assert body["object"] == "error" and field in str(body), (query, body)
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as anonymous:
+                async with anonymous.get(f"/v3/metrics?include=full_registrations&interval=1h&{span}") as r:
+                    assert r.status == 401
+
+    run(scenario(), timeout=60)
