@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
@@ -36,15 +35,12 @@ from devicehub.domain.handover import FIRMWARE, DeviceWork
 from devicehub.domain.model import Registration
 from devicehub.domain.registration import TCP
 from devicehub.domain.service import DeviceService
+from devicehub.listener_keys import ListenerKeys, SecureListener, dtls_bounds
 from devicehub.lwm2m.bootstrap import BootstrapServer, ConfigLookup
 from devicehub.lwm2m.coap.parameters import Limits
-from devicehub.lwm2m.dtls import server_certificate
 from devicehub.lwm2m.file_server import FileServer, package_path
-from devicehub.lwm2m.security import Keyring
 from devicehub.lwm2m.server import LwM2MServer
 from devicehub.lwm2m.server_stats import vars_of
-from devicehub.lwm2m.ticket_rotation import TicketHolder, TicketRotation
-from devicehub.outages import OutageLog
 from devicehub.private_files import write_private
 from devicehub.serve_hints import first_run_hint, has_active_key, secret_key_beside_data, secret_key_path
 from devicehub.startup import check_data_dir, redacted, starting
@@ -52,29 +48,11 @@ from devicehub.store import is_shared, open_store
 from devicehub.store.device_log_sweep import sweep_device_events
 from devicehub.store.redis.holders import HolderLink
 from devicehub.store.redis.revocations import RevocationListener
-from devicehub.store.redis.ticket_keys import RedisTicketKeys
-from devicehub.store.sqlite.ticket_keys import FILE as TICKET_KEYS_FILE
-from devicehub.store.sqlite.ticket_keys import FileTicketKeys
 from devicehub.store.usage_writer import flush_usage, write_usage
 
 log = logging.getLogger("devicehub.node")
 
 DEV_KEY_FILE = "dev-api-key"
-COAPS_CERT_FILE, COAPS_KEY_FILE = "coaps-server.pem", "coaps-server.key"
-CREDENTIAL_REFRESH = 5.0  # seconds: keys added by the CLI or another node reach this node's DTLS listener
-
-
-def dtls_bounds(settings: ServeSettings) -> dict[str, Any]:
-    """The options every DTLS listener takes from the settings: handshake and session bounds (issue 28 #3, #4)."""
-    return {
-        "handshake_timeout": settings.dtls_handshake_timeout,
-        "max_handshakes": settings.dtls_max_handshakes,
-        "handshakes_per_address": settings.dtls_handshakes_per_address,
-        "handshakes_per_prefix": settings.dtls_handshakes_per_prefix,
-        "max_sessions": settings.dtls_max_sessions,
-        "sessions_per_identity": settings.dtls_sessions_per_identity,
-        "idle_timeout": settings.dtls_idle_timeout,
-    }
 
 
 class Node:
@@ -91,7 +69,6 @@ class Node:
         self.coap_tcp_port: int | None = None
         self.coaps_tcp_port: int | None = None
         self.allow_nosec = settings.allow_nosec or settings.dev  # issue 13 #4: plain CoAP only when asked
-        self._refresher: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._upkeep: list[asyncio.Task[None]] = []  # issue 32 #3: device event retention, usage counters
@@ -102,7 +79,6 @@ class Node:
         self.holders: HolderLink | None = None  # Redis mode: which node holds which device (issue 31 #1)
         self.engine: CampaignEngine | None = None  # issue 33: firmware update campaigns
         self.campaigns: Campaigns | None = None
-        self._tickets: TicketRotation | None = None  # issue 31 #5: the DTLS ticket keys the nodes share
 
     async def start(self) -> None:
         settings = self.settings
@@ -154,6 +130,7 @@ class Node:
             self.clock,
             SecretBox(load_secret_key(secret_key_path(settings.data_dir, settings.secret_key_file))),
         )
+        self.listener_keys = ListenerKeys(settings, self.clock, self.credentials, self._secure_listeners)
         limits = Limits(
             requests_per_second=settings.coap_rate_limit,
             request_burst=2 * settings.coap_rate_limit,
@@ -177,7 +154,8 @@ class Node:
                 self.coap_tcp_port = (await self.lwm2m.start_tcp(settings.host, settings.coap_tcp_port)).address[1]
         await self._start_dtls()
         if (settings.coaps_port or settings.coaps_tcp_port) and settings.dtls_ticket_rotation:
-            await self._start_tickets()
+            with starting("the DTLS session-ticket keys"):
+                await self.listener_keys.start_tickets(self.store)
         await self.devices.start(self.lwm2m)
         await self.lwm2m.restore()
         if settings.bootstrap_port or settings.bootstrap_coaps_port:
@@ -296,14 +274,6 @@ class Node:
             values.update(self.bootstrap.metrics())
         return values
 
-    def _server_certificate(self) -> tuple[bytes, bytes]:
-        """The certificate the DTLS and TLS listeners present: --coaps-cert/--coaps-key, or a self-signed one."""
-        settings = self.settings
-        given = bool(settings.coaps_cert)
-        cert_file = Path(settings.coaps_cert) if given else Path(settings.data_dir) / COAPS_CERT_FILE
-        key_file = Path(settings.coaps_key) if settings.coaps_key else Path(settings.data_dir) / COAPS_KEY_FILE
-        return server_certificate(cert_file, key_file, create=not given)
-
     async def _start_dtls(self) -> None:
         settings = self.settings
         if settings.coaps_tcp_port:
@@ -311,7 +281,7 @@ class Node:
                 listener = await self.lwm2m.start_secure_tcp(
                     settings.host,
                     settings.coaps_tcp_port,
-                    self._server_certificate(),
+                    self.listener_keys.certificate(),
                     handshake_timeout=settings.dtls_handshake_timeout,
                     max_handshakes=settings.dtls_max_handshakes,
                     handshakes_per_address=settings.dtls_handshakes_per_address,
@@ -320,7 +290,7 @@ class Node:
             self.coaps_tcp_port = listener.address[1]
         if settings.coaps_port:
             with starting(f"the DTLS listener on udp {settings.host}:{settings.coaps_port}"):
-                certificate = self._server_certificate()
+                certificate = self.listener_keys.certificate()
                 await self.lwm2m.start_secure(
                     settings.host,
                     settings.coaps_port,
@@ -330,9 +300,7 @@ class Node:
             assert self.lwm2m.dtls is not None
             self.coaps_port = self.lwm2m.dtls.address[1]
         if self.coaps_port or self.coaps_tcp_port:
-            await self.reload_credentials()
-            self.credentials.on_change(self.reload_credentials)
-            self._refresher = asyncio.create_task(self._refresh_credentials(), name="credential-refresh")
+            await self.listener_keys.watch()
         # issue 13 #4: one line saying how devices may connect
         log.info(
             "device security: DTLS %s, TLS %s, plain CoAP %s",
@@ -366,32 +334,14 @@ class Node:
                 await self.bootstrap.start_secure(
                     settings.host,
                     settings.bootstrap_coaps_port,
-                    self._server_certificate(),
+                    self.listener_keys.certificate(),
                     **dtls_bounds(settings),  # the bootstrap listener is bounded as the LwM2M one (issue 28 #3, #4)
                 )
             assert self.bootstrap.dtls is not None
             self.bootstrap_coaps_port = self.bootstrap.dtls.address[1]
-            if self._tickets is not None:
-                await self._tickets.refresh()
-            await self.reload_credentials()
-            if self._refresher is None:  # no LwM2M (D)TLS listener watches the credentials yet
-                self.credentials.on_change(self.reload_credentials)
-                self._refresher = asyncio.create_task(self._refresh_credentials(), name="credential-refresh")
+            await self.listener_keys.watch()
 
-    async def _start_tickets(self) -> None:
-        """DTLS session tickets under a key ring shared through the store (issue 31 #5): in Redis by every node, in
-        the data directory across restarts; sealed as device secrets are."""
-        settings = self.settings
-        box = SecretBox(load_secret_key(secret_key_path(settings.data_dir, settings.secret_key_file)))
-        if is_shared(self.store):
-            keys: RedisTicketKeys | FileTicketKeys = RedisTicketKeys(self.store.redis, self.store.prefix, box)
-        else:
-            keys = FileTicketKeys(Path(settings.data_dir) / TICKET_KEYS_FILE, box)
-        self._tickets = TicketRotation(keys, self.clock, settings.dtls_ticket_rotation, self._secure_listeners)
-        with starting("the DTLS session-ticket keys"):
-            await self._tickets.start()
-
-    def _secure_listeners(self) -> list[TicketHolder]:
+    def _secure_listeners(self) -> list[SecureListener]:
         bootstrap = None if self.bootstrap is None else self.bootstrap.dtls
         return [each for each in (self.lwm2m.dtls, self.lwm2m.coaps_tcp, bootstrap) if each is not None]
 
@@ -403,33 +353,6 @@ class Node:
             "coaps_tcp_port": self.coaps_tcp_port,
             "allow_nosec": self.allow_nosec,
         }
-
-    async def reload_credentials(self) -> None:
-        """Hand the DTLS and TLS listeners the current keys and CAs; sessions of removed ones end."""
-        bootstrap = None if self.bootstrap is None else self.bootstrap.dtls
-        listeners = [
-            listener for listener in (self.lwm2m.dtls, self.lwm2m.coaps_tcp, bootstrap) if listener is not None
-        ]
-        if not listeners:
-            return
-        keys, authorities = await self.credentials.snapshot()
-        keyring = Keyring(
-            psks={name: (entry.key, entry.account_id) for name, entry in keys.items()},
-            authorities=[(a.ca_id, a.account_id, a.certificate) for a in authorities],
-        )
-        for listener in listeners:
-            listener.load(keyring)
-
-    async def _refresh_credentials(self) -> None:
-        outage = OutageLog(log, "credential refresh", self.clock.now)
-        while True:
-            await self.clock.sleep(CREDENTIAL_REFRESH)
-            try:
-                await self.reload_credentials()
-            except Exception as error:
-                outage.failed(error)
-            else:
-                outage.worked()
 
     def _account_of(self, device_id: str) -> str | None:
         """The account of a device registered on this node (what the console's feed routes notifications by)."""
@@ -463,9 +386,9 @@ class Node:
         if self.engine is not None:  # every device step is stored: the next start goes on from it
             await self.engine.stop()
         # they await the store (Redis may swallow a cancel)
-        await tasks.stop(self._sweeper, *self._upkeep, self._refresher)
-        if self._tickets is not None:
-            await self._tickets.stop()
+        await tasks.stop(self._sweeper, *self._upkeep)
+        if hasattr(self, "listener_keys"):
+            await self.listener_keys.stop()
         if hasattr(self, "feed"):
             self.feed.close()  # open console feeds end now: the HTTP server's cleanup does not wait for them
         if self._runner is not None:
