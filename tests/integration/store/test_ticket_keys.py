@@ -64,9 +64,12 @@ def test_the_ring_is_made_once_kept_until_due_then_rotated_by_one_step(
     run_with_stores(kind, request, tmp_path, scenario)
 
 
-def test_nodes_rotating_at_once_end_with_one_ring(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    if kind == "sqlite":
-        pytest.skip("one node per data directory")
+# several nodes share a ring only through Redis: an embedded store's data directory has one node
+@pytest.mark.parametrize(
+    "shared", [pytest.param("redis", marks=pytest.mark.redis), pytest.param("cluster", marks=pytest.mark.redis)]
+)
+def test_nodes_rotating_at_once_end_with_one_ring(shared: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    kind = shared
 
     async def scenario(make: Any) -> None:
         await make().rotate(0.0, DAY)
