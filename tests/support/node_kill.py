@@ -66,6 +66,7 @@ class App:
     key: str
     values: dict[str, set[float]] = field(default_factory=dict)
     answers: dict[str, int] = field(default_factory=dict)
+    payloads: dict[str, bytes] = field(default_factory=dict)  # async-response id → its payload
     reconnects: int = 0
 
     def take(self, message: dict[str, Any]) -> None:
@@ -74,6 +75,7 @@ class App:
                 self.values.setdefault(event["ep"], set()).add(float(base64.b64decode(event["payload"])))
         for event in message.get("async-responses", []):
             self.answers[event["id"]] = event.get("status", 0)
+            self.payloads[event["id"]] = base64.b64decode(event.get("payload") or "")
 
 
 class SocketApp(App):

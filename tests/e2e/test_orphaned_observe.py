@@ -1,0 +1,90 @@
+"""A subscription taken while a device has no live node (issue 31 #1/#4): three `devicehub serve` nodes on one real
+redis-server behind a real nginx (docker/nginx.conf); a device's node is killed with SIGKILL and its heartbeat runs
+out before the device talks again. An application subscribes to one of the device's resources through the front: the
+node taking it cannot reach the device (behind the front, only the node nginx sends the device's next datagram to
+can), so the observe waits for the device, as a device request does (service-spec §4: a command "waits in a
+guaranteed delivery queue until the device can receive it"). The device's next exchange (a CON notification that
+nginx, told by ICMP that the node is gone, sends to another node) re-homes it, and that node makes the observe and
+answers the subscription's async-id with 200 and the value: not an error after the CoAP time-out (93 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import redis
+
+from devicehub.sim.objects import TEMPERATURE
+from support.front import ThreeNodes, three_nodes_behind_the_front
+from support.node_kill import applications, fleet
+from support.waiting import eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+DEVICES = 6
+BATTERY = "/3/0/9"  # observed by nobody until the subscriptions below; the simulator's value is 100
+REHOMED_WITHIN = 30.0  # the 3rd transmission of a CON leaves 6-9 s after the 1st (RFC 7252 §4.8 defaults)
+
+
+@pytest.fixture
+def three_nodes(tmp_path: Path) -> Iterator[ThreeNodes]:
+    with three_nodes_behind_the_front(tmp_path) as nodes:
+        yield nodes
+
+
+def test_a_subscription_taken_after_the_devices_node_died_is_observed_and_answered_when_the_device_rehomes(
+    three_nodes: ThreeNodes,
+) -> None:
+    front, nodes = three_nodes.front, three_nodes.nodes
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession() as http:
+            apps = await applications(http, front.base_url, [n.base_url for n in nodes], nodes[0].api_key, "orph-")
+            devices = fleet(front.coap_address, DEVICES, "orph-")
+            await asyncio.gather(*(device.start() for device in devices))
+            client = redis.Redis.from_url(three_nodes.redis_url)
+            try:
+                await eventually(lambda: all(d.device_id for d in devices), within=15, what="the fleet registered")
+                await eventually(lambda: len(three_nodes.holders()) == DEVICES, within=15, what="holders recorded")
+                before = three_nodes.holders()
+                victim = max(("node-a", "node-b", "node-c"), key=list(before.values()).count)
+                orphans = [d for d in devices if before[str(d.device_id)] == victim]
+                assert nodes["abc".index(victim[-1])].stop(signal.SIGKILL) != 0
+                await eventually(  # its heartbeat runs out (5 s): no live node holds its devices now
+                    lambda: not client.exists(f"devicehub:alive:{{node:{victim}}}"),
+                    within=15,
+                    what="the killed node's heartbeat gone",
+                )
+                app = apps.sockets[("abc".index(victim[-1]) + 1) % 3]  # a WebSocket on a live node
+                subscribed = []
+                for device in orphans:
+                    async with http.put(
+                        f"{front.base_url}/v2/subscriptions/{device.device_id}{BATTERY}",
+                        headers={"Authorization": f"Bearer {app.key}"},
+                    ) as r:
+                        assert r.status == 202, (r.status, await r.text())
+                        subscribed.append(str((await r.json())["async-response-id"]))
+                assert not any(o.path == BATTERY for d in orphans for o in d.observers.by_token.values())
+                for device in orphans:  # its next exchange: a CON notification that re-homes it
+                    device.set_value(TEMPERATURE, 30.5)
+                await eventually(
+                    lambda: [a for a in subscribed if a not in app.answers],
+                    accept=lambda left: not left,
+                    within=REHOMED_WITHIN,
+                    what="every subscription answered once its device re-homed",
+                )
+                assert [app.answers[a] for a in subscribed] == [200] * len(subscribed)
+                assert [app.payloads[a] for a in subscribed] == [b"100"] * len(subscribed)
+                after = three_nodes.holders()
+                assert {after[str(d.device_id)] for d in orphans} <= {"node-a", "node-b", "node-c"} - {victim}
+                assert all(any(o.path == BATTERY for o in d.observers.by_token.values()) for d in orphans)
+            finally:
+                client.close()
+                await asyncio.gather(*(device.stop(deregister=False) for device in devices))
+                await apps.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 90))
