@@ -359,10 +359,11 @@ class _NodeCollector(Collector):
             "Device-bound work (requests, observes, cancels) taken here for a device held by another node, by "
             "outcome: sent to its holder, orphaned (the holder is gone: it waits for the device's next contact), "
             "work other nodes handed to this node, taken, and work handed to a node that died before doing it, "
-            "salvaged (done here, the node that took the device next)",
+            "salvaged (done here, the node that took the device next), and an observe or cancel that waited for a "
+            "device no live node held, waited (done here, the node the device reached next)",
             labels=["outcome"],
         )
-        for outcome in ("sent", "orphaned", "taken", "salvaged"):
+        for outcome in ("sent", "orphaned", "taken", "salvaged", "waited"):
             handovers.add_metric([outcome], v(lw, f"handover_{outcome}"))
         yield handovers
 

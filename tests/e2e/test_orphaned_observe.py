@@ -50,6 +50,12 @@ def test_a_subscription_taken_after_the_devices_node_died_is_observed_and_answer
             try:
                 await eventually(lambda: all(d.device_id for d in devices), within=15, what="the fleet registered")
                 await eventually(lambda: len(three_nodes.holders()) == DEVICES, within=15, what="holders recorded")
+                ids = [str(d.device_id) for d in devices]
+                await eventually(  # every device observed (the applications' presubscription): it notifies changes
+                    lambda: all(21.5 in app.values.get(i, ()) for app in apps.all for i in ids),
+                    within=30,
+                    what="every device's first value at every application",
+                )
                 before = three_nodes.holders()
                 victim = max(("node-a", "node-b", "node-c"), key=list(before.values()).count)
                 orphans = [d for d in devices if before[str(d.device_id)] == victim]

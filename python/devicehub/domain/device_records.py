@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import msgspec
 
+from devicehub.domain.content_formats import mime_for
 from devicehub.domain.events import RegistrationEvent
-from devicehub.domain.model import Device, Registration, ResourceLink
+from devicehub.domain.model import Device, Registration, ReportedValue, ResourceLink
 from devicehub.interning import InternTable
 
 # `PUT /v3/devices/{id}` (Pelion DeviceDataPutRequest): fields the application owns; they outlive registrations
@@ -75,3 +76,17 @@ def unchanged_record(device: Device, registration: Registration, resources: tupl
         and device.lifetime == registration.lifetime
         and device.resources == resources
     )
+
+
+def link_values(links: Sequence[ResourceLink], now: float) -> list[tuple[str, ReportedValue]]:
+    """spec §2.4: the values a register message announces are reported values, (path, value) at `now`."""
+    return [
+        (
+            link.path,
+            ReportedValue(
+                value=link.value, content_type=mime_for(link.ct if link.ct is not None else 0), reported_at=now
+            ),
+        )
+        for link in links
+        if link.value is not None and not link.deleted
+    ]

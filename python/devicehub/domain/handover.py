@@ -28,6 +28,9 @@ class DeviceWork(msgspec.Struct, frozen=True, array_like=True):
     key_id: str = ""
     pattern: str = ""
     async_id: str = ""
+    # wall-clock seconds after which the work is void (0: none); work for a device no live node holds waits for the
+    # device until then (an observe: its subscription's request expiry), and is answered REQUEST_EXPIRED past it
+    expires_at: float = 0.0
 
 
 class DeviceHolders(Protocol):
@@ -43,14 +46,18 @@ class DeviceHolders(Protocol):
         """Whether another node that is alive holds the device (a store read: for the rare caller)."""
         ...
 
-    async def took(self, device_ids: Sequence[str]) -> None:
+    async def took(self, device_ids: Sequence[str]) -> list[DeviceWork]:
         """This node took these devices' Registers or Updates: it holds them now (recorded once per device it did
-        not hold, not once per Update)."""
+        not hold, not once per Update). Returns the work that waited for these devices while no live node held
+        them (`hand_over`), for the caller to do now."""
+        ...
 
     async def released(self, device_id: str) -> None:
         """The device de-registered or expired here: this node holds it no more."""
 
     async def hand_over(self, work: DeviceWork) -> bool:
-        """Give `work` to the live node that holds its device. False when this node holds it, none does, or its
-        holder is gone: the caller then does the work here, or it waits for the device's next contact."""
+        """Give `work` to the live node that holds its device, or, when its holder is gone, leave an observe or a
+        cancel waiting for the device: the node it reaches next takes it with the device (`took`). False when this
+        node holds it, none does, or its holder is gone and the work is a request (its queue waits in the store):
+        the caller then does the work here, or it waits for the device's next contact."""
         ...

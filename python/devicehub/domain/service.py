@@ -12,10 +12,10 @@ import msgspec
 from devicehub.clock import Clock
 from devicehub.domain.accounts import Principal
 from devicehub.domain.contacts import ContactBook
-from devicehub.domain.content_formats import mime_for
 from devicehub.domain.device_records import (
     DIRECTORY_FIELDS,
     device_record,
+    link_values,
     registration_event,
     resources_of,
     unchanged_record,
@@ -174,7 +174,7 @@ class DeviceService:
         # spec §2.4: the values announced are reported values, stored with the registrations' entries
         reported = [(r.device_id, path, value) for r in registrations for path, value in self._link_values(r.links)]
         await self._store.put_registered_devices(written, unchanged, reported)
-        await self._took([d.id for d in devices])
+        waiting = await self._took([d.id for d in devices])
         rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
         for device in devices:
             self._devices[device.id] = device
@@ -186,6 +186,7 @@ class DeviceService:
                 await self._sink.publish_account(device.account_id, registration_event(device))
             except Exception:
                 log.exception("announcing the registration of %s failed", device.id)
+        await self._do_waiting(waiting)
         # a device stored only now has no queued request: an API request needs the device, and kicks its queue
         # itself (issue 16 #1); the others' queues are looked at with one read for the batch
         try:
@@ -203,11 +204,12 @@ class DeviceService:
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         device = await self._save(registration)
         self.contacts.seen(device)
-        await self._took([device.id])  # from memory when this node holds it already: no store write per Update
+        waiting = await self._took([device.id])  # from memory when this node holds it already: no store write
         await self._store_link_values(device, added)
         await self.router.load_device(device.id)
         # spec §2.2: rules are checked at each registration update; new rules reach the device now
         await self.router.apply_presubscriptions(device, [r.path for r in device.resources])
+        await self._do_waiting(waiting)
         await self._sink.publish_account(
             device.account_id,
             RegistrationEvent(
@@ -225,7 +227,7 @@ class DeviceService:
         """Issue 31 #4: the device re-homed here (its node died; the balancer sent its next datagram here): this
         node holds it now, so other nodes hand its work here, and what waited in its queue (orphaned while no live
         node held it, or taken by the dead node and never answered) is delivered now, not at its next Update."""
-        await self._took([registration.device_id])
+        await self._do_waiting(await self._took([registration.device_id]))
         self.requests.kick(registration.device_id)
 
     async def deregistered(self, registration: Registration) -> None:
@@ -295,36 +297,34 @@ class DeviceService:
             await self._store.set_reported(device.id, path, value)
 
     def _link_values(self, links: Sequence[ResourceLink]) -> list[tuple[str, ReportedValue]]:
-        now = self._clock.now()
-        return [
-            (
-                link.path,
-                ReportedValue(
-                    value=link.value, content_type=mime_for(link.ct if link.ct is not None else 0), reported_at=now
-                ),
-            )
-            for link in links
-            if link.value is not None and not link.deleted
-        ]
+        return link_values(links, self._clock.now())
 
-    async def _took(self, device_ids: Sequence[str]) -> None:
+    async def _took(self, device_ids: Sequence[str]) -> list[DeviceWork]:
         """This node holds these devices now (issue 31 #1); a failed record is logged: the registration stands,
-        and work other nodes take for the device waits for its next contact."""
+        and work other nodes take for the device waits for its next contact. Returns the work that waited for them."""
         if self._holders is not None:
             try:
-                await self._holders.took(device_ids)
+                return await self._holders.took(device_ids)
             except Exception:
                 log.exception("recording this node as the holder of %d device(s) failed", len(device_ids))
+        return []
 
-    async def take_work(self, work: DeviceWork) -> None:
-        """Work another node took for a device held here (issue 31 #1); its results are events, as for work
-        taken here."""
+    async def _do_waiting(self, works: Sequence[DeviceWork]) -> None:
+        for work in works:  # taken by other nodes while no live node held these devices (issue 31 #4)
+            try:
+                await self.take_work(work, waited=True)
+            except Exception:
+                log.exception("device work %s of %s that waited for it failed", work.kind, work.device_id)
+
+    async def take_work(self, work: DeviceWork, *, waited: bool = False) -> None:
+        """Work another node took for a device held here (issue 31 #1), or that waited for the device (`waited`);
+        its results are events, as for work taken here."""
         if work.kind == REQUESTS:
             self.requests.kick(work.device_id)  # reads the queue the other node wrote to
         elif work.kind == OBSERVE:
             device = self._devices.get(work.device_id) or await self._store.get_device(work.device_id)
             if device is not None:
-                await self.router.observe_handed(device, work.key_id, work.pattern, work.async_id)
+                await self.router.observe_handed(device, work, waited=waited)
         elif work.kind == CANCEL:
             await self.router.unrouted(work.device_id, work.pattern)
         else:

@@ -114,15 +114,31 @@ class SubscriptionRouter:
         if (key_id, pattern) not in routes:  # subscribing again adds no route (nor an index rebuild per call)
             routes.append((key_id, pattern))
             self._drop_cache(device.id)
-        if await self._handed_over(DeviceWork(OBSERVE, device.id, key_id, pattern, async_id)):
+        # one that waits for a device no live node holds expires as a device request would (service.py's default)
+        expires_at = self._clock.now() + (259_200 if device.queue_mode else 7200)
+        if await self._handed_over(DeviceWork(OBSERVE, device.id, key_id, pattern, async_id, expires_at)):
             return
         self._spawn(self._observe(device, [pattern], key_id, async_id))
 
-    async def observe_handed(self, device: Device, key_id: str, pattern: str, async_id: str) -> None:
+    async def observe_handed(self, device: Device, work: DeviceWork, *, waited: bool = False) -> None:
         """A subscription another node took for a device held here (issue 31 #1): its route comes from the store
-        (the notifications arrive here), then the device is observed as `subscribe` does."""
+        (the notifications arrive here), then the device is observed as `subscribe` does. One that `waited` for the
+        device while no live node held it (issue 31 #4) is answered as a queued request is when it cannot be done:
+        past its expiry, or when its subscription is gone meanwhile (a full Register discards it, spec §2.1)."""
+        key_id, async_id = work.key_id, work.async_id
+        if waited:
+            error = ""
+            if work.expires_at and work.expires_at <= self._clock.now():
+                error = "REQUEST_EXPIRED"
+            elif work.pattern not in await self._store.list_subscriptions(key_id, device.id):
+                error = "DEVICE_REMOVED_REGISTRATION"
+            if error:  # wire-format.md: not delivered, 429 with its reason
+                if async_id:
+                    event = AsyncResponseEvent(async_id=async_id, status=429, error=error, device_id=device.id)
+                    await self._sink.publish([key_id], event)
+                return
         await self.load_device(device.id)
-        self._spawn(self._observe(device, [pattern], key_id, async_id or None))
+        self._spawn(self._observe(device, [work.pattern], key_id, async_id or None))
 
     async def unsubscribe(self, key_id: str, device_id: str, pattern: str) -> bool:
         removed = await self._store.remove_subscription(key_id, device_id, pattern)

@@ -13,7 +13,11 @@ dies before doing it (added while its heartbeat still ran, or read and never ack
 device's next node (issue 31 #4): when a node takes a device whose holder is gone, it claims that node's undone
 entries for the device (XDEL decides which node claims an entry: the one whose XDEL removed it) and does them, so
 an observe handed to a dying node is made and answered, not lost with it. (A request is safe either way: it stays
-queued in the store until answered, and the device's next node delivers its queue.)
+queued in the store until answered, and the device's next node delivers its queue.) An observe or a cancel taken
+once the holder's heartbeat has run out waits in the device's list `pending:<device>` (park_work.lua, while the
+holder record still names the gone node), and the node that takes the device next takes the list with its holder
+record in one step (take_holder.lua) and does it: the subscription is answered when the device is back, as a queued
+request is, not with an error from a node that cannot reach the device behind the front.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ BEAT_S = 1.0
 ALIVE_TTL_S = 5.0  # a node that stopped refreshing its heartbeat this long ago is gone (cluster.py's LEASE_TTL)
 RETRY_S = 0.5
 RELEASE = "release"  # internal: another node took the device; never reaches the domain
+WAITING_KINDS = frozenset({"observe", "cancel"})  # what waits for a device no live node holds (a request's queue waits
+# in the store already; a firmware update is handed again by its campaign)
+WAIT_S = 7200.0  # how long such work waits when it names no expiry (a device request's default, service.py)
 
 _LUA = Path(__file__).with_name("lua")
 _HAND_OVER = (_LUA / "hand_over.lua").read_text()
@@ -71,6 +78,8 @@ class HolderLink:
         self._held: set[str] = set()  # devices this node took and no other node took since
         self._hand_over = redis.register_script(_HAND_OVER)
         self._release = redis.register_script((_LUA / "release_holder.lua").read_text())
+        self._park = redis.register_script((_LUA / "park_work.lua").read_text())
+        self._take_holder = (_LUA / "take_holder.lua").read_text()
         self._reader: asyncio.Task[None] | None = None
         self._handler: WorkHandler | None = None
         self._salvages: set[asyncio.Task[None]] = set()  # claims of dead holders' work (issue 31 #4)
@@ -83,6 +92,7 @@ class HolderLink:
         self.orphaned = 0  # work whose device's holder is gone: left for the device's next contact
         self.taken = 0  # work other nodes handed to this one, done
         self.salvaged = 0  # work handed to a node that died before doing it, done here
+        self.waited = 0  # work that waited for a device no live node held, taken here with the device
 
     # hash tags (store/redis/keys.py): the holder record in its device's slot; a node's heartbeat and stream in one
     # slot of their own, which hand_over.lua checks and adds to in one step
@@ -91,6 +101,9 @@ class HolderLink:
 
     def _stream(self, node_id: str) -> str:
         return f"{self._prefix}work:{{node:{node_id}}}"
+
+    def _pending(self, device_id: str) -> str:
+        return f"{self._prefix}pending:{{dev:{device_id}}}"
 
     def _alive(self, node_id: str) -> str:
         return f"{self._prefix}alive:{{node:{node_id}}}"
@@ -136,6 +149,7 @@ class HolderLink:
             "handover_orphaned": self.orphaned,
             "handover_taken": self.taken,
             "handover_salvaged": self.salvaged,
+            "handover_waited": self.waited,
         }
 
     # ---- DeviceHolders ----------------------------------------------------------------------------
@@ -149,19 +163,26 @@ class HolderLink:
         node = None if holder is None else _text(holder)
         return node is not None and node != self.node_id and bool(await self._redis.exists(self._alive(node)))
 
-    async def took(self, device_ids: Sequence[str]) -> None:
+    async def took(self, device_ids: Sequence[str]) -> list[DeviceWork]:
         new = [d for d in device_ids if d not in self._held]
         if not new:
-            return
+            return []
         self._held.update(new)
         async with self._redis.pipeline(transaction=False) as pipe:
-            for device_id in new:
-                pipe.set(self._holder_key(device_id), self.node_id, get=True)
-            previous = await pipe.execute()
+            for device_id in new:  # EVAL: a cluster's pipeline loads no script on the node it reaches
+                pipe.eval(self._take_holder, 2, self._holder_key(device_id), self._pending(device_id), self.node_id)
+            taken = await pipe.execute()
         released: dict[str, list[str]] = {}
-        for device_id, node in zip(new, previous, strict=True):
-            if node is not None and node.decode() != self.node_id:
-                released.setdefault(node.decode(), []).append(device_id)
+        came: list[DeviceWork] = []  # work that waited for these devices
+        for device_id, (node, pending) in zip(new, taken, strict=True):
+            if node is not None and _text(node) != self.node_id:
+                released.setdefault(_text(node), []).append(device_id)
+            for entry in pending:
+                try:
+                    came.append(_decode(entry))
+                except msgspec.DecodeError:
+                    log.warning("malformed waiting work of %s dropped: %r", device_id, entry)
+        self.waited += len(came)
         if released:  # the nodes that held them reach them no more: they must not think they do (if alive)
             async with self._redis.pipeline(transaction=False) as pipe:
                 for node, devices in released.items():
@@ -180,6 +201,7 @@ class HolderLink:
                 task = asyncio.create_task(self._salvage(node, node in gone), name="device-work-salvage")
                 self._salvages.add(task)
                 task.add_done_callback(self._salvages.discard)
+        return came
 
     async def released(self, device_id: str) -> None:
         if device_id in self._held:
@@ -190,21 +212,36 @@ class HolderLink:
         if work.device_id in self._held:
             return False
         try:
-            holder = await self._redis.get(self._holder_key(work.device_id))
-            node = holder.decode() if isinstance(holder, bytes) else holder
-            if node is None or node == self.node_id:
-                return False
-            keys = [self._alive(node), self._stream(node)]
-            added = await self._hand_over(keys=keys, args=[STREAM_MAX, _encode(work)])
+            for _ in range(3):  # again only when a node took the device between the reads (park_work.lua)
+                holder = await self._redis.get(self._holder_key(work.device_id))
+                node = None if holder is None else _text(holder)
+                if node is None or node == self.node_id:
+                    return False
+                keys = [self._alive(node), self._stream(node)]
+                if await self._hand_over(keys=keys, args=[STREAM_MAX, _encode(work)]):
+                    self.sent += 1
+                    return True
+                if work.kind not in WAITING_KINDS:
+                    break
+                if await self._wait_for_device(work, node):
+                    self.orphaned += 1
+                    log.info("%s of %s waits for the device: its node %s is gone", work.kind, work.device_id, node)
+                    return True
         except RedisError as error:  # done here, or left for the device's next contact, as without hand-overs
             log.info("%s of %s not handed over: %s", work.kind, work.device_id, error)
             return False
-        if not added:
-            self.orphaned += 1
-            log.info("%s of %s waits for the device: its node %s is gone", work.kind, work.device_id, node)
-            return False
-        self.sent += 1
-        return True
+        self.orphaned += 1
+        log.info("%s of %s waits for the device: its node is gone", work.kind, work.device_id)
+        return False
+
+    async def _wait_for_device(self, work: DeviceWork, gone: str) -> bool:
+        """Leave `work` in the device's pending list while its holder record names `gone` (False: a node took the
+        device meanwhile), kept until the work expires (service-spec §4: a command waits until the device can
+        receive it, up to its expiry)."""
+        expires_at = work.expires_at or time.time() + WAIT_S
+        keep_ms = max(1, int((expires_at - time.time()) * 1000))
+        keys = [self._holder_key(work.device_id), self._pending(work.device_id)]
+        return bool(await self._park(keys=keys, args=[gone, _encode(work), keep_ms]))
 
     async def _salvage(self, node: str, gone: bool) -> None:
         """Issue 31 #4: `node` held the devices in `_to_salvage[node]` until this node took them. Once it is gone (its
