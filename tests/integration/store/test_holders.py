@@ -5,6 +5,7 @@ on a real Redis and on a Redis Cluster of three primaries (the fixtures of this 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
-from devicehub.domain.handover import OBSERVE, REQUESTS, DeviceWork
+from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceWork
 from devicehub.store.redis.connection import is_cluster
 from devicehub.store.redis.holders import GROUP, HolderLink
 from support.waiting import eventually
@@ -133,6 +134,77 @@ def test_work_for_a_holder_that_is_gone_is_not_handed_over_and_is_counted(redis_
                 )  # nothing is left for a node that is gone
             finally:
                 await a.link.close()
+
+    run(scenario)
+
+
+def test_an_observe_for_a_device_whose_holder_is_gone_waits_for_the_node_that_takes_the_device_next(
+    redis_url: str,
+) -> None:
+    """Issue 31 #1/#4: an observe and a cancel taken once the holder is gone wait in the device's slot, in order, and
+    come with the device to the node it reaches next (not to the node that took them, nor to another node)."""
+
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            a, b, c = Node(client, prefix, "node-a"), Node(client, prefix, "node-b"), Node(client, prefix, "node-c")
+            for node in (a, b, c):
+                await node.link.start(node.handle)
+            await b.link.took(["d1", "d2"])
+            await b.link.close()  # gone (a killed node's heartbeat runs out the same way, ALIVE_TTL_S later)
+            try:
+                observe = DeviceWork(
+                    OBSERVE, "d1", key_id="k1", pattern="/3/0/9", async_id="x1", expires_at=time.time() + 60
+                )
+                cancel = DeviceWork(CANCEL, "d1", key_id="k1", pattern="/3/0/7")
+                assert await a.link.hand_over(observe)  # taken: it waits for the device, not done at A
+                assert await a.link.hand_over(cancel)
+                assert not await a.link.hand_over(DeviceWork(REQUESTS, "d1"))  # a request's queue waits in the store
+                assert (a.link.sent, a.link.orphaned) == (0, 3)
+                # kept as long as its latest work may wait: the cancel's default (a device request's, 2 h)
+                assert 60_000 < await client.pttl(f"{prefix}pending:{{dev:d1}}") <= 7200 * 1000
+                assert await c.link.took(["d2"]) == []  # another device brings nothing
+                assert await c.link.took(["d1"]) == [observe, cancel]  # d1's next contact reached node C
+                assert not await client.exists(f"{prefix}pending:{{dev:d1}}")  # taken once
+                assert await client.get(f"{prefix}holder:{{dev:d1}}") == b"node-c"
+                assert (a.done, c.done, c.link.waited) == ([], [], 2)  # returned to the caller, not handed
+                await c.link.released("d1")
+                await c.link.took(["d1"])
+                assert await a.link.hand_over(observe)  # held by a live node again: handed to C
+                assert await c.received(1) == [observe]
+            finally:
+                for node in (a, c):
+                    await node.link.close()
+
+    run(scenario)
+
+
+def test_work_that_would_wait_for_a_device_taken_meanwhile_goes_to_the_node_that_took_it(redis_url: str) -> None:
+    """The holder record is checked when the work is left waiting (park_work.lua): a device a live node took between
+    the reads gets its work handed to that node, never left in a list nobody takes."""
+
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            a, c = Node(client, prefix, "node-a"), Node(client, prefix, "node-c")
+            for node in (a, c):
+                await node.link.start(node.handle)
+            await client.set(f"{prefix}holder:{{dev:d1}}", "node-b")  # a node that never beat: gone
+            try:
+                real_park = a.link._park
+
+                async def took_meanwhile(**kwargs: Any) -> Any:
+                    await c.link.took(["d1"])  # the device reached node C between A's reads
+                    a.link._park = real_park
+                    return await real_park(**kwargs)
+
+                a.link._park = took_meanwhile  # type: ignore[assignment]
+                observe = DeviceWork(OBSERVE, "d1", key_id="k1", pattern="/3/0/9", async_id="x1")
+                assert await a.link.hand_over(observe)
+                assert await c.received(1) == [observe]
+                assert (a.link.sent, a.link.orphaned) == (1, 0)
+                assert not await client.exists(f"{prefix}pending:{{dev:d1}}")
+            finally:
+                for node in (a, c):
+                    await node.link.close()
 
     run(scenario)
 
