@@ -11,6 +11,7 @@ from domain_fakes import DEVICE, FakeGateway, FakeSink, FakeStore, device
 from devicehub.clock import ManualClock
 from devicehub.domain.device_results import DeviceResponse, DeviceTimeout
 from devicehub.domain.events import NotificationEvent
+from devicehub.domain.handover import OBSERVE, DeviceWork
 from devicehub.domain.model import PresubscriptionRule, ReportedValue
 from devicehub.domain.subscriptions import SubscriptionRouter
 
@@ -209,5 +210,49 @@ def test_values_delivered_together_are_published_in_their_order() -> None:
         await r.router.deliver_values([(device(), TEMPERATURE, TEXT, b"1"), (device(), TEMPERATURE, TEXT, b"2")])
         payloads = [e.payload for _, e in r.sink.published if isinstance(e, NotificationEvent)]
         assert payloads == [b"1", b"2"]
+
+    asyncio.run(main())
+
+
+def test_an_observe_that_waited_for_its_device_is_made_and_answered_when_the_device_is_back() -> None:
+    """Issue 31 #4: taken while no live node held the device, done by the node the device reached next."""
+
+    async def main() -> None:
+        r = Router()
+        await r.store.add_subscription("k1", DEVICE, TEMPERATURE)  # the taking node stored it
+        work = DeviceWork(OBSERVE, DEVICE, "k1", TEMPERATURE, "sub-1", expires_at=r.clock.now() + 60)
+        await r.router.observe_handed(device(), work, waited=True)
+        await r.settled()
+        assert r.gateway.named("observe") == [TEMPERATURE]
+        assert [(a.async_id, a.status) for a in r.sink.responses()] == [("sub-1", 200)]
+        assert r.router.keys_for(DEVICE, TEMPERATURE) == ("k1",)
+
+    asyncio.run(main())
+
+
+def test_an_observe_that_waited_past_its_expiry_is_answered_request_expired_and_not_made() -> None:
+    async def main() -> None:
+        r = Router()
+        await r.store.add_subscription("k1", DEVICE, TEMPERATURE)
+        work = DeviceWork(OBSERVE, DEVICE, "k1", TEMPERATURE, "sub-1", expires_at=r.clock.now() + 60)
+        await r.clock.advance(61)
+        await r.router.observe_handed(device(), work, waited=True)
+        await r.settled()
+        assert r.gateway.named("observe") == []
+        assert [(a.async_id, a.status, a.error) for a in r.sink.responses()] == [("sub-1", 429, "REQUEST_EXPIRED")]
+
+    asyncio.run(main())
+
+
+def test_an_observe_whose_subscription_a_full_register_discarded_while_it_waited_is_answered_and_not_made() -> None:
+    """spec §2.1: a full registration discards resource subscriptions; the one that waited is not made after it."""
+
+    async def main() -> None:
+        r = Router()  # the subscription is not stored: the device's Register dropped it
+        work = DeviceWork(OBSERVE, DEVICE, "k1", TEMPERATURE, "sub-1", expires_at=r.clock.now() + 60)
+        await r.router.observe_handed(device(), work, waited=True)
+        await r.settled()
+        assert r.gateway.named("observe") == []
+        assert [(a.status, a.error) for a in r.sink.responses()] == [(429, "DEVICE_REMOVED_REGISTRATION")]
 
     asyncio.run(main())
