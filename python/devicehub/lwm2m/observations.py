@@ -338,6 +338,8 @@ class ObservationService:
             # the stored registration says where the device is reached now: a node that takes it up later (a
             # restart, the next re-home) starts from this address, not the dead session's (issue 31 #4)
             self._writer.enqueue(device, fresh=False)
+        elif registry.by_address.get(remote) != stored.device_id:  # its datagram says the address is its own now
+            registry.map_address(remote, stored.device_id)
         if moved or adopted:  # held elsewhere (or nowhere) until now: this node is the device's node from here
             self._moved(device)
         accepted = self._accept(device, observation, message, remote)

@@ -145,7 +145,12 @@ class Registry:
                 )
         self.hold(device)
         self.note_gateway(device.registration)
-        self.map_address(device.registration.address, record.device_id)
+        # the stored address is where the device was last, not proof it is there: behind a balancer a dead node's
+        # freed port may carry another held device's datagrams now (issue 31 #4), whose mapping stays; a datagram of
+        # this device from that address maps it (observations.py)
+        address = device.registration.address
+        if self.by_address.get(address) in (None, record.device_id) or self.by_address[address] not in self.devices:
+            self.map_address(address, record.device_id)
         await self._events.resumed(device.registration)
         return device
 

@@ -236,3 +236,31 @@ def test_a_device_whose_notification_reaches_this_node_from_a_new_address_moves_
         assert store.lookups == 1 and other.events.named("moved") == ["dev-sensor-1"]
 
     asyncio.run(main())
+
+
+def test_a_device_taken_up_with_a_stored_address_another_held_device_uses_now_leaves_that_devices_mapping() -> None:
+    """issue 31 #4: behind the front, the port of a dead node's session is freed and the front may give it to the new
+    session of another device re-homing here. A device taken up later from the store still names that port (its dead
+    session's): taking it up must not take the port from the device whose datagrams come from it now, or each of
+    that device's notifications is looked up in the store again (the survivors' extra lookups in the node-kill
+    bench)."""
+
+    async def main() -> None:
+        store = MemoryPersistence()
+        first = Parts(store=store)
+        await _registered(first)  # sensor-1 at DEVICE, token 7
+        other_at = ("192.0.2.2", 5683)
+        message, payload = register_message("ep=sensor-2", b"</3/0>,</3303/0/5700>;obs;aobs=8")
+        assert (await first.handler.register(message, payload, other_at, None)).code == codes.CREATED
+        await first.writer.flush()
+        survivor = Parts(store=store)
+        token_2 = (8).to_bytes(2, "big")
+        assert await _notify(survivor, notification(token_2, 5, b"1"), DEVICE) is True  # sensor-2, on DEVICE's port
+        assert await _notify(survivor, notification(TOKEN, 5, b"2"), ("192.0.2.1", 40001)) is True  # sensor-1 after
+        assert store.lookups == 2
+        sensor_2 = survivor.registry.devices["dev-sensor-2"]
+        assert survivor.registry.device_at(DEVICE) is sensor_2
+        assert await _notify(survivor, notification(token_2, 6, b"3"), DEVICE) is True
+        assert store.lookups == 2  # held at its address: no lookup
+
+    asyncio.run(main())
