@@ -390,9 +390,9 @@ async def _node_kill(
             with contextlib.suppress(AssertionError):
                 await _wait(settled, RETRANSMISSION_WINDOW, "settled")
             await asyncio.sleep(2.0)  # the last acknowledged values through the inboxes and channels
-            unknown = {
-                n.base_url: await _unknown_tokens(http, n.base_url) for n in nodes.nodes if n.process is not None
-            }
+            live = [n.base_url for n in nodes.nodes if n.process is not None]
+            unknown = {url: await _outcomes(http, url, "devicehub_unknown_token_notifications_total") for url in live}
+            handovers = {url: await _outcomes(http, url, "devicehub_device_handovers_total") for url in live}
         finally:
             await asyncio.gather(*(s.stop(deregister=False) for s in sims))
             await apps.stop()
@@ -440,6 +440,9 @@ async def _node_kill(
         "rehome_p50_s": statistics.median(rehome) if rehome else None,
         "rehome_max_s": max(rehome) if rehome else None,
         "unknown_token_notifications": unknown,
+        # work taken for another node's device: `orphaned` (its holder was dead), `waited` (an observe that waited for
+        # the device while no live node held it, done at its re-home), `salvaged` (handed to the dying node)
+        "handovers": handovers,
         "websocket_reconnects": sum(app.reconnects for app in apps.sockets),
         # a device whose notification was answered RST drops its observation (RFC 7641 §3.6) and notifies no more
         "moved_devices_observation_cancelled": sum(1 for s in moved if not s.observers.by_token),
@@ -460,13 +463,14 @@ async def _node_kill(
     }
 
 
-async def _unknown_tokens(http: aiohttp.ClientSession, base_url: str) -> dict[str, float]:
-    """A live node's devicehub_unknown_token_notifications_total by outcome (why it refused unknown tokens)."""
+async def _outcomes(http: aiohttp.ClientSession, base_url: str, metric: str) -> dict[str, float]:
+    """A live node's counter `metric` by outcome (devicehub_unknown_token_notifications_total: why it refused unknown
+    tokens; devicehub_device_handovers_total: what became of work for other nodes' devices)."""
     async with http.get(f"{base_url}/metrics") as r:
         text = await r.text()
     counts = {}
     for line in text.splitlines():
-        if line.startswith("devicehub_unknown_token_notifications_total{"):
+        if line.startswith(metric + "{"):
             outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
             counts[outcome] = float(line.rsplit(" ", 1)[1])
     return counts

@@ -35,7 +35,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from devicehub import tasks
-from devicehub.domain.handover import DeviceWork
+from devicehub.domain.handover import CANCEL, OBSERVE, DeviceWork
 
 log = logging.getLogger("devicehub.holders")
 
@@ -47,7 +47,7 @@ BEAT_S = 1.0
 ALIVE_TTL_S = 5.0  # a node that stopped refreshing its heartbeat this long ago is gone (cluster.py's LEASE_TTL)
 RETRY_S = 0.5
 RELEASE = "release"  # internal: another node took the device; never reaches the domain
-WAITING_KINDS = frozenset({"observe", "cancel"})  # what waits for a device no live node holds (a request's queue waits
+WAITING_KINDS = frozenset({OBSERVE, CANCEL})  # what waits for a device no live node holds (a request's queue waits
 # in the store already; a firmware update is handed again by its campaign)
 WAIT_S = 7200.0  # how long such work waits when it names no expiry (a device request's default, service.py)
 

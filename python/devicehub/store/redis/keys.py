@@ -4,7 +4,7 @@ Redis Cluster keeps a key on the primary of its slot, the CRC16 of the key's has
 `{` and the next `}`), and a transaction or script may only touch keys of one slot. So each key is tagged with
 the one thing its writes go together with:
 - `{dev:<device id>}`: the device's record, snapshot, subscriptions, queue, registration and observation tokens,
-  its holder: what one device's Register, Update, request or delete writes;
+  its holder and the work waiting for it (holders.py): what one device's Register, Update, request or delete writes;
 - `{acc:<account id>}`: the account's record and its indexes (devices by state and value, keys, channels, ...);
 - `{key:<API key id>}`: the key's record, its channel, event journal, inbox, presubscriptions and requests;
 - `{ep:<endpoint name>}`: what one endpoint name is bound to (enrolment, pre-shared key, bootstrap configuration, the
