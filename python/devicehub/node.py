@@ -157,6 +157,7 @@ class Node:
             with starting("the DTLS session-ticket keys"):
                 await self.listener_keys.start_tickets(self.store)
         await self.devices.start(self.lwm2m)
+        self.devices.router.usage = self.lwm2m.registry.usage  # issue 32 #3: transactions by account
         await self.lwm2m.restore()
         if settings.bootstrap_port or settings.bootstrap_coaps_port:
             await self._start_bootstrap()
@@ -317,6 +318,7 @@ class Node:
         lookup = ConfigLookup(self.store, self.clock, host=settings.host, dev_port=dev_port)
         self.bootstrap = BootstrapServer(lookup.config_for, self.clock, allow_nosec=self.allow_nosec)
         self.bootstrap.on_ended = BootstrapLog(self.store, self.clock, self.lwm2m.registry.usage).ended
+        self.bootstrap.usage = self.lwm2m.registry.usage
         if settings.bootstrap_port:
             with starting(f"the LwM2M bootstrap server on udp {settings.host}:{settings.bootstrap_port}"):
                 await self.bootstrap.start(settings.host, settings.bootstrap_port)

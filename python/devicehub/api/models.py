@@ -348,7 +348,7 @@ class DeviceQueryList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
 
 class MetricModel(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One interval of Pelion's `GET /v3/metrics`: the counters asked for (`include`), those devicehub counts."""
+    """One interval of Pelion's `GET /v3/metrics`: the metrics asked for (`include`, domain/usage.py)."""
 
     id: str
     timestamp: str
@@ -362,6 +362,15 @@ class MetricModel(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     connect_rest_api_error: int | None = None
     device_server_rest_api_success: int | None = None
     device_server_rest_api_error: int | None = None
+    transactions: int | None = None
+    device_observations: int | None = None
+    device_proxy_request_success: int | None = None
+    device_proxy_request_error: int | None = None
+    device_subscription_request_success: int | None = None
+    device_subscription_request_error: int | None = None
+    handshakes_successful: int | None = None
+    bootstraps_pending: int | None = None
+    registered_devices: int | None = None
 
 
 class MetricList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

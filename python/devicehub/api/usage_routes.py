@@ -1,7 +1,9 @@
 """`GET /v3/metrics` (issue 32 #3): the account's usage over time as Pelion's statistics API shapes it — an interval
 (`1h`, `2d`, `1w`) over a range (`start` and `end`, or the `period` up to now), one entry per interval with the
-counters asked for in `include`. Only what devicehub counts (domain/usage.py) is served: another of Pelion's
-metrics, or an unknown one, is 400. Also the recorder that counts each REST call by the caller's account."""
+counters asked for in `include`: every metric of Pelion's statistics API (domain/usage.py says how each is taken);
+an unknown one is 400. A count is the sum of the interval's hours; registered_devices, a gauge, the last sample of
+its hours (the caller's account is sampled at each read). Also the recorder that counts each REST call by the
+caller's account."""
 
 from __future__ import annotations
 
@@ -16,23 +18,11 @@ from devicehub.api.context import authenticated_account, principal, services
 from devicehub.api.directory_filter import parse_time
 from devicehub.api.models import MetricList, MetricModel
 from devicehub.domain.timefmt import rfc3339
-from devicehub.domain.usage import COUNTED, HOUR, REST_ERROR, REST_SUCCESS, UsageMeter
+from devicehub.domain.usage import COUNTED, GAUGES, HOUR, REGISTERED_DEVICES, REST_ERROR, REST_SUCCESS, UsageMeter
 from devicehub.errors import FieldError, ValidationFailed
-from devicehub.store.usage_writer import flush_usage
+from devicehub.store.usage_writer import flush_usage, sample_registered
 
 ALIASES = {"device_server_rest_api_success": REST_SUCCESS, "device_server_rest_api_error": REST_ERROR}
-# Pelion's metrics devicehub does not count (asking for one is 400, not a column of zeros)
-NOT_COUNTED = (
-    "transactions",
-    "bootstraps_pending",
-    "handshakes_successful",
-    "device_proxy_request_success",
-    "device_proxy_request_error",
-    "device_subscription_request_success",
-    "device_subscription_request_error",
-    "device_observations",
-    "registered_devices",
-)
 MAX_INTERVALS = 10_000  # entries one range may span
 _SPAN = re.compile(r"^([1-9][0-9]{0,4})([hdw])$")
 _UNIT = {"h": HOUR, "d": 24 * HOUR, "w": 7 * 24 * HOUR}
@@ -83,8 +73,6 @@ def _includes(text: str | None) -> tuple[list[str], bool]:
         raise _bad("include", "required: a comma-separated list of metrics")
     names = [part.strip() for part in text.split(",") if part.strip()]
     for name in names:
-        if name in NOT_COUNTED:
-            raise _bad("include", f"{name} is not counted by devicehub; counted: {', '.join(COUNTED)}")
         if name not in COUNTED and name not in ALIASES and name != "total_count":
             raise _bad("include", f"unknown metric {name!r}; counted: {', '.join(COUNTED)}")
     return [n for n in dict.fromkeys(names) if n != "total_count"], "total_count" in names
@@ -122,6 +110,8 @@ async def get_metrics(request: web.Request) -> web.Response:
     usage = services(request).usage
     if usage is not None:  # this node's counts not yet written are read too
         await flush_usage(services(request).store, usage)
+    if REGISTERED_DEVICES in wanted:
+        await sample_registered(services(request).store, services(request).clock, [caller.account_id])
     hours = await services(request).store.get_usage(caller.account_id, low, high)
     starts = [low + n * interval for n in range(int((high - low + interval - 1) // interval))]
     if order == "DESC":
@@ -129,10 +119,14 @@ async def get_metrics(request: web.Request) -> web.Response:
     entries: list[MetricModel] = []
     for at in starts:
         sums = dict.fromkeys(wanted, 0)
-        for hour, counts in hours.items():
+        for hour, counts in sorted(hours.items()):  # by hour: a gauge's last sample is the latest hour's
             if at <= hour < at + interval:
                 for name in wanted:
-                    sums[name] += counts.get(ALIASES.get(name, name), 0)
+                    metric = ALIASES.get(name, name)
+                    if metric in GAUGES:
+                        sums[name] = counts.get(metric, sums[name])
+                    else:
+                        sums[name] += counts.get(metric, 0)
         entries.append(MetricModel(id=f"{int(at):012x}", timestamp=rfc3339(at), **sums))
     cursor = page.after
     if cursor is not None:

@@ -19,6 +19,7 @@ from devicehub.domain.paths import name_matches, observe_targets
 from devicehub.domain.pattern_index import PathSet, PatternIndex
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.storage.store import Store
+from devicehub.domain.usage import OBSERVATIONS, TRANSACTIONS, UsageMeter
 from devicehub.errors import Unavailable
 
 DeliveredValue = tuple[Device, str, int | None, bytes]  # (device, path, content format, payload)
@@ -70,6 +71,7 @@ class SubscriptionRouter:
         self._index: dict[str, PatternIndex] = {}  # device-id → both of the above, indexed by path
         self._route_cache: dict[str, dict[str, tuple[str, ...]]] = {}  # device-id → path → keys
         self._tasks: set[asyncio.Task[None]] = set()
+        self.usage: UsageMeter | None = None  # issue 32 #3: notifications counted per batch by account (node.py)
 
     # --- routing -------------------------------------------------------------------------------
     async def load_device(self, device_id: str) -> None:
@@ -308,7 +310,9 @@ class SubscriptionRouter:
         now = self._clock.now()
         reported: list[tuple[str, str, ReportedValue]] = []
         events: list[tuple[tuple[str, ...], NotificationEvent]] = []
+        per_account: dict[str, int] = {}
         for device, path, content_format, payload in values:
+            per_account[device.account_id] = per_account.get(device.account_id, 0) + 1
             try:
                 content_type = mime_for(content_format)
                 definition = None
@@ -332,6 +336,9 @@ class SubscriptionRouter:
                     events.append((keys, event))
             except Exception:
                 log.exception("delivering a value of %s%s failed", device.id, path)
+        if self.usage is not None:  # one dict step per value here; the meter is told once per batch
+            self.usage.count_many(TRANSACTIONS, per_account)
+            self.usage.count_many(OBSERVATIONS, per_account)
         if reported:
             await self._store.set_reported_many(reported)
         if events:

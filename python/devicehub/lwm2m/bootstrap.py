@@ -41,6 +41,7 @@ from devicehub.clock import Clock
 from devicehub.domain.content_formats import LINK_FORMAT, TLV
 from devicehub.domain.device_results import DeviceError
 from devicehub.domain.model import BootstrapConfig
+from devicehub.domain.usage import BOOTSTRAPS_PENDING, UsageMeter
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Options, Reply
@@ -214,6 +215,7 @@ class BootstrapServer:
         self.stats = BootstrapStats()
         # issue 32 #3: told of each session's end (completed or not), for its account's records (node.py)
         self.on_ended: Callable[[BootstrapConfig, bool], Awaitable[None]] | None = None
+        self.usage: UsageMeter | None = None  # issue 32 #3: bootstraps_pending, counted in the hour a session starts
 
     async def start(self, host: str, port: int) -> None:
         """The plain CoAP listener (answered only with `allow_nosec`)."""
@@ -317,6 +319,10 @@ class BootstrapServer:
         self._sessions[endpoint_name] = task
         self._peers[endpoint_name] = peer
         task.add_done_callback(lambda done: self._ended(endpoint_name, done))
+        if self.usage is not None and config.account_id:  # pending from now until the session ends, however
+            usage, account_id, started = self.usage, config.account_id, self._clock.now()
+            usage.count_at(account_id, started, BOOTSTRAPS_PENDING, 1)
+            task.add_done_callback(lambda _: usage.count_at(account_id, started, BOOTSTRAPS_PENDING, -1))
         return Reply(codes.CHANGED)
 
     def _forbid(self, identity: PeerIdentity, endpoint_name: str, remote: Address, why: str) -> Reply:

@@ -167,6 +167,7 @@ class DtlsListener(asyncio.DatagramProtocol):
         self._udp: asyncio.DatagramTransport | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.stats = DtlsStats()
+        self.on_handshake: Callable[[PeerIdentity], None] | None = None  # issue 32 #3: each authenticated one
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     @classmethod
@@ -344,6 +345,8 @@ class DtlsListener(asyncio.DatagramProtocol):
         self._recent[address] = None
         self._by_identity.setdefault(_identity_key(identity), {})[address] = None
         self.stats.handshakes += 1
+        if self.on_handshake is not None:
+            self.on_handshake(identity)
         resumed = engine.session_reused()
         self.stats.resumed += resumed
         log.debug(

@@ -15,11 +15,19 @@ from typing import Any
 
 from devicehub._core import CoapMessage, coap_encode_uint
 from devicehub.clock import Clock
-from devicehub.domain.device_results import DeviceResponse, NotRegistered
+from devicehub.domain.device_results import DeviceError, DeviceResponse, NotRegistered
 from devicehub.domain.model import Registration
 from devicehub.domain.object_model import ObjectDefinition
 from devicehub.domain.ports import DeviceEvents
 from devicehub.domain.registration import UDP
+from devicehub.domain.usage import (
+    HANDSHAKES,
+    PROXY_ERROR,
+    PROXY_SUCCESS,
+    SUBSCRIPTION_ERROR,
+    SUBSCRIPTION_SUCCESS,
+    TRANSACTIONS,
+)
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.authorizer import Authorizer
 from devicehub.lwm2m.coap.messages import Address, Reply
@@ -34,6 +42,7 @@ from devicehub.lwm2m.registration_expiry import RegistrationExpiry
 from devicehub.lwm2m.registration_handler import RegistrationHandler
 from devicehub.lwm2m.registration_writer import RegistrationWriter
 from devicehub.lwm2m.registry import Device, Registry
+from devicehub.lwm2m.security import PeerIdentity
 from devicehub.lwm2m.send import SendHandler
 from devicehub.lwm2m.server_stats import ServerStats, vars_of
 from devicehub.lwm2m.tcp import StreamListener
@@ -88,6 +97,8 @@ class LwM2MServer:
 
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:
         await self.listeners.start_secure(host, port, certificate, **options)
+        assert self.listeners.dtls is not None
+        self.listeners.dtls.on_handshake = self._handshaken
 
     async def start_tcp(self, host: str, port: int) -> StreamListener:
         return await self.listeners.start_tcp(host, port)
@@ -95,7 +106,14 @@ class LwM2MServer:
     async def start_secure_tcp(
         self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any
     ) -> StreamListener:
-        return await self.listeners.start_secure_tcp(host, port, certificate, **options)
+        listener = await self.listeners.start_secure_tcp(host, port, certificate, **options)
+        assert listener.tls is not None
+        listener.tls.on_handshake = self._handshaken
+        return listener
+
+    def _handshaken(self, identity: PeerIdentity) -> None:
+        """issue 32 #3: a handshake authenticated with one of an account's credentials (GET /v3/metrics)."""
+        self.registry.usage.count(identity.account_id, HANDSHAKES)
 
     @property
     def dtls(self) -> DtlsListener | None:
@@ -172,13 +190,31 @@ class LwM2MServer:
             options.append((codes.CONTENT_FORMAT, coap_encode_uint(content_format)))
         if accept is not None:
             options.append((codes.ACCEPT, coap_encode_uint(accept)))
-        response = await self.listeners.endpoint_for(device.registration).request(
-            device.registration.address, codes.METHODS[method], options, payload
-        )
-        return response_of(response)
+        usage, account_id = self.registry.usage, device.registration.account_id
+        usage.count(account_id, TRANSACTIONS)  # issue 32 #3: a request sent to a device (GET /v3/metrics)
+        try:
+            response = response_of(
+                await self.listeners.endpoint_for(device.registration).request(
+                    device.registration.address, codes.METHODS[method], options, payload
+                )
+            )
+        except DeviceError:
+            usage.count(account_id, PROXY_ERROR)
+            raise
+        usage.count(account_id, PROXY_SUCCESS if response.success else PROXY_ERROR)
+        return response
 
     async def observe(self, device_id: str, path: str, accept: int | None = None) -> DeviceResponse:
-        return await self._observations.observe(self._require(device_id), path, accept)
+        device = self._require(device_id)
+        usage, account_id = self.registry.usage, device.registration.account_id
+        usage.count(account_id, TRANSACTIONS)
+        try:
+            response = await self._observations.observe(device, path, accept)
+        except DeviceError:
+            usage.count(account_id, SUBSCRIPTION_ERROR)
+            raise
+        usage.count(account_id, SUBSCRIPTION_SUCCESS if response.success else SUBSCRIPTION_ERROR)
+        return response
 
     def split_values(
         self,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -222,6 +223,7 @@ class TlsAcceptor:
         self._streams: set[TlsStream] = set()  # authenticated
         self._sweeper: asyncio.Task[None] | None = None
         self.stats = TlsStats()
+        self.on_handshake: Callable[[PeerIdentity], None] | None = None  # issue 32 #3: each authenticated one
 
     def protocol(self, inner: asyncio.Protocol) -> TlsStream:
         return TlsStream(self._server.accept(), inner, self)
@@ -309,6 +311,8 @@ class TlsAcceptor:
         self._streams.add(stream)
         self.stats.handshakes += 1
         assert stream.identity is not None
+        if self.on_handshake is not None:
+            self.on_handshake(stream.identity)
         log.debug("TLS connection of %s (%s) from %s:%d", stream.identity.name, stream.identity.method, *stream.peer)
 
     def refuse(self, stream: TlsStream, reason: str) -> None:

@@ -1,6 +1,8 @@
 """Account usage over time (issue 32 #3, Pelion's `GET /v3/metrics`), on both stores: Registers, Updates and
 De-registers of simulated devices and the account's REST calls, counted by the hour on a real node and summed per
-interval; a metric devicehub does not count, an unknown one or a bad range is 400."""
+interval; notifications and device requests counted as transactions; the registered devices sampled; every metric
+of Pelion's statistics API served (the official SDK asks for all of them by default); an unknown one or a bad range
+is 400."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import aiohttp
 from devicehub.clock import ManualClock
 from devicehub.domain.timefmt import rfc3339
 from devicehub.node import Node
+from support.apps import websocket_app
 from support.node import device, run, running_node
 
 INCLUDE = "full_registrations,registration_updates,deleted_registrations,connect_rest_api_error,total_count"
@@ -80,8 +83,6 @@ def test_registrations_and_rest_calls_are_counted_by_interval(tmp_path: Path, st
             assert await _get(http, "/v3/metrics?include=full_registrations&interval=1d&start=20270115&end=20270116")
 
             for query, field in [
-                (f"include=transactions&interval=1h&{span}", "transactions"),
-                (f"include=bootstraps_pending&interval=1h&{span}", "bootstraps_pending"),
                 (f"include=colour&interval=1h&{span}", "colour"),
                 (f"interval=1h&{span}", "include"),
                 (f"include=full_registrations&{span}", "interval"),
@@ -98,5 +99,63 @@ def test_registrations_and_rest_calls_are_counted_by_interval(tmp_path: Path, st
             async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}") as anonymous:
                 async with anonymous.get(f"/v3/metrics?include=full_registrations&interval=1h&{span}") as r:
                     assert r.status == 401
+
+    run(scenario(), timeout=60)
+
+
+# what the official SDK's `list_metrics()` asks for without `include` (mbed_cloud/connect/metric.py)
+PELION = (
+    "handshakes_successful,transactions,device_observations,connect_rest_api_success,connect_rest_api_error,"
+    "device_proxy_request_success,device_proxy_request_error,device_subscription_request_success,"
+    "device_subscription_request_error,bootstraps_successful,bootstraps_failed,bootstraps_pending,"
+    "full_registrations,registration_updates,expired_registrations,deleted_registrations"
+)
+
+
+def test_transactions_and_registered_devices(tmp_path: Path, store_url: str) -> None:
+    """issue 32 #3: each notification received and each request sent to a device is a transaction (a notification
+    a device observation; a request a proxy or subscription request, by outcome); registered_devices is the
+    directory's count of the account's registered devices, sampled."""
+
+    async def scenario() -> None:
+        span = "period=2h"  # this hour and the last, one interval: whenever the hour turns (real clock: the requests)
+        async with running_node(tmp_path, redis_url=store_url) as node:
+            async with (
+                device(node, "tx-a", flavor="oma") as sim,
+                device(node, "tx-b"),
+                websocket_app(node) as (
+                    http,
+                    events,
+                ),
+            ):
+                device_id = sim.device_id or ""
+                async with http.put(f"/v2/subscriptions/{device_id}/3303/0/5700") as r:
+                    assert r.status == 202, await r.text()
+                    subscribed = (await r.json())["async-response-id"]
+                await events.wait_for("async-responses", lambda e: e["id"] == subscribed)
+                sim.set_value("/3303/0/5700", 31.5)
+                await events.wait_for("notifications", lambda e: e["path"] == "/3303/0/5700")
+                for async_id, uri in (("ok", "/3/0/0"), ("missing", "/3/0/99")):
+                    body = {"method": "GET", "uri": uri}
+                    async with http.post(f"/v2/device-requests/{device_id}?async-id={async_id}", json=body) as r:
+                        assert r.status == 202, await r.text()
+                    await events.wait_for("async-responses", lambda e, i=async_id: e["id"] == i)
+
+                metrics = await _get(http, f"/v3/metrics?include={PELION},registered_devices&interval=2h&{span}")
+                [entry] = metrics["data"]
+                assert entry["registered_devices"] == 2
+                assert (entry["device_proxy_request_success"], entry["device_proxy_request_error"]) == (1, 1)
+                assert (entry["device_subscription_request_success"], entry["device_subscription_request_error"]) == (
+                    1,
+                    0,
+                )
+                # the observe's first value and the change, at least (a device may notify its value again)
+                assert entry["device_observations"] >= 2
+                assert entry["transactions"] == entry["device_observations"] + 3  # and the three requests
+                assert (entry["handshakes_successful"], entry["bootstraps_pending"]) == (0, 0)  # plain CoAP here
+                assert set(entry) == {"id", "timestamp", "registered_devices", *PELION.split(",")}
+            async with _session(node) as http:
+                later = await _get(http, f"/v3/metrics?include=registered_devices&interval=2h&{span}")
+            assert later["data"][0]["registered_devices"] == 0  # sampled again: both de-registered
 
     run(scenario(), timeout=60)

@@ -34,3 +34,17 @@ def test_counts_add_up_and_are_read_by_hour(make_store: StoreFactory) -> None:
 
     run(make_store, scenario)
     run(make_store, check)
+
+
+def test_a_gauge_sample_replaces_the_stored_one(make_store: StoreFactory) -> None:
+    """registered_devices is a sample, not a count: the hour keeps the last one, counts beside it still add up."""
+
+    async def scenario(store: Store) -> None:
+        await store.set_usage([(A, H, "registered_devices", 5), (B, H, "registered_devices", 1)])
+        await store.set_usage([(A, H, "registered_devices", 3)])
+        await store.add_usage([(A, H, "transactions", 2)])
+        await store.add_usage([(A, H, "transactions", 2)])
+        assert await store.get_usage(A, H, H + 3600) == {H: {"registered_devices": 3, "transactions": 4}}
+        assert await store.get_usage(B, H, H + 3600) == {H: {"registered_devices": 1}}
+
+    run(make_store, scenario)

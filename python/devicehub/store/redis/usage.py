@@ -29,6 +29,16 @@ class RedisUsage(RedisConnection):
                 pipe.expire(key, KEEP_S + DAY)
             await pipe.execute()
 
+    async def set_usage(self, rows: Sequence[UsageRow]) -> None:
+        if not rows:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for account_id, hour, metric, n in rows:
+                key = self._day(account_id, hour // DAY)
+                pipe.hset(key, f"{hour}:{metric}", n)
+                pipe.expire(key, KEEP_S + DAY)
+            await pipe.execute()
+
     async def get_usage(self, account_id: str, start: float, end: float) -> dict[int, dict[str, int]]:
         days = range(int(start) // DAY, int(end - 1) // DAY + 1) if end > start else range(0)
         async with self.redis.pipeline(transaction=False) as reads:

@@ -22,6 +22,16 @@ class SqliteUsage(SqliteWriter):
                 )
             )
 
+    async def set_usage(self, rows: Sequence[UsageRow]) -> None:
+        if rows:
+            await self._write(
+                lambda db: db.executemany(
+                    "INSERT INTO account_usage (account_id, hour, metric, n) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (account_id, hour, metric) DO UPDATE SET n = excluded.n",
+                    rows,
+                )
+            )
+
     async def get_usage(self, account_id: str, start: float, end: float) -> dict[int, dict[str, int]]:
         def work(db: sqlite3.Connection) -> dict[int, dict[str, int]]:
             found: dict[int, dict[str, int]] = {}
