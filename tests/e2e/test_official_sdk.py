@@ -175,8 +175,8 @@ def test_device_directory_queries(service: ServiceProcess) -> None:
 
 
 def test_statistics_metrics(service: ServiceProcess) -> None:
-    """issue 32 #3: `ConnectAPI.list_metrics` (`GET /v3/metrics`, the statistics API), unchanged, with the metrics
-    devicehub counts (its default asks for every Pelion metric, which devicehub refuses rather than invent)."""
+    """issue 32 #3: `ConnectAPI.list_metrics` (`GET /v3/metrics`, the statistics API), unchanged: with an explicit
+    include, and with none (the SDK then asks for every metric of Pelion's statistics API)."""
     devices_process = simulator(service.coap_uri, "--count", "2", "--prefix", "met-", "--rate", "0")
     api = _connect_api(service)
     include = ["full_registrations", "updated_registrations", "deleted_registrations", "expired_registrations"]
@@ -191,5 +191,8 @@ def test_statistics_metrics(service: ServiceProcess) -> None:
         assert (metrics[0].deleted_registrations, metrics[0].failed_api_calls) == (0, 0)
         hourly = list(api.list_metrics(include=include, interval="1h", period="3h"))
         assert [m.full_registrations for m in hourly][-1] == 2 and len(hourly) == 3
+        [everything] = api.list_metrics(interval="2d", period="2d")  # no include: all of them
+        assert everything.full_registrations == 2 and everything.successful_api_calls >= 3
+        assert (everything.transactions, everything.handshakes, everything.pending_bootstraps) == (0, 0, 0)
     finally:
         stop(devices_process)

@@ -9,6 +9,7 @@ from pathlib import Path
 from devicehub._core import CoapMessage
 from devicehub.clock import SystemClock
 from devicehub.domain.model import BootstrapConfig
+from devicehub.domain.usage import BOOTSTRAPS_PENDING, HOUR, UsageMeter, UsageRow
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.bootstrap import BootstrapServer
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
@@ -193,11 +194,13 @@ def test_the_4_03_answer_is_the_same_for_a_missing_and_a_foreign_configuration(t
 
 def test_a_bootstrap_session_ends_with_the_dtls_session_that_asked(tmp_path: Path) -> None:
     """The device answers 2.04 and closes its DTLS session: the session's Bootstrap-Discover is not answered, and
-    the server gives up at once (not after the exchange's time-out) without sending the keys anywhere."""
+    the server gives up at once (not after the exchange's time-out) without sending the keys anywhere. While it
+    runs it is a pending bootstrap of its account (issue 32 #3), taken off the hour it started when it ends."""
 
     async def main() -> None:
         server = await bootstrap_server(tmp_path, Keyring(psks={DEVICE: (KEY_A, ACCOUNT_A)}))
         assert server.dtls is not None
+        server.usage = usage = UsageMeter(SystemClock())
         heard: list[int] = []
 
         async def silent(message: CoapMessage, payload: bytes, remote: Address) -> Reply | None:
@@ -213,9 +216,14 @@ def test_a_bootstrap_session_ends_with_the_dtls_session_that_asked(tmp_path: Pat
             answer = await endpoint.request(server.dtls.address, codes.POST, options)
             assert answer.code == codes.CHANGED
             await eventually(lambda: bool(heard))  # the Bootstrap-Discover came
+            [(account, hour, metric, pending)] = usage.take()
+            assert (account, metric, pending) == (ACCOUNT_A, BOOTSTRAPS_PENDING, 1) and hour % HOUR == 0
             client.close_session()  # close_notify
             # well within the exchange's time-out (MAX_TRANSMIT_WAIT, 93 s)
             await eventually(lambda: DEVICE in server.outcomes)
+            ended: list[UsageRow] = []
+            await eventually(lambda: bool(ended.extend(usage.take()) or ended))
+            assert ended == [(ACCOUNT_A, hour, BOOTSTRAPS_PENDING, -1)]  # the session's hour, whenever it ends
             assert server.outcomes[DEVICE] == "failed: the DTLS session that asked has ended"
             assert heard == [codes.GET] and server.stats.failed == 1
         finally:

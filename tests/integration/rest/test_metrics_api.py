@@ -11,11 +11,15 @@ from typing import Any
 
 import aiohttp
 
-from devicehub.clock import ManualClock
+from devicehub.clock import ManualClock, SystemClock
 from devicehub.domain.timefmt import rfc3339
+from devicehub.lwm2m.security import ClientCredentials
 from devicehub.node import Node
+from devicehub.sim.device import SimDevice
+from devicehub.store.usage_writer import flush_usage
 from support.apps import websocket_app
 from support.node import device, run, running_node
+from support.ports import free_udp_port
 
 INCLUDE = "full_registrations,registration_updates,deleted_registrations,connect_rest_api_error,total_count"
 
@@ -157,5 +161,30 @@ def test_transactions_and_registered_devices(tmp_path: Path, store_url: str) -> 
             async with _session(node) as http:
                 later = await _get(http, f"/v3/metrics?include=registered_devices&interval=2h&{span}")
             assert later["data"][0]["registered_devices"] == 0  # sampled again: both de-registered
+
+    run(scenario(), timeout=60)
+
+
+def test_a_dtls_handshake_with_an_accounts_psk_is_counted_for_that_account(tmp_path: Path) -> None:
+    """issue 32 #3 handshakes_successful: each DTLS handshake the LwM2M listener authenticates, by the credential's
+    account."""
+    name, key = "metrics-handshake-0001", bytes(range(16))
+
+    async def scenario() -> None:
+        async with running_node(tmp_path, dev=False, allow_nosec=False, coaps_port=free_udp_port()) as node:
+            account = (await node.accounts.create_account("tenant")).id
+            await node.credentials.add_psk(account, name, key.hex())
+            assert node.coaps_port is not None
+            credentials = ClientCredentials(psk_identity=name, psk_key=key)
+            sim = SimDevice(SystemClock(), ("127.0.0.1", node.coaps_port), name, security=credentials)
+            await sim.start(lifecycle=False)
+            try:
+                assert sim.dtls is not None
+                await sim.dtls.handshake()
+            finally:
+                await sim.stop(deregister=False)
+            await flush_usage(node.store, node.lwm2m.registry.usage)
+            hours = await node.store.get_usage(account, 0, 4e9)
+            assert sum(counts.get("handshakes_successful", 0) for counts in hours.values()) == 1
 
     run(scenario(), timeout=60)
