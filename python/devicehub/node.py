@@ -120,6 +120,8 @@ class Node:
         await self.hub.start()
         # issue 32 #2: the console's feed taps what the core publishes; every event still goes to the hub as before
         self.feed = ConsoleFeed(self.hub)
+        if is_shared(self.store):  # and sees the devices of every node while it is open
+            await self.feed.relay_through(self.store.shard, self.store.prefix, self.node_id)
         self.devices = DeviceService(
             self.store, self.clock, self.feed, default_account_id=default_account, holders=self.holders
         )
@@ -392,7 +394,7 @@ class Node:
         if hasattr(self, "listener_keys"):
             await self.listener_keys.stop()
         if hasattr(self, "feed"):
-            self.feed.close()  # open console feeds end now: the HTTP server's cleanup does not wait for them
+            await self.feed.close()  # open console feeds end now: the HTTP server's cleanup does not wait for them
         if self._runner is not None:
             await self._runner.cleanup()
         if self.bootstrap is not None:

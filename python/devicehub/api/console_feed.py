@@ -9,7 +9,9 @@ updates and de-registrations of its devices, the async-responses of requests mad
 the removal of any of the account's notification channels by the service (issue 34 #4: `channel-removed`).
 Notification values are decoded with the object model (TLV typed by the resource's type) into `values`. A slow
 reader loses the oldest events beyond QUEUE_EVENTS (counted in `dropped` of the next line), never blocks the
-devices. In a Redis cluster a feed sees the devices held by the node serving it (each node taps its own events).
+devices. In a Redis cluster each node taps its own events and relays the account's ones (not the key-bound
+async-responses) to the nodes serving a feed of the account (channels/console_relay.py), only while one does: a feed
+sees the devices every node holds.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from devicehub.channels.console_relay import ConsoleRelay
 from devicehub.channels.removals import ChannelRemoval
 from devicehub.domain.events import (
     Event,
@@ -56,13 +60,22 @@ class ConsoleFeed:
         self._inner = inner
         self._taps: dict[str, set[Tap]] = {}  # account id → open feeds
         self.account_of: Callable[[str], str | None] = lambda device_id: None
+        self.relay: ConsoleRelay | None = None  # Redis mode: the account's events of the other nodes (node.py)
+        self._none: frozenset[str] = frozenset()
 
-    def close(self) -> None:
+    async def relay_through(self, shard: Callable[[str], Any], prefix: str, node_id: str) -> None:
+        """Redis mode: relay the accounts' events between nodes while a feed of theirs is open (console_relay.py)."""
+        self.relay = ConsoleRelay(shard, prefix, node_id, self.relayed)
+        await self.relay.start()
+
+    async def close(self) -> None:
         """The node stops: every open feed ends."""
         for taps in self._taps.values():
             for tap in taps:
                 tap.closed = True
                 tap.ready.set()
+        if self.relay is not None:
+            await self.relay.stop()
 
     def full(self, account_id: str) -> bool:
         return len(self._taps.get(account_id, ())) >= MAX_FEEDS_PER_ACCOUNT
@@ -71,6 +84,8 @@ class ConsoleFeed:
         taps = self._taps.setdefault(account_id, set())
         tap = Tap(account_id, key_id)
         taps.add(tap)
+        if self.relay is not None:
+            self.relay.hold(account_id)
         return tap
 
     def detach(self, tap: Tap) -> None:
@@ -79,6 +94,13 @@ class ConsoleFeed:
             taps.discard(tap)
             if not taps:
                 del self._taps[tap.account_id]
+                if self.relay is not None:
+                    self.relay.release(tap.account_id)
+
+    def relayed(self, account_id: str, event: Event) -> None:
+        """An event of the account from another node (Redis mode)."""
+        for tap in self._taps.get(account_id, ()):
+            tap.put(event)
 
     def channel_removed(self, account_id: str, key_id: str, removal: ChannelRemoval) -> None:
         """issue 34 #4: the service removed one of the account's channels (a 410 from its receiver, 24 h of
@@ -86,29 +108,40 @@ class ConsoleFeed:
         for tap in self._taps.get(account_id, ()):
             tap.put(removal)
 
-    def _tap(self, key_ids: Sequence[str], event: Event) -> None:
+    def _tap(self, key_ids: Sequence[str], event: Event, relayed: frozenset[str]) -> None:
         if isinstance(event, NotificationEvent):
-            account = self.account_of(event.device_id)
-            for tap in self._taps.get(account or "", ()):
+            account = self.account_of(event.device_id) or ""
+            for tap in self._taps.get(account, ()):
                 tap.put(event)
+            if account in relayed:
+                assert self.relay is not None
+                self.relay.publish(account, event)
             return
         for taps in self._taps.values():
             for tap in taps:
                 if tap.key_id in key_ids:
                     tap.put(event)
 
+    def _relayed(self) -> frozenset[str]:
+        return self.relay.open_accounts if self.relay is not None else self._none
+
     async def publish(self, key_ids: Sequence[str], event: Event) -> None:
         await self._inner.publish(key_ids, event)
-        if self._taps:
-            self._tap(key_ids, event)
+        relayed = self._relayed()
+        if self._taps or relayed:
+            self._tap(key_ids, event, relayed)
 
     async def publish_many(self, events: Sequence[tuple[Sequence[str], Event]]) -> None:
         await self._inner.publish_many(events)
-        if self._taps:  # the hot path pays one dict test when no console is open
+        relayed = self._relayed()
+        if self._taps or relayed:  # the hot path pays two tests when no console is open anywhere
             for key_ids, event in events:
-                self._tap(key_ids, event)
+                self._tap(key_ids, event, relayed)
 
     async def publish_account(self, account_id: str, event: Event) -> None:
         await self._inner.publish_account(account_id, event)
         for tap in self._taps.get(account_id, ()):
             tap.put(event)
+        relay = self.relay
+        if relay is not None and account_id in relay.open_accounts:
+            relay.publish(account_id, event)
