@@ -1,8 +1,9 @@
 """The operator console in a real browser (Debian's chromium, headless, driven by Selenium) against a real
 `devicehub serve` and simulated devices (issue 17 §5, §7; issue 32 #1, #2): the object tree with names, units,
 live values and only each resource's operations; a typed write; observe and cancel; the plot; the server-paged
-device list of 1 300 devices; the node view; a login that never touches the key's channel; the polish list; the
-channel view's state, dead letters, redrive and the removal a 410 caused (issue 34 #3).
+device list of 1 300 devices; the node view, with the oldest event of each channel of the account; a login that
+never touches the key's channel; the polish list; the channel view's state, dead letters, redrive and the removal
+a 410 caused (issue 34 #3).
 
 Screenshots go to `artifacts/console/` at the repository root (ignored by git), or `$DEVICEHUB_ARTIFACTS/console/`:
 CI keeps that directory as the run's artefacts.
@@ -374,6 +375,18 @@ def test_the_channel_view_shows_status_dead_letters_a_redrive_and_a_removal(tmp_
         wait = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
         browser.get(f"{service.base_url}/#key={service.api_key}")
         wait.until(lambda b: b.find_element(By.ID, "live-state").text == "live")
+
+        # issue 32 #2: the node page lists the account's channels with the age of each one's oldest queued event
+        browser.find_element(By.ID, "nav-node").click()
+        row = "#account-channels tbody tr"
+        oldest = wait.until(lambda b: float(b.find_element(By.CSS_SELECTOR, row).get_attribute("data-oldest") or 0))
+        status = service.api("GET", "/v2/notification/channel?include=status")[1]["status"]
+        assert 0 < oldest <= status["oldest_age_s"]  # read a moment before the API's answer
+        cells = [c.text for c in browser.find_elements(By.CSS_SELECTOR, f"{row} td")]
+        assert cells[1:3] == ["websocket", "disconnected"] and int(cells[3]) > 0
+        assert cells[4].endswith((" s", " min", " h")) and int(cells[5]) > 0  # the byte cap's drops
+        screenshot(browser, "node-channels")
+
         browser.find_element(By.ID, "nav-channel").click()
         state = "#channel-table tr[data-field='state'] td:nth-child(2)"
         wait.until(lambda b: b.find_element(By.CSS_SELECTOR, state).text == "disconnected")

@@ -11,6 +11,7 @@ from typing import Any
 from devicehub.api import (
     bootstrap_routes,
     console,
+    console_channel_routes,
     console_feed_routes,
     credential_routes,
     device_event_routes,
@@ -886,6 +887,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     *object_routes.ROUTES,  # issue 32 #1: the LwM2M object model
     *console_feed_routes.ROUTES,  # issue 32 #2: the console's live feed
+    *console_channel_routes.ROUTES,  # and its node page's channels of the account
     *firmware_table.FIRMWARE_ROUTES,  # issue 33: firmware images, manifests and update campaigns
     # ---- the service itself -----------------------------------------------------------------------------------
     Route(

@@ -31,7 +31,7 @@ async def index(request: web.Request) -> web.Response:
 
 async def asset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    if name not in ("console.css", "console.js", "channel.js", "docs.js", "favicon.svg"):
+    if name not in ("console.css", "console.js", "channel.js", "node.js", "docs.js", "favicon.svg"):
         raise web.HTTPNotFound()
     return _file(name)
 
