@@ -3,7 +3,7 @@
 live values and only each resource's operations; a typed write; observe and cancel; the plot; the server-paged
 device list of 1 300 devices; the node view, with the oldest event of each channel of the account; a login that
 never touches the key's channel; the polish list; the channel view's state, dead letters, redrive and the removal
-a 410 caused (issue 34 #3).
+a 410 caused (issue 34 #3); the campaign view's list, device states, start and stop (issue 33).
 
 Screenshots go to `artifacts/console/` at the repository root (ignored by git), or `$DEVICEHUB_ARTIFACTS/console/`:
 CI keeps that directory as the run's artefacts.
@@ -33,6 +33,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
+from support.firmware_api import IMAGE, MANIFEST, upload
 from support.service import ServiceProcess
 from support.waiting import wait_until
 
@@ -413,4 +414,115 @@ def test_the_channel_view_shows_status_dead_letters_a_redrive_and_a_removal(tmp_
     finally:
         receiver.shutdown()
         receiver.server_close()
+        service.stop()
+
+
+def test_the_campaign_view_lists_campaigns_shows_device_states_and_starts_and_stops(
+    tmp_path: Path, browser: WebDriver
+) -> None:
+    # issue 33: three devices that update and one that refuses the update (Update Result 8), from two simulators
+    service = ServiceProcess(data_dir=tmp_path / "data", extra_args=("--firmware-check-interval", "0.2")).start()
+    common = ("--endpoint-type", "fw-console", "--flavor", "oma", "--rate", "0", "--firmware")
+    good = simulate(service, 3, "--prefix", "fw-ok-", *common)
+    bad = simulate(service, 1, "--prefix", "fw-bad-", *common, "--firmware-refuse-percent", "100")
+    try:
+        service.registered_devices(4, within=30)
+        upload(service, "/v3/firmware-images", IMAGE.read_bytes())
+        manifest = upload(service, "/v3/firmware-manifests", MANIFEST.read_bytes())
+        body = {
+            "name": "console rollout",
+            "device_filter": "endpoint_type=fw-console",
+            "root_manifest_id": manifest["id"],
+        }
+        status, rollout = service.api("POST", "/v3/update-campaigns", body)
+        assert status == 201
+        # at most one start a minute: this one stays active until the console stops it
+        paced = {**body, "name": "paced rollout", "max_starts_per_minute": 1}
+        status, slow = service.api("POST", "/v3/update-campaigns", paced)
+        assert status == 201
+
+        wait = WebDriverWait(browser, 60, ignored_exceptions=(StaleElementReferenceException,))
+        browser.get(f"{service.base_url}/#key={service.api_key}")
+        wait.until(lambda b: b.find_element(By.ID, "live-state").text == "live")
+        browser.find_element(By.ID, "nav-campaigns").click()
+        rows = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#campaign-table tbody tr[data-campaign-id]"))
+        assert {r.get_attribute("data-phase") for r in rows} == {"draft"} and len(rows) == 2
+        screenshot(browser, "campaigns-drafts")
+
+        # open the rollout: a draft offers Start only; Start runs it to the end, the feed keeps the view current
+        browser.find_element(By.CSS_SELECTOR, f"#campaign-table tr[data-campaign-id='{rollout['id']}']").click()
+        wait.until(lambda b: b.find_element(By.ID, "campaign-phase").text == "draft")
+        assert browser.find_element(By.ID, "campaign-stop").get_attribute("disabled") is not None
+        browser.find_element(By.ID, "campaign-start").click()
+        wait.until(lambda b: b.find_element(By.ID, "campaign-result").text == "start: accepted")
+        wait.until(lambda b: b.find_element(By.ID, "campaign-phase").text == "stopped")
+
+        def device_states(b: WebDriver) -> dict[str, str]:
+            rows = b.find_elements(By.CSS_SELECTOR, "#campaign-devices tbody tr[data-state]")
+            return {r.find_element(By.CSS_SELECTOR, "td.name").text: r.get_attribute("data-state") or "" for r in rows}
+
+        states = wait.until(lambda b: device_states(b) if len(device_states(b)) == 4 else None)
+        assert states == {
+            "fw-ok-0": "deployed",
+            "fw-ok-1": "deployed",
+            "fw-ok-2": "deployed",
+            "fw-bad-0": "failed_connector_channel_update",
+        }
+        why = browser.find_element(By.CSS_SELECTOR, "#campaign-devices tr.failed td.why").text
+        assert "Update Result 8" in why
+        figures = {
+            f.get_attribute("data-figure"): f.find_element(By.CSS_SELECTOR, ".value").text
+            for f in browser.find_elements(By.CSS_SELECTOR, "#campaign-figures .figure")
+        }
+        assert figures == {"success": "3", "fail": "1", "info": "0", "skipped": "0", "total": "4"}
+        assert browser.find_element(By.ID, "campaign-start").get_attribute("disabled") is not None
+        screenshot(browser, "campaign-finished")
+
+        # a second Start is refused by the API: the page says so (its button is disabled, so the call is made here)
+        assert service.api("POST", f"/v3/update-campaigns/{rollout['id']}/start")[0] == 409
+
+        # the paced campaign: started, one device at a time; Stop skips the ones not started
+        browser.get(f"{service.base_url}/#campaign/{slow['id']}")
+        wait.until(lambda b: b.find_element(By.ID, "campaign-phase").text == "draft")
+        browser.find_element(By.ID, "campaign-start").click()
+        wait.until(lambda b: b.find_element(By.ID, "campaign-phase").text == "active")
+        wait.until(lambda b: b.find_element(By.ID, "campaign-stop").get_attribute("disabled") is None)
+        browser.find_element(By.ID, "campaign-stop").click()
+        wait.until(lambda b: b.find_element(By.ID, "campaign-result").text == "stop: accepted")
+        wait.until(lambda b: b.find_element(By.ID, "campaign-phase").text == "stopped")
+        skipped = wait.until(
+            lambda b: (
+                b.find_elements(By.CSS_SELECTOR, "#campaign-devices td.why")
+                if sum(
+                    "the campaign stopped" in c.text
+                    for c in b.find_elements(By.CSS_SELECTOR, "#campaign-devices td.why")
+                )
+                >= 3
+                else None
+            )
+        )
+        assert skipped
+        screenshot(browser, "campaign-stopped")
+
+        browser.find_element(By.ID, "nav-campaigns").click()
+        wait.until(
+            lambda b: (
+                {
+                    r.get_attribute("data-phase")
+                    for r in b.find_elements(By.CSS_SELECTOR, "#campaign-table tr[data-campaign-id]")
+                }
+                == {"stopped"}
+            )
+        )
+        row = browser.find_element(By.CSS_SELECTOR, f"#campaign-table tr[data-campaign-id='{rollout['id']}']")
+        assert [row.find_element(By.CSS_SELECTOR, f"td.{c}").text for c in ("success", "failed", "pending")] == [
+            "3",
+            "1",
+            "0",
+        ]
+        screenshot(browser, "campaigns-list")
+        assert page_errors(browser) == []
+    finally:
+        stop(good)
+        stop(bad)
         service.stop()

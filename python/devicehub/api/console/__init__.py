@@ -10,6 +10,7 @@ from pathlib import Path
 from aiohttp import web
 
 HERE = Path(__file__).parent
+_ASSETS = ("console.css", "console.js", "channel.js", "node.js", "campaigns.js", "docs.js", "favicon.svg")
 _TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
 # the page loads only its own files; the key never leaves the tab except in the Authorization header
 _HEADERS = {
@@ -31,7 +32,7 @@ async def index(request: web.Request) -> web.Response:
 
 async def asset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    if name not in ("console.css", "console.js", "channel.js", "node.js", "docs.js", "favicon.svg"):
+    if name not in _ASSETS:
         raise web.HTTPNotFound()
     return _file(name)
 

@@ -56,7 +56,8 @@ function b64decode(value) {
 function b64encode(text) { return btoa(String.fromCharCode(...new TextEncoder().encode(text))); }
 
 function show(view) {
-  for (const id of ["login-view", "devices-view", "device-view", "node-view", "channel-view"]) $(id).hidden = id !== view;
+  const views = ["login-view", "devices-view", "device-view", "node-view", "channel-view", "campaigns-view", "campaign-view"];
+  for (const id of views) $(id).hidden = id !== view;
   $("nav").hidden = view === "login-view";
   if (view !== "node-view" && state.nodeTimer) { clearInterval(state.nodeTimer); state.nodeTimer = null; }
 }
@@ -415,6 +416,7 @@ function onFeedEvent(event) {
     const what = event.ep ? `${event.ep} ${event.state}` : `phase ${event.phase}`;
     const why = event.reason ? ` (${event.reason})` : "";
     showResult(`campaign ${event.campaign}: ${what}${why}`, event.state !== "failed_connector_channel_update");
+    onCampaignEvent(event); // campaigns.js: the campaign views follow it
   }
 }
 
@@ -426,6 +428,8 @@ async function route() {
   const hash = location.hash || "#devices";
   if (hash.startsWith("#device/")) { show("device-view"); await loadDevice(decodeURIComponent(hash.slice(8))); }
   else if (hash === "#channel") { show("channel-view"); await loadChannel(); }
+  else if (hash === "#campaigns") { show("campaigns-view"); await loadCampaigns(); }
+  else if (hash.startsWith("#campaign/")) { show("campaign-view"); await loadCampaign(decodeURIComponent(hash.slice(10))); }
   else if (hash === "#node") {
     show("node-view");
     await loadNode();
@@ -448,4 +452,4 @@ $("page-next").addEventListener("click", () => { if (state.nextAfter) { state.pa
 $("page-prev").addEventListener("click", () => { if (state.page > 0) { state.page -= 1; loadDevices(); } });
 $("page-first").addEventListener("click", () => { state.page = 0; loadDevices(); });
 window.addEventListener("hashchange", route);
-document.addEventListener("DOMContentLoaded", route); // after channel.js, the channel view's, has loaded
+document.addEventListener("DOMContentLoaded", route); // after channel.js, node.js and campaigns.js have loaded
