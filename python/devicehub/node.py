@@ -31,7 +31,7 @@ from devicehub.domain.firmware.campaigns import Campaigns
 from devicehub.domain.firmware.catalog import FirmwareCatalog
 from devicehub.domain.firmware.engine import CampaignEngine
 from devicehub.domain.firmware_model import FirmwareImage
-from devicehub.domain.handover import FIRMWARE, DeviceWork
+from devicehub.domain.handover import FIRMWARE, FIRMWARE_CANCEL, DeviceWork
 from devicehub.domain.model import Registration
 from devicehub.domain.registration import TCP
 from devicehub.domain.service import DeviceService
@@ -258,6 +258,8 @@ class Node:
         rest to the device service (issue 31 #1)."""
         if work.kind == FIRMWARE and self.engine is not None:
             await self.engine.take(work.key_id, work.pattern, work.device_id)
+        elif work.kind == FIRMWARE_CANCEL and self.engine is not None:
+            await self.engine.cancel(work.pattern, work.device_id)
         else:
             await self.devices.take_work(work)
 

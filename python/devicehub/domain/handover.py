@@ -18,6 +18,7 @@ REQUESTS = "requests"  # the device's request queue has work: read it from the s
 OBSERVE = "observe"  # observe `pattern` for `key_id` (answered as `async_id`), after reading the device's routes
 CANCEL = "cancel"  # `pattern` was unsubscribed: read the routes again; cancel the observation none keeps
 FIRMWARE = "firmware"  # update the device in campaign `pattern` of account `key_id` (domain/firmware/engine.py)
+FIRMWARE_CANCEL = "firmware-cancel"  # campaign `pattern` stopped while the device downloaded: call the download off
 
 
 class DeviceWork(msgspec.Struct, frozen=True, array_like=True):

@@ -49,6 +49,7 @@ class FirmwareFaults:
     refuse: bool = False
     result: int | None = None
     apply_s: float = 0.2  # how long installing takes before the reboot
+    block_delay_s: float = 0.0  # a slow link: the pause after each block downloaded (a download a stop can catch)
 
 
 @dataclass(slots=True)
@@ -187,6 +188,8 @@ class SimFirmware:
                 self.log.blocks += 1
                 if block2 is None or not block2[1]:
                     break
+                if self.faults.block_delay_s:
+                    await asyncio.sleep(self.faults.block_delay_s)
                 size2 = option_values(response.options, codes.SIZE2)  # the whole size, with the first block
                 if size2:
                     self._size = int.from_bytes(size2[0], "big")

@@ -24,11 +24,13 @@ from dataclasses import dataclass
 import msgspec
 
 from devicehub.clock import Clock
-from devicehub.domain.device_results import DeviceError, DeviceResponse
+from devicehub.domain.device_results import DeviceError
 from devicehub.domain.firmware import object5
 from devicehub.domain.firmware.announce import firmware_event
 from devicehub.domain.firmware.catalog import FirmwareCatalog
-from devicehub.domain.firmware.object5 import TEXT, Failed, device_version, dotted, read_int
+from devicehub.domain.firmware.delivery import PackageUri, call_off, deliver
+from devicehub.domain.firmware.object5 import Failed, device_version, dotted, read_int
+from devicehub.domain.firmware.reads import all_devices, campaign_image
 from devicehub.domain.firmware.rules import SKIPPED_STEP, kind, stop_reason, tally, wave_room
 from devicehub.domain.firmware_model import (
     ACTIVE,
@@ -43,8 +45,7 @@ from devicehub.domain.firmware_model import (
     CampaignDevice,
     FirmwareImage,
 )
-from devicehub.domain.handover import FIRMWARE, DeviceHolders, DeviceWork
-from devicehub.domain.model import Registration
+from devicehub.domain.handover import FIRMWARE, FIRMWARE_CANCEL, DeviceHolders, DeviceWork
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.storage.device_query import DeviceQuery
 from devicehub.domain.storage.store import Store
@@ -54,7 +55,6 @@ log = logging.getLogger("devicehub.firmware")
 LEASE = "firmware:campaigns"
 LEASE_TTL = 30.0
 TICK = 1.0  # seconds between passes over the running campaigns (a start or stop wakes the engine at once)
-OPAQUE = 42  # application/octet-stream: the Package resource (Opaque, 5.xml)
 
 QUEUED, DOWNLOADING, UPDATING, DONE = "queued", "downloading", "updating", "done"
 HAND_AGAIN = 30.0  # seconds before a device handed to its holder, and not finished, is handed again (a holder that
@@ -62,8 +62,6 @@ HAND_AGAIN = 30.0  # seconds before a device handed to its holder, and not finis
 
 # the device filter, parsed with the directory's filter language (api/directory_filter.py); None: nothing matches
 ParseFilter = Callable[[str], DeviceQuery | None]
-# the package URI a device of this registration downloads `image` from (lwm2m/file_server.py)
-PackageUri = Callable[[FirmwareImage, Registration], str]
 
 
 @dataclass(slots=True)
@@ -294,6 +292,24 @@ class CampaignEngine:
         self._remote.add(key)
         self._spawn(campaign, device, image)
 
+    async def _call_off(self, campaign: Campaign, device_id: str) -> None:
+        """A download the stop ends: the empty Package URI written here, or by the node holding the device (Redis
+        mode: it has the device's session; its engine's `cancel`)."""
+        if self._holders is not None and self._gateway.registration(device_id) is None:
+            work = DeviceWork(FIRMWARE_CANCEL, device_id, key_id=campaign.account_id, pattern=campaign.id)
+            if await self._holders.hand_over(work):
+                return
+        await call_off(self._gateway, device_id)
+
+    async def cancel(self, campaign_id: str, device_id: str) -> None:
+        """The lease holder stopped a campaign while this node's device downloaded (handed over): the update here ends
+        and the device is told to drop its download."""
+        task = self._tasks.pop((campaign_id, device_id), None)
+        if task is not None:
+            task.cancel()
+        if self._gateway.registration(device_id) is not None:
+            await call_off(self._gateway, device_id)
+
     async def _settled_elsewhere(self, campaign: Campaign, device_id: str) -> bool:
         """A handed-over update: whether the lease holder finished the device meanwhile (its deadline, a stop)."""
         if (campaign.id, device_id) not in self._remote:
@@ -335,8 +351,7 @@ class CampaignEngine:
             if task is not None:
                 task.cancel()
             if device.step == DOWNLOADING:
-                with contextlib.suppress(DeviceError):
-                    await self._gateway.request(device.device_id, "PUT", object5.PACKAGE_URI, b"", TEXT)
+                await self._call_off(campaign, device.device_id)
             await self._save(
                 campaign,
                 device,
@@ -347,23 +362,10 @@ class CampaignEngine:
             await self._set_phase(campaign, STOPPED)
 
     async def _all_devices(self, campaign: Campaign) -> list[CampaignDevice]:
-        devices: list[CampaignDevice] = []
-        after: str | None = None
-        while True:
-            page = await self._store.list_campaign_devices(campaign.account_id, campaign.id, after=after, limit=1000)
-            devices += page
-            if len(page) < 1000:
-                return devices
-            after = page[-1].device_id
+        return await all_devices(self._store, campaign)
 
     async def _image(self, campaign: Campaign) -> FirmwareImage | None:
-        manifest = await self._store.get_firmware_manifest(campaign.account_id, campaign.root_manifest_id)
-        if manifest is None:
-            return None
-        try:
-            return await self._catalog.image_for(campaign.account_id, manifest)
-        except Exception:
-            return None
+        return await campaign_image(self._store, self._catalog, campaign)
 
     # ---- one device ----------------------------------------------------------------------------------------
     def _spawn(self, campaign: Campaign, device: CampaignDevice, image: FirmwareImage | None = None) -> None:
@@ -414,18 +416,6 @@ class CampaignEngine:
         except Exception as error:  # the store failed: the next pass picks the device up again
             log.warning("campaign %s device %s: %s", campaign.id, device.device_id, error)
 
-    async def _deliver(self, campaign: Campaign, device_id: str, image: FirmwareImage) -> DeviceResponse:
-        """Pull: the Package URI of the file server. Push: the package itself in one Write of /5/0/0, sent in
-        Block1 blocks (RFC 7959 §2.5; CoAP bodies here are capped at 1 MiB, checked when the campaign starts)."""
-        if campaign.delivery == "push":
-            package = await self._store.read_image_data(campaign.account_id, image.id, 0, image.datafile_size)
-            return await self._gateway.request(device_id, "PUT", object5.PACKAGE, package, OPAQUE)
-        registration = self._gateway.registration(device_id)
-        if registration is None:
-            raise Failed("the device is not registered here any more")
-        uri = self._package_uri(image, registration)
-        return await self._gateway.request(device_id, "PUT", object5.PACKAGE_URI, uri.encode(), TEXT)
-
     async def _run_device(self, campaign: Campaign, latest: list[CampaignDevice], image: FirmwareImage | None) -> None:
         gateway = self._gateway
         device = latest[0]
@@ -443,7 +433,7 @@ class CampaignEngine:
             if image is None:
                 raise Failed("the campaign's image is gone")
             try:
-                written = await self._deliver(campaign, device_id, image)
+                written = await deliver(self._store, self._gateway, self._package_uri, campaign, device_id, image)
             except DeviceError as error:
                 raise Failed(f"delivering the package ({campaign.delivery}) failed: {error}") from None
             if written.code >> 5 != 2:
