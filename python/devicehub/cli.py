@@ -10,8 +10,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from devicehub import __version__
-from devicehub.config import StoreSettings, add_arguments, build
+from devicehub.config import StoreSettings
 from devicehub.errors import DevicehubError
+from devicehub.settings_flags import add_arguments, build
 
 Runner = Callable[[argparse.Namespace], int]
 

@@ -10,7 +10,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from devicehub.config import StoreSettings, add_arguments, build
+from devicehub.config import StoreSettings
+from devicehub.settings_flags import add_arguments, build
 
 
 def _command(

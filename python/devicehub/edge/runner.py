@@ -15,13 +15,14 @@ from pathlib import Path
 from aiohttp import web
 
 from devicehub.clock import Clock, SystemClock
-from devicehub.config import EdgeSettings, add_arguments, build
+from devicehub.config import EdgeSettings
 from devicehub.edge.children import Children
 from devicehub.edge.pt_api import WRITE_TIMEOUT, create_pt_app
 from devicehub.edge.status_api import create_status_app
 from devicehub.edge.upstream import EdgeClient
 from devicehub.errors import StartupFailed
 from devicehub.lwm2m.security import client_credentials
+from devicehub.settings_flags import add_arguments, build
 from devicehub.sim.fleet import server_address
 from devicehub.sim.registration import SHUTDOWN_TIMING
 from devicehub.startup import starting

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from devicehub.config import ServeSettings, SimulateSettings, parse
+from devicehub.config import ServeSettings, SimulateSettings
 from devicehub.errors import BadSetting
 from devicehub.lwm2m.security import ClientCredentials
+from devicehub.settings_flags import parse
 from devicehub.sim.fleet import Fleet
 
 

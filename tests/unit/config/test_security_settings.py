@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devicehub.config import ServeSettings, SimulateSettings, parse
+from devicehub.config import ServeSettings, SimulateSettings
 from devicehub.node import Node
 from devicehub.serve_hints import secret_key_beside_data
+from devicehub.settings_flags import parse
 from devicehub.sim.fleet import Fleet, credentials, server_address
 
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from devicehub.config import EdgeSettings, ServeSettings, parse
+from devicehub.config import EdgeSettings, ServeSettings
+from devicehub.settings_flags import parse
 
 
 def test_flag_wins_over_environment() -> None:
