@@ -83,6 +83,18 @@ class PageQuery:
         return rows[: self.limit], len(rows) > self.limit
 
 
+def list_order(request: web.Request) -> tuple[str, bool]:
+    """A Pelion list call's `order` (ASC or DESC) and whether its `include` asks for `total_count` (the only
+    inclusion a list takes); 400 naming the parameter otherwise."""
+    order = request.query.get("order", "ASC").upper()
+    if order not in ("ASC", "DESC"):
+        raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "not ASC or DESC"),))
+    include = {part.strip() for part in request.query.get("include", "").split(",") if part.strip()}
+    if include - {"total_count"}:
+        raise ValidationFailed("include takes total_count", fields=(FieldError("include", "not total_count"),))
+    return order, "total_count" in include
+
+
 def page_query(request: web.Request, low: int, default: int = DEFAULT_LIMIT) -> PageQuery:
     """`limit` (low…MAX_LIMIT, `default` when absent; 400 naming it otherwise) and `after` (None when empty)."""
     limit = int_query(request, "limit", low, MAX_LIMIT) or default

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from devicehub.api.body import json_reply, page_query
+from devicehub.api.body import json_reply, list_order, page_query
 from devicehub.api.context import principal, services
 from devicehub.api.directory_filter import MAX_VALUE, MAX_VALUES, RESERVED, parse_time
 from devicehub.api.models import DeviceEventList, DeviceEventModel
@@ -112,12 +112,7 @@ def event_model(event: DeviceEventRecord) -> DeviceEventModel:
 async def list_device_events(request: web.Request) -> web.Response:
     caller = await principal(request)
     page = page_query(request, 2)
-    order = request.query.get("order", "ASC").upper()
-    if order not in ("ASC", "DESC"):
-        raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "not ASC or DESC"),))
-    include = {part.strip() for part in request.query.get("include", "").split(",") if part.strip()}
-    if include - {"total_count"}:
-        raise ValidationFailed("include takes total_count", fields=(FieldError("include", "not total_count"),))
+    order, with_total = list_order(request)
     wanted = parse_event_filters(request.query.items())
     store = services(request).store
     await services(request).devices.settled()  # the events of registrations answered before this call are listed
@@ -143,7 +138,7 @@ async def list_device_events(request: web.Request) -> web.Response:
         return found
 
     found = await scan(page.after, page.fetch)
-    total = len(await scan(None, None)) if "total_count" in include else None
+    total = len(await scan(None, None)) if with_total else None
     events, more = page.split(found)
     return json_reply(
         DeviceEventList(

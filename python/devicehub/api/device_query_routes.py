@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 import msgspec
 from aiohttp import web
 
-from devicehub.api.body import decode, json_reply, page_query, read_body
+from devicehub.api.body import decode, json_reply, list_order, page_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.api.directory_filter import parse_filters
 from devicehub.api.models import DeviceQueryBody, DeviceQueryList, DeviceQueryModel, device_query_decoder
@@ -140,12 +140,7 @@ def _list_filter(request: web.Request) -> list[tuple[str, str, set[str]]]:
 async def list_queries(request: web.Request) -> web.Response:
     caller = await principal(request)
     page = page_query(request, 2)
-    order = request.query.get("order", "ASC").upper()
-    if order not in ("ASC", "DESC"):
-        raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "not ASC or DESC"),))
-    include = {part.strip() for part in request.query.get("include", "").split(",") if part.strip()}
-    if include - {"total_count"}:
-        raise ValidationFailed("include takes total_count", fields=(FieldError("include", "not total_count"),))
+    order, with_total = list_order(request)
     conditions = _list_filter(request)
     every = await services(request).store.list_saved_queries(caller.account_id)  # at most MAX_PER_ACCOUNT
     matching = [
@@ -164,6 +159,6 @@ async def list_queries(request: web.Request) -> web.Response:
             limit=page.limit,
             after=page.after,
             order=order,
-            total_count=len(matching) if "total_count" in include else None,
+            total_count=len(matching) if with_total else None,
         )
     )

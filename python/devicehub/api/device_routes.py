@@ -6,7 +6,7 @@ import base64
 
 from aiohttp import web
 
-from devicehub.api.body import decode, json_reply, page_query, read_body
+from devicehub.api.body import decode, json_reply, list_order, page_query, read_body
 from devicehub.api.context import principal, services
 from devicehub.api.directory_filter import parse_filters
 from devicehub.api.models import (
@@ -55,12 +55,7 @@ async def list_devices(request: web.Request) -> web.Response:
     caller = await principal(request)
     page = page_query(request, 2)
     query = parse_filters(request.query.items())
-    order = request.query.get("order", "ASC").upper()
-    if order not in ("ASC", "DESC"):
-        raise ValidationFailed("order must be ASC or DESC", fields=(FieldError("order", "not ASC or DESC"),))
-    include = {part.strip() for part in request.query.get("include", "").split(",") if part.strip()}
-    if include - {"total_count"}:
-        raise ValidationFailed("include takes total_count", fields=(FieldError("include", "not total_count"),))
+    order, with_total = list_order(request)
     sort = request.query.get("sort", "id")
     if sort not in ("id", "last_contact_at"):
         raise ValidationFailed("sort is id or last_contact_at", fields=(FieldError("sort", "not a sort key"),))
@@ -68,7 +63,7 @@ async def list_devices(request: web.Request) -> web.Response:
     contacts = services(request).devices.contacts
     await services(request).devices.settled()  # registrations answered before this call are listed
     devices: list[Device] = []
-    total = 0 if "total_count" in include else None
+    total = 0 if with_total else None
     last: dict[str, float] = {}
     if query is not None and sort == "last_contact_at":
         devices, last = await _by_last_contact(request, caller.account_id, query, page.after, order == "DESC")

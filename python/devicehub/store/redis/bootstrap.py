@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from devicehub.domain.model import BootstrapConfig
-from devicehub.store.redis.codec import decode, encode, text
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 
 

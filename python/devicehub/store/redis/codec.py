@@ -6,28 +6,14 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from devicehub.store.record_upgrades import upgraded
+from devicehub.store.record_upgrades import decode
 
 T = TypeVar("T")
 
 encode = msgspec.msgpack.Encoder().encode
 
-_DECODERS: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
 
 SEP = "\x1f"  # joins two ids inside one member; never part of an id, path or key
-
-
-def decode(kind: type[T], data: Any) -> T:  # redis-py types replies loosely; they are bytes here
-    decoder = _DECODERS.get(kind)
-    if decoder is None:
-        decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
-    try:
-        value: T = decoder.decode(data)
-    except msgspec.ValidationError:
-        value = upgraded(kind, data)  # a record of an earlier encoding (record_upgrades.py), or not ours at all
-        if value is None:
-            raise
-    return value
 
 
 def text(value: Any) -> str:

@@ -26,7 +26,8 @@ from redis.exceptions import NoScriptError, WatchError
 
 from devicehub.domain.model import Device
 from devicehub.errors import StartupFailed, Unavailable
-from devicehub.store.redis.codec import DecodedRecords, T, decode, encode, text
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import DecodedRecords, T, encode, text
 from devicehub.store.redis.keys import LAYOUT, Keys
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from devicehub.domain.device_log import MAX_PER_DEVICE, DeviceEventRecord, device_of, time_bound
-from devicehub.store.redis.codec import decode, encode, text
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 
 _SWEEP_BATCH = 1000

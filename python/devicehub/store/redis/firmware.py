@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from devicehub.domain.firmware_model import RUNNING, Campaign, CampaignDevice, FirmwareImage, FirmwareManifest
-from devicehub.store.redis.codec import SEP, decode, encode, text
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import SEP, encode, text
 from devicehub.store.redis.connection import RedisConnection
 
 R = TypeVar("R")

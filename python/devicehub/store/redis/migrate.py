@@ -16,7 +16,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from devicehub.domain.model import DeviceSharedKey
-from devicehub.store.redis.codec import decode, text
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import text
 from devicehub.store.redis.connection import is_cluster
 from devicehub.store.redis.keys import LAYOUT, Keys
 

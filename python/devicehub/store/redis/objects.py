@@ -4,7 +4,8 @@ call touches one key."""
 from __future__ import annotations
 
 from devicehub.domain.object_model import AccountObject
-from devicehub.store.redis.codec import decode, encode
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import encode
 from devicehub.store.redis.connection import RedisConnection
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from devicehub.domain.saved_queries import MAX_PER_ACCOUNT, Saved, SavedQuery
-from devicehub.store.redis.codec import decode, encode, text
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 
 _PUT = (Path(__file__).with_name("lua") / "put_saved_query.lua").read_text()

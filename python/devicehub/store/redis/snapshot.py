@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from devicehub.domain.model import DesiredValue, ReportedValue, SnapshotResource
-from devicehub.store.redis.codec import decode, encode, text
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 
 

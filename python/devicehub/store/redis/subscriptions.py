@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from devicehub.domain.model import PresubscriptionRule
-from devicehub.store.redis.codec import SEP, decode, encode, text
+from devicehub.store.record_upgrades import decode
+from devicehub.store.redis.codec import SEP, encode, text
 from devicehub.store.redis.connection import RedisConnection
 
 

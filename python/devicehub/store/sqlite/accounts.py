@@ -7,7 +7,8 @@ import sqlite3
 import msgspec
 
 from devicehub.domain.model import Account, ApiKey
-from devicehub.store.sqlite.codec import decode, encode
+from devicehub.store.record_upgrades import decode
+from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter
 
 

@@ -7,7 +7,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from devicehub.domain.device_log import MAX_PER_DEVICE, DeviceEventRecord, time_bound
-from devicehub.store.sqlite.codec import decode, encode
+from devicehub.store.record_upgrades import decode
+from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from devicehub.domain.model import Device, ReportedValue
 from devicehub.domain.storage.device_query import DeviceQuery
-from devicehub.store.sqlite.codec import decode, encode
+from devicehub.store.record_upgrades import decode
+from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.snapshot import SqliteSnapshot
 
 _SQL_OPS = {"eq": "=", "neq": "!=", "gte": ">=", "lte": "<=", "in": "IN", "nin": "NOT IN"}

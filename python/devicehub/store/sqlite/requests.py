@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from devicehub.domain.model import DesiredValue, DeviceRequest
 from devicehub.store.enqueue import check_enqueued
-from devicehub.store.sqlite.codec import decode, encode
+from devicehub.store.record_upgrades import decode
+from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.snapshot import SqliteSnapshot
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from devicehub.domain.model import Device
-from devicehub.store.sqlite.codec import decode
+from devicehub.store.record_upgrades import decode
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS accounts (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, data BLOB NOT NULL);

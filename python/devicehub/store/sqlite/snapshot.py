@@ -9,7 +9,8 @@ import msgspec
 
 from devicehub.domain.model import DesiredValue, ReportedValue, SnapshotResource
 from devicehub.errors import StorageUnavailable
-from devicehub.store.sqlite.codec import decode, encode
+from devicehub.store.record_upgrades import decode
+from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.writer import SqliteWriter
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from devicehub.errors import StorageUnavailable
-from devicehub.store.sqlite.codec import T, decode, encode
+from devicehub.store.record_upgrades import decode
+from devicehub.store.sqlite.codec import T, encode
 from devicehub.store.sqlite.endpoint_directory import EndpointDirectory
 from devicehub.store.sqlite.health import WriteHealth
 from devicehub.store.sqlite.read_cache import ReadCache
