@@ -29,6 +29,7 @@ from devicehub.errors import StartupFailed, Unavailable
 from devicehub.store.record_upgrades import decode
 from devicehub.store.redis.codec import DecodedRecords, T, encode, text
 from devicehub.store.redis.keys import LAYOUT, Keys
+from devicehub.store.redis.script_calls import ScriptCalls
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
 _LUA = Path(__file__).with_name("lua")
@@ -88,6 +89,7 @@ class RedisConnection:
         self._reindex_pending: dict[str, set[str]] = {}  # devices.py: account -> devices whose indexes are due
         self._reindex_locks: dict[str, asyncio.Lock] = {}
         self._device_record = DecodedRecords(Device, DEVICE_RECORDS_KEPT)  # devices.py
+        self._admissions = ScriptCalls(self._eval_each)  # enrolment.py: the Registers arriving together
         self._reported = ReportedWriteBehind(self._write_reported, reported_flush_s)
 
     @property
@@ -155,9 +157,7 @@ class RedisConnection:
         self._put_bootstrap = self._redis.register_script((_LUA / "put_bootstrap_config.lua").read_text())
         self._delete_bootstrap = self._redis.register_script((_LUA / "delete_bootstrap_config.lua").read_text())
         self._enqueue = self._redis.register_script((_LUA / "enqueue_request.lua").read_text())
-        self._admit = self._redis.register_script((_LUA / "admit_endpoint.lua").read_text())
         self._claim = self._redis.register_script((_LUA / "claim_device_id.lua").read_text())
-        self._admit_authenticated = self._redis.register_script((_LUA / "admit_authenticated.lua").read_text())
         self._create_shared_key = self._redis.register_script((_LUA / "create_shared_key.lua").read_text())
         self._create_account = self._redis.register_script((_LUA / "create_account.lua").read_text())
         self._delete = self._redis.register_script((_LUA / "delete_device.lua").read_text())
@@ -204,16 +204,31 @@ class RedisConnection:
                     continue  # execute() has reset the pipeline: no WATCH or queued command is left
         raise Unavailable(f"other clients kept changing {len(watched)} key(s) this write replaces; retry later")
 
-    async def _eval_each(self, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+    async def _eval_each(
+        self,
+        calls: Sequence[tuple[Any, ...]],
+        *,
+        raise_errors: bool = True,
+        also: Callable[[Any], None] | None = None,  # on a Pipeline or a ClusterPipeline
+    ) -> list[Any]:
         """Each call's EVAL arguments (script text, key count, keys, arguments; its keys in one slot) as EVALSHA, all
         in one pipeline (a round trip per server): a script's text (apply_writes.lua is 1.6 kB) travels only to a
-        server that does not know it yet (a restart, a new primary), then as EVAL. A call is one atomic step."""
-        if not calls:
+        server that does not know it yet (a restart, a new primary), then as EVAL. A call is one atomic step. With
+        `raise_errors` false, a call's error is its reply (the others' stand). `also` queues more commands on the same
+        pipeline, after the calls (issue 30 #5: writes that need no reply of theirs save a round trip); their errors
+        are raised, their replies dropped."""
+        if not calls and also is None:
             return []
         async with self.redis.pipeline(transaction=False) as pipe:
             for script, *rest in calls:
                 pipe.execute_command("EVALSHA", _sha(script), *rest)  # redis-py bars evalsha() on a cluster pipeline
-            replies = list(await pipe.execute(raise_on_error=False))
+            if also is not None:
+                also(pipe)
+            everything = list(await pipe.execute(raise_on_error=False))
+        replies = everything[: len(calls)]
+        for reply in everything[len(calls) :]:
+            if isinstance(reply, Exception):
+                raise reply
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:  # not run: sent again with the text
             async with self.redis.pipeline(transaction=False) as pipe:
@@ -221,7 +236,7 @@ class RedisConnection:
                     pipe.eval(*calls[i])
                 for i, reply in zip(missing, await pipe.execute(raise_on_error=False), strict=True):
                     replies[i] = reply
-        for reply in replies:
+        for reply in replies if raise_errors else ():
             if isinstance(reply, Exception):
                 raise reply
         return replies

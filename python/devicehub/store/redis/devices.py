@@ -2,17 +2,18 @@
 
 A device's record, snapshot, subscriptions and queue are in the device's slot; its account's lexicographic indexes,
 with `devix` (which indexes hold each device), in the account's slot; the endpoint name's ids per account in the
-name's slot; the last-seen index is bucketed (keys.py). A write is the device's slot first (one script, which hands
-back the record it replaced), then the name and the last-seen entry, then, when the indexes a device belongs to
-changed, `_reindex`: the account's indexes made to match the records as they stand, under a WATCH of `devix`, so
-that of two nodes writing one device the index follows whichever record is the newest.
+name's slot; the last-seen index is bucketed (keys.py). A write is the device's slot (one script, which hands back
+the record it replaced) with the name and the last-seen entry in the same pipeline (index entries first or beside the
+record, keys.py; readers skip what they do not find), then, when the indexes a device belongs to changed,
+`_reindex`: the account's indexes made to match the records as they stand, under a WATCH of `devix`, so that of two
+nodes writing one device the index follows whichever record is the newest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,9 @@ _DEVICE_INDEX_VERSION = "3"  # the account-slot indexes with `devix` (issue 31 #
 
 _MIN_PAGE = 100
 
-_MAX_PAGE = 1000
+# the API's largest page (1 000) and the one more row it fetches to know whether more follow (api/body.py PageQuery):
+# `limit=1000` is one ZRANGEBYLEX and one MGET, not a second page of 1 000 records read for that one row (issue 30 #5)
+_MAX_PAGE = 1001
 
 
 class RedisDevices(RedisSnapshot):
@@ -126,25 +129,38 @@ class RedisDevices(RedisSnapshot):
 
         await self._transact([membership], read, write)
 
-    async def _after_device_writes(self, written: Sequence[Device], replaced: Sequence[Any]) -> None:
-        """The name, last-seen and index entries of devices whose records were just written over `replaced`."""
+    def _name_and_seen(self, pipe: Any, devices: Sequence[Device]) -> None:
+        """Queue the devices' name entries and last-seen entries (one ZADD per bucket, not one per device)."""
         k = self.keys
+        seen: dict[str, dict[str, float]] = {}
+        for device in devices:
+            pipe.hset(k.ep("device_ep", device.endpoint_name), device.account_id, device.id)
+            seen.setdefault(k.bucket("seen", device.id), {})[device.id] = device.last_seen_at
+        for bucket, members in seen.items():
+            pipe.zadd(bucket, members)
+
+    async def _after_device_writes(self, written: Sequence[Device], replaced: Sequence[Any]) -> None:
+        """What depends on the records the devices' writes replaced (their scripts' replies): a name no longer theirs
+        forgotten, the indexes of devices that joined or left some made to match. The name and last-seen entries
+        went in the scripts' pipeline (`_name_and_seen`): they need no reply."""
         stale: dict[str, list[str]] = {}
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for device, data in zip(written, replaced, strict=True):
-                previous = None if data is None else self._device_record(data)
-                pipe.hset(k.ep("device_ep", device.endpoint_name), device.account_id, device.id)
-                pipe.zadd(k.bucket("seen", device.id), {device.id: device.last_seen_at})
-                if previous is None or self._device_indexes(previous) != self._device_indexes(device):
-                    stale.setdefault(device.account_id, []).append(device.id)
-                if previous is not None and previous.account_id != device.account_id:
-                    stale.setdefault(previous.account_id, []).append(device.id)
-                if previous is not None and (previous.account_id, previous.endpoint_name) != (
-                    device.account_id,
-                    device.endpoint_name,
-                ):
+        forget = []
+        for device, data in zip(written, replaced, strict=True):
+            previous = None if data is None else self._device_record(data)
+            if previous is None or self._device_indexes(previous) != self._device_indexes(device):
+                stale.setdefault(device.account_id, []).append(device.id)
+            if previous is not None and previous.account_id != device.account_id:
+                stale.setdefault(previous.account_id, []).append(device.id)
+            if previous is not None and (previous.account_id, previous.endpoint_name) != (
+                device.account_id,
+                device.endpoint_name,
+            ):
+                forget.append(previous)
+        if forget:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for previous in forget:
                     self._forget_name(pipe, previous)
-            await pipe.execute()
+                await pipe.execute()
         for account_id, ids in stale.items():
             await self._reindex(account_id, ids)
 
@@ -154,7 +170,7 @@ class RedisDevices(RedisSnapshot):
     async def put_device(self, device: Device) -> None:
         writes = Writes()
         writes.swap(self.keys.dev("device", device.id), encode(device))
-        ((replaced,),) = await self._eval_each([writes.script_args()])
+        ((replaced,),) = await self._eval_each([writes.script_args()], also=lambda p: self._name_and_seen(p, [device]))
         await self._after_device_writes([device], [replaced])
 
     async def get_device(self, device_id: str) -> Device | None:
@@ -176,9 +192,10 @@ class RedisDevices(RedisSnapshot):
         reported: Sequence[tuple[str, str, ReportedValue]] = (),
     ) -> None:
         """What `put_device`, `ensure_resources`, `remove_device_subscriptions` and `clear_subscribed` do for one
-        device, for a batch in two round trips per server whatever its size (a registration storm writes thousands
-        a second), and a third for an account whose devices changed indexes: one script per device writes its slot
-        (for `unchanged` devices only the subscriptions are dropped), then the names, last-seen entries and indexes."""
+        device, for a batch in one round trip per server whatever its size (a registration storm writes thousands
+        a second), and a transaction for an account whose devices changed indexes: one script per device writes its
+        slot (for `unchanged` devices only the subscriptions are dropped), the names and last-seen entries beside
+        them, then the indexes."""
         if not devices and not unchanged:
             for device_id, path, value in reported:
                 await self.set_reported(device_id, path, value)
@@ -209,7 +226,7 @@ class RedisDevices(RedisSnapshot):
             writes = Writes()
             self._write_values(writes, device_id, values)
             calls.append(writes.script_args())
-        replies = await self._eval_each(calls)
+        replies = await self._eval_each(calls, also=lambda pipe: self._name_and_seen(pipe, devices))
         await self._after_device_writes(devices, [r[0] for r in replies[: len(devices)]])
         for device_id, path, value in later:
             await self.set_reported(device_id, path, value)
@@ -254,9 +271,13 @@ class RedisDevices(RedisSnapshot):
             sizes = await tx.execute()
         return min(zip(sizes, indexes, strict=True))[1]
 
-    async def _walk(self, index: str, after: str | None, descending: bool, page: int) -> AsyncIterator[list[Device]]:
+    async def _walk(
+        self, index: str, after: str | None, descending: bool, size: Callable[[], int]
+    ) -> AsyncIterator[list[Device]]:
+        """The index's devices from `after` on, a page at a time; `size()` is the next page's length."""
         cursor = after
         while True:
+            page = size()
             if descending:
                 high = f"({cursor}" if cursor is not None else "+"
                 raw = await self.redis.zrevrangebylex(index, high, "-", start=0, num=page)
@@ -290,7 +311,11 @@ class RedisDevices(RedisSnapshot):
             return [d for d in devices if d.account_id == account_id and full.matches(d)][:limit]
         index = await self._narrowest_index(account_id, full)
         found: list[Device] = []
-        async for devices in self._walk(index, after, descending, min(max(limit, _MIN_PAGE), _MAX_PAGE)):
+
+        def size() -> int:  # what is still wanted, read in pages no smaller than _MIN_PAGE (a filter may skip some)
+            return min(max(limit - len(found), _MIN_PAGE), _MAX_PAGE)
+
+        async for devices in self._walk(index, after, descending, size):
             found.extend(d for d in devices if full.matches(d))
             if len(found) >= limit:
                 break
@@ -306,7 +331,7 @@ class RedisDevices(RedisSnapshot):
         if not full.conditions or (len(full.conditions) == 1 and self._value_index(account_id, full.conditions[0])):
             return int(await self.redis.zcard(index))
         count = 0
-        async for devices in self._walk(index, None, False, _MAX_PAGE):
+        async for devices in self._walk(index, None, False, lambda: _MAX_PAGE):
             count += sum(1 for d in devices if full.matches(d))
         return count
 

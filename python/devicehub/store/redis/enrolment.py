@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from devicehub.store.redis.codec import text
 from devicehub.store.redis.connection import RedisConnection
+
+# the admissions go through ScriptCalls (script_calls.py): those of Registers arriving together share a pipeline
+_ADMIT = (Path(__file__).with_name("lua") / "admit_endpoint.lua").read_text()
+_ADMIT_AUTHENTICATED = (Path(__file__).with_name("lua") / "admit_authenticated.lua").read_text()
 
 
 class RedisEnrolment(RedisConnection):
@@ -24,18 +29,32 @@ class RedisEnrolment(RedisConnection):
         return text(claimed)
 
     async def admit_authenticated(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str | None:
-        admitted = await self._admit_authenticated(
-            keys=[self.keys.ep("enroll", endpoint_name), self.keys.ep("device_ep", endpoint_name)],
-            args=[account_id, mint()],
+        k = self.keys
+        admitted = await self._admissions.call(
+            (
+                _ADMIT_AUTHENTICATED,
+                2,
+                k.ep("enroll", endpoint_name),
+                k.ep("device_ep", endpoint_name),
+                account_id,
+                mint(),
+            )
         )
         return None if not admitted else text(admitted)
 
     async def admit_endpoint(
         self, endpoint_name: str, default_account_id: str | None, mint: Callable[[], str]
     ) -> tuple[str, str] | None:
-        admitted = await self._admit(
-            keys=[self.keys.ep("enroll", endpoint_name), self.keys.ep("device_ep", endpoint_name)],
-            args=[default_account_id or "", mint()],
+        k = self.keys
+        admitted = await self._admissions.call(
+            (
+                _ADMIT,
+                2,
+                k.ep("enroll", endpoint_name),
+                k.ep("device_ep", endpoint_name),
+                default_account_id or "",
+                mint(),
+            )
         )
         if not admitted:
             return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from devicehub.domain.device_log import MAX_PER_DEVICE, DeviceEventRecord
 from devicehub.domain.model import ObservationRecord, Registration
@@ -37,10 +38,11 @@ class RedisRegistrations(RedisConnection):
         fresh: Sequence[str] = (),
         events: Sequence[DeviceEventRecord] = (),
     ) -> None:
-        """Three round trips per server whatever the batch size: the observations' records; then per device one
-        script (put_registration.lua) writing its registration and token set, ending the tokens of a `fresh` one
-        (a new Register ends its observations), and its lifecycle events (issue 32 #3); then the ended tokens'
-        records, the expiry entries and the events' account index entries. The events add no round trip."""
+        """At most three round trips per server whatever the batch size: the observations' records (when there are
+        any); then per device one script (put_registration.lua) writing its registration and token set, ending the
+        tokens of a `fresh` one (a new Register ends its observations), and its lifecycle events (issue 32 #3), with
+        the expiry entries in the same pipeline; then the ended tokens' records and the events' account index entries
+        (a listing drops an index entry whose record it does not find, device_log.py)."""
         k = self.keys
         added: dict[str, list[str]] = {}
         for observation in observations:
@@ -65,15 +67,23 @@ class RedisRegistrations(RedisConnection):
             pairs = logged.get(device_id, [])
             head = (blob, fresh_flag, len(pairs) // 2, MAX_PER_DEVICE)
             calls.append((_PUT, 3, reg, tokens, log, *head, *pairs, *added.get(device_id, ())))
-        ended = await self._eval_each(calls)
+        expiries: dict[str, dict[str, float]] = {}  # one ZADD per bucket, not one per registration
+        for registration in registrations:
+            expiry = k.bucket("reg_expiry", registration.device_id)
+            expiries.setdefault(expiry, {})[registration.device_id] = registration.expires_at
+
+        def expiry_entries(pipe: Any) -> None:  # beside the scripts: the sweep skips an entry whose record is not due
+            for bucket, members in expiries.items():
+                pipe.zadd(bucket, members)
+
+        ended = await self._eval_each(calls, also=expiry_entries)
         kept = {t for tokens in added.values() for t in tokens}
         doomed = [self._obs(text(t)) for tokens in ended for t in tokens or () if text(t) not in kept]
-        async with self.redis.pipeline(transaction=False) as pipe:
+        if not doomed and not events:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:  # after the scripts: the event records exist
             for key in doomed:
                 pipe.delete(key)
-            for registration in registrations:
-                expiry = k.bucket("reg_expiry", registration.device_id)
-                pipe.zadd(expiry, {registration.device_id: registration.expires_at})
             index_events(k, pipe, events)
             await pipe.execute()
 
