@@ -81,3 +81,23 @@ def test_an_empty_list_sends_nothing_and_a_malformed_one_is_refused(redis_url: s
         assert await client.exists(k("k")) == 0
 
     _run(redis_url, scenario)
+
+
+def test_many_new_members_are_one_argument_and_keep_existing_scores(redis_url: str) -> None:
+    """Issue 30 #5: a device's resource paths go as one argument (ZADDNXS); each is added at score 0 unless it is
+    there (its score kept), however many (more than the script's chunk of 500), and none is no write at all."""
+
+    async def scenario(client: aioredis.Redis, k: Key) -> None:
+        await client.zadd(k("paths"), {"/3/0/0": 7})
+        members = ["/3/0/0", "/3/0/1", *(f"/1000/{i}/0" for i in range(1200))]
+        writes = Writes()
+        writes.zadd_new(k("paths"), members)
+        writes.zadd_new(k("none"), [])
+        assert len(writes.args) == 3  # one operation, one argument for all the members
+        await client.eval(*writes.script_args())
+        assert await client.zcard(k("paths")) == len(members)
+        assert await client.zscore(k("paths"), "/3/0/0") == 7
+        assert await client.zscore(k("paths"), "/1000/1199/0") == 0
+        assert await client.exists(k("none")) == 0
+
+    _run(redis_url, scenario)

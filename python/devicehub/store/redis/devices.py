@@ -212,8 +212,7 @@ class RedisDevices(RedisSnapshot):
             writes = Writes()
             writes.swap(k.dev("device", device.id), encode(device))
             paths = k.dev("snap_paths", device.id)
-            for resource in device.resources:
-                writes.zadd(paths, resource.path, only_new=True)
+            writes.zadd_new(paths, [resource.path for resource in device.resources])
             self._drop_subscriptions(writes, device.id)
             self._write_values(writes, device.id, valued.pop(device.id, {}))
             calls.append(writes.script_args())

@@ -9,8 +9,11 @@ caller WATCHes still guards it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from devicehub.store.redis.codec import SEP
 
 APPLY_WRITES = (Path(__file__).with_name("lua") / "apply_writes.lua").read_text()
 
@@ -46,6 +49,11 @@ class Writes:
 
     def zadd(self, key: str, member: str, score: float = 0, *, only_new: bool = False) -> None:
         self.args += ("ZADDNX" if only_new else "ZADD", self._key(key), score, member)
+
+    def zadd_new(self, key: str, members: Sequence[str]) -> None:
+        """ZADD NX of members at score 0, as one argument (their SEP-joined text); none: nothing."""
+        if members:
+            self.args += ("ZADDNXS", self._key(key), SEP.join(members))
 
     def zrem(self, key: str, member: str) -> None:
         self.args += ("ZREM", self._key(key), member)

@@ -4,9 +4,30 @@
 -- named by its position in KEYS (issue 31 #2: every key a script touches is declared, and in a cluster they share
 -- one slot).
 -- ARGV: SET k value | SWAP k value | DEL k | ZADD k score member | ZADDNX k score member | ZREM k member |
---       SADD k member | SREM k member | HSET k field value | HDEL k field.
+--       SADD k member | SREM k member | HSET k field value | HDEL k field |
+--       ZADDNXS k members: each of the members (joined by \x1f, codec.SEP) added at score 0 unless there (issue 30 #5:
+--       a device's dozen resource paths are one argument to pack, not four each).
 -- Returns the values each SWAP (a SET) replaced, in order (false where there was none).
-local arity = {SET = 2, SWAP = 2, DEL = 1, ZADD = 3, ZADDNX = 3, ZREM = 2, SADD = 2, SREM = 2, HSET = 3, HDEL = 2}
+local arity = {
+  SET = 2, SWAP = 2, DEL = 1, ZADD = 3, ZADDNX = 3, ZREM = 2, SADD = 2, SREM = 2, HSET = 3, HDEL = 2, ZADDNXS = 2
+}
+local CHUNK = 500  -- members per ZADD: unpack() is bounded by Lua's C stack
+
+local function zadd_new(key, joined)
+  local args = {'NX'}
+  for member in string.gmatch(joined, '[^\031]+') do
+    args[#args + 1] = 0
+    args[#args + 1] = member
+    if #args > 2 * CHUNK then
+      redis.call('ZADD', key, unpack(args))
+      args = {'NX'}
+    end
+  end
+  if #args > 1 then
+    redis.call('ZADD', key, unpack(args))
+  end
+end
+
 local swapped = {}
 local a = ARGV
 local i, n = 1, #ARGV
@@ -33,6 +54,8 @@ while i <= n do
     redis.call('ZADD', key, a[i + 2], a[i + 3])
   elseif op == 'ZADDNX' then
     redis.call('ZADD', key, 'NX', a[i + 2], a[i + 3])
+  elseif op == 'ZADDNXS' then
+    zadd_new(key, a[i + 2])
   elseif op == 'ZREM' then
     redis.call('ZREM', key, a[i + 2])
   elseif op == 'SADD' then

@@ -1,0 +1,58 @@
+"""Issue 30 #5: the admissions of Registers arriving together share one pipeline (store/redis/script_calls.py), on a
+real redis-server: each keeps its own atomic claim and reply, and a burst no longer takes a pooled connection each."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any, cast
+
+import pytest
+import redis.asyncio as aioredis
+
+from devicehub.store.redis.store import RedisStore
+
+pytestmark = pytest.mark.redis
+
+_prefixes = itertools.count()
+
+
+async def _connections_received(url: str) -> int:
+    client = aioredis.Redis.from_url(url)
+    try:
+        return int(cast(dict[str, Any], await client.info("stats"))["total_connections_received"])
+    finally:
+        await client.aclose()
+
+
+def test_a_burst_of_admissions_shares_one_connection_and_each_gets_its_own_claim(redis_url: str) -> None:
+    async def main() -> None:
+        store = RedisStore(redis_url, prefix=f"admit{next(_prefixes)}:")
+        await store.open()
+        try:
+            await store.enroll("acc-b", "enrolled")
+            ids = itertools.count()
+            before = await _connections_received(redis_url)
+            names = [f"ep-{i % 100}" for i in range(300)]  # each name three times: one id per name whatever the order
+            admitted = await asyncio.gather(
+                *(store.admit_endpoint(n, "acc-a", lambda: f"id-{next(ids)}") for n in names),
+                store.admit_endpoint("enrolled", "acc-a", lambda: "id-enrolled"),
+                store.admit_endpoint("nobody", None, lambda: "id-none"),
+                store.admit_authenticated("acc-c", "enrolled", lambda: "id-refused"),
+                store.admit_authenticated("acc-c", "fresh", lambda: "id-fresh"),
+            )
+            opened = await _connections_received(redis_url) - before - 1  # less this probe's own
+        finally:
+            await store.close()
+        by_name: dict[str, set[tuple[str, str]]] = {}
+        for name, reply in zip(names, admitted, strict=False):
+            assert reply is not None
+            by_name.setdefault(name, set()).add(reply)
+        assert all(len(replies) == 1 for replies in by_name.values())
+        assert len({reply for replies in by_name.values() for reply in replies}) == 100
+        assert all(account == "acc-a" for replies in by_name.values() for account, _ in replies)
+        assert admitted[300:] == [("acc-b", "id-enrolled"), None, None, "id-fresh"]
+        # one pipeline at a time (a connection or two), not a pooled connection per concurrent call (up to 64)
+        assert opened <= 2
+
+    asyncio.run(asyncio.wait_for(main(), 20))
