@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+
 import pytest
 import redis.asyncio as aioredis
 
