@@ -112,18 +112,21 @@ class RedisDevices(RedisSnapshot):
 
         def write(tx: Pipeline, found: tuple[list[Any], list[Any]]) -> None:
             writes = Writes()
+            added: dict[str, list[str]] = {}  # index → its new members, one argument each (issue 30 #5)
             for device_id, held, data in zip(ids, *found, strict=True):
                 device = None if data is None else self._device_record(data)
                 old = set(text(held).split(SEP)) if held else set()
                 new = set(self._device_indexes(device)) if device and device.account_id == account_id else set()
                 for index in sorted(old - new):
                     writes.zrem(index, device_id)
-                for index in sorted(new if refill else new - old):
-                    writes.zadd(index, device_id)
+                for index in new if refill else new - old:
+                    added.setdefault(index, []).append(device_id)
                 if new:
                     writes.hset(membership, device_id, SEP.join(sorted(new)))
                 elif held is not None:
                     writes.hdel(membership, device_id)
+            for index in sorted(added):  # lexicographic indexes: every score is 0, so NX adds the same
+                writes.zadd_new(index, added[index])
             tx.hincrby(membership, "", 1)  # a write to what is WATCHed, even when no entry changes
             writes.queue_on(tx)
 
