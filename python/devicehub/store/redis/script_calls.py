@@ -30,10 +30,14 @@ class ScriptCalls:
 
     def call(self, script_args: tuple[Any, ...]) -> Awaitable[Any]:
         """The script's reply (or its error), once the batch holding this call is answered."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        sender = self._sender
+        if sender is not None and not sender.done() and sender.get_loop() is not loop:
+            sender, self._queued = None, []  # a loop that ended with a batch in flight (a store reopened in another)
         self._queued.append((script_args, future))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send())
+        if sender is None or sender.done():
+            self._sender = asyncio.create_task(self._send(), name="redis-script-calls")
         return future
 
     async def _send(self) -> None:
