@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from support.device_pki import TestCa  # noqa: E402
 from support.ports import free_udp_port  # noqa: E402
 from support.redis_server import redis_server  # noqa: E402
 from support.service import ServiceProcess  # noqa: E402
+from support.waiting import wait_until  # noqa: E402
 
 KEY = bytes(range(16))
 CONNECTOR = DtlsConnector()
@@ -129,14 +129,6 @@ def restart(node: ServiceProcess) -> None:
     node.start()
 
 
-def until(check: Callable[[], bool], within: float) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
-        time.sleep(0.2)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--devices", type=int, default=300)
@@ -165,7 +157,12 @@ def main() -> None:
         a = nodes[0]
         credentials = enrol(a, devices, Path(tmp) / "pki" if args.certificates else None)
         for port in ports:  # every node knows the last credential (a refresh away on B)
-            until(lambda port=port: handshake(port, credentials[-1]).established, within=60)
+            wait_until(
+                lambda port=port: handshake(port, credentials[-1]).established,
+                within=60,
+                what="the restarted node",
+                every=0.2,
+            )
         offers: list[bytes | None] = [None] * devices
         results: dict[str, object] = {"full": phase(a, ports[0], credentials, offers)}
         if args.redis:
