@@ -6,14 +6,13 @@ stops itself by the halt rule within its first wave."""
 
 from __future__ import annotations
 
-import re
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.apps import simulator, stop
+from support.firmware_api import IMAGE, MANIFEST, firmware_counter, upload
 from support.service import ServiceProcess
 from support.waiting import wait_until
 
@@ -22,9 +21,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning"),  # the SDK's own
 ]
 
-FIXTURES = Path(__file__).parents[1] / "support" / "firmware"
-IMAGE = FIXTURES / "image-1.2.3.bin"
-MANIFEST = FIXTURES / "manifest-1.2.3.bin"
 COUNT = 50
 BLOCKS = IMAGE.stat().st_size // 1024
 
@@ -33,13 +29,6 @@ def _update_api(service: ServiceProcess) -> Any:
     from mbed_cloud import UpdateAPI  # imported here so the SDK's import-time warnings fall under the marks
 
     return UpdateAPI({"api_key": service.api_key, "host": service.base_url})
-
-
-def _firmware_metric(service: ServiceProcess, event: str) -> float:
-    with urllib.request.urlopen(f"{service.base_url}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    found = re.search(rf'^devicehub_firmware_events_total{{event="{event}"}} (\S+)$', text, re.M)
-    return float(found.group(1)) if found else -1.0
 
 
 @pytest.fixture
@@ -79,9 +68,9 @@ def test_the_sdk_updates_fifty_devices_that_resume_their_downloads(fota_service:
         assert len(states) == COUNT and {s.state for s in states} == {"deployed"}
         # the file server served each device's image once: one start from byte 0 each, no block twice, although
         # every device rebooted half-way and registered again
-        assert _firmware_metric(service, "first_blocks") == COUNT
-        assert _firmware_metric(service, "blocks") == COUNT * BLOCKS
-        assert _firmware_metric(service, "devices_succeeded") == COUNT
+        assert firmware_counter(service, "first_blocks") == COUNT
+        assert firmware_counter(service, "blocks") == COUNT * BLOCKS
+        assert firmware_counter(service, "devices_succeeded") == COUNT
     finally:
         stop(devices)
 
@@ -94,11 +83,8 @@ def test_a_failing_rollout_halts_in_its_first_wave(fota_service: ServiceProcess)
     )  # fmt: skip
     try:
         service.registered_devices(COUNT, within=30)
-        with IMAGE.open("rb") as data:
-            status, _ = _multipart(service, "/v3/firmware-images", data.read())
-        assert status == 201
-        status, manifest = _multipart(service, "/v3/firmware-manifests", MANIFEST.read_bytes())
-        assert status == 201
+        upload(service, "/v3/firmware-images", IMAGE.read_bytes())  # each answers 201 with the record
+        manifest = upload(service, "/v3/firmware-manifests", MANIFEST.read_bytes())
         status, campaign = service.api(
             "POST",
             "/v3/update-campaigns",
@@ -123,29 +109,3 @@ def test_a_failing_rollout_halts_in_its_first_wave(fota_service: ServiceProcess)
         assert metrics["failed_count"] >= 1 and metrics["skipped_count"] >= COUNT - 25, metrics
     finally:
         stop(devices)
-
-
-def _multipart(service: ServiceProcess, path: str, datafile: bytes) -> tuple[int, Any]:
-    """A multipart upload with urllib (the standard library's client: no SDK involved)."""
-    import json
-
-    boundary = "devicehub-test-boundary"
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="datafile"; filename="f.bin"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        + datafile
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    request = urllib.request.Request(
-        service.base_url + path,
-        data=body,
-        method="POST",
-        headers={
-            "Authorization": f"Bearer {service.api_key}",
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-        },
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.status, json.loads(response.read())
