@@ -11,7 +11,9 @@ and the latency percentiles of what the windows received. Simulate runs `--worke
 it), more when a worker would hold more sockets than the process may open (15 000 each).
 Same-run baseline: bench/e2e_bench.py's bare relay (uvloop + aiohttp forwarding each datagram unparsed as a
 WebSocket frame) under e2e_bench's generator at 200 devices and the same total rate, NON (`--no-relay` skips it).
-The figure the issue's target is about: CPU per event at each fleet size over the smallest fleet's, same run.
+The figure the issue's target is about: CPU per event at each fleet size over the smallest fleet's, same run; and
+(issue 30 #3) each fleet's latency p99 over the relay's, same run: `--fleets 10000 --rate 30000` puts 10 000 devices
+× 3/s next to the relay at 30 000/s.
 Writes bench/results/fleet.json (or fleet-<tag>.json) and plots CPU per event against fleet size to the PNG beside
 it. `--smoke` runs a few seconds with small fleets and writes nothing.
 Reproduce: `python bench/fleet_bench.py --rate 10000 --fleets 200,10000,50000 --seconds 5 --runs 3`.
@@ -254,6 +256,8 @@ def main() -> None:
     smallest = fleets[0]["cpu_us_per_event_median"]
     for fleet in fleets:
         fleet["cpu_ratio_to_smallest"] = fleet["cpu_us_per_event_median"] / smallest
+        if relay is not None:  # issue 30 #3: the service's p99 against the bare relay's, same run
+            fleet["p99_ratio_to_relay"] = fleet["latency_p99_ms"] / relay["latency_p99_ms"]
     result = {
         "offered_per_s": args.rate,
         "fleets": fleets,
@@ -270,6 +274,7 @@ def main() -> None:
         f"{f['devices']:,} × {f['rate_per_device']:g}/s: {statistics.median(f['delivered_per_s']):,.0f}/s, "
         f"{f['cpu_us_per_event_median']:.1f} µs ({f['cpu_ratio_to_smallest']:.2f}×), "
         f"p50 {f['latency_p50_ms']:.1f} p99 {f['latency_p99_ms']:.1f} ms"
+        + (f" ({f['p99_ratio_to_relay']:.1f}× the relay's)" if "p99_ratio_to_relay" in f else "")
         for f in fleets
     )
     print(
