@@ -12,6 +12,8 @@ them; figures are medians over the rounds.
 This machine has 2 cores shared by the node, the simulators and other jobs: the fleet is scaled down (default
 12 000 devices; the issue's figures are 100 000) and `--capacity` is this machine's (the node's goodput when
 offered about what it takes).
+`--ramp` (issue 30 #3): device → WebSocket latency during and after a ramp of registering devices that notify from
+their first second (see `ramp_level`); `--gc-trace` adds the node's full collector passes to it (bench/gc_trace).
 Prints one summary line and writes bench/results/overload.json.
 Reproduce: `python bench/overload_bench.py --devices 12000 --capacity 700 --runs 3`. `--smoke`: seconds.
 """
@@ -55,11 +57,21 @@ DEVICES_PER_WORKER = 12_500  # sockets per simulator process: well below the 20 
 # registrations compete with the events of the devices already in (10 000 devices: 1 000 events/s at the end)
 NOTIFY_RATE = 0.1
 OBSERVED = "/3/0/9"  # the Pelion flavour's auto-observed resource: the hot path notifies it
+GC_TRACE = Path(__file__).resolve().parent / "gc_trace"  # `--gc-trace`: its sitecustomize goes first on the path
 
 
-def start_node(stack: contextlib.ExitStack, tmp: str, backlog: int, pythonpath: str | None) -> ServiceProcess:
-    """A fresh node (`pythonpath`: that checkout's, for an old-against-new comparison)."""
+def start_node(
+    stack: contextlib.ExitStack, tmp: str, backlog: int, pythonpath: str | None, gc_trace: Path | None = None
+) -> ServiceProcess:
+    """A fresh node (`pythonpath`: that checkout's, for an old-against-new comparison; `gc_trace`: a file the node
+    appends its collector's full passes to, see bench/gc_trace)."""
     env = {} if pythonpath is None else {"PYTHONPATH": pythonpath}
+    if gc_trace is not None:
+        path = pythonpath if pythonpath is not None else os.environ.get("PYTHONPATH", "")
+        env = {
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(GC_TRACE), path))),
+            "DEVICEHUB_BENCH_GC_TRACE": str(gc_trace),
+        }
     node = ServiceProcess(
         data_dir=Path(tmp) / "data",
         extra_args=("--log-level", "warning", "--registration-backlog", str(backlog)),
@@ -269,7 +281,8 @@ def ramp_level(args: argparse.Namespace, workers: int, pythonpath: str | None) -
     their first second; device → WebSocket latency per second, and its p99 in the window `--after` seconds after
     the ramp (the node counted all registered, see `wait_ramp`) for `--window` seconds."""
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        node = start_node(stack, tmp, args.backlog, pythonpath)
+        trace = Path(tmp) / "gc-trace.txt" if args.gc_trace else None
+        node = start_node(stack, tmp, args.backlog, pythonpath, trace)
         latencies = Latencies(node)
         stack.callback(latencies.close)
         started = time.time()
@@ -280,16 +293,51 @@ def ramp_level(args: argparse.Namespace, workers: int, pythonpath: str | None) -
         finally:
             stop(sim, signal.SIGKILL)
         seconds = [latencies.window(t, t + 1) for t in range(int(started), int(ramp_end + args.after + args.window))]
+        passes = full_passes(trace)
+        if trace is not None:
+            for t, second in zip(range(int(started), int(ramp_end + args.after + args.window)), seconds, strict=True):
+                second["gc_ms"] = round(sum(wall for start, wall, _, _ in passes if t <= start < t + 1) * 1000, 1)
+        after = (ramp_end + args.after, ramp_end + args.after + args.window)
         return {
             "started": started,  # wall clock: a second's index in `per_second` is from int(started)
             "ramp_s": round(took, 2),
             "registered": int(registered),
-            "after_ramp": latencies.window(ramp_end + args.after, ramp_end + args.after + args.window),
+            "after_ramp": latencies.window(*after),
             "during_ramp": latencies.window(started, ramp_end),
             "worst_second_p99_ms": max((s["p99_ms"] for s in seconds if s["events_per_s"]), default=float("nan")),
             "per_second": seconds,
             "load_average": os.getloadavg()[0],
+            **(
+                {"gc_during_ramp": gc_summary(passes, started, ramp_end), "gc_after_ramp": gc_summary(passes, *after)}
+                if trace is not None
+                else {}
+            ),
         }
+
+
+def full_passes(trace: Path | None) -> list[tuple[float, float, float, int]]:
+    """The node's full collector passes from its `--gc-trace` file: (wall-clock start, seconds, CPU seconds,
+    objects collected) each."""
+    if trace is None or not trace.exists():
+        return []
+    passes = []
+    for line in trace.read_text().splitlines():
+        start, wall, cpu, collected = line.split()
+        passes.append((float(start), float(wall), float(cpu), int(collected)))
+    return passes
+
+
+def gc_summary(passes: list[tuple[float, float, float, int]], start: float, end: float) -> dict[str, float]:
+    """The full passes that began in [start, end): how many, their pause in all and the longest (wall clock, ms),
+    the longest's CPU (the thread's: what the pass cost without the machine's other jobs) and what they collected."""
+    inside = [p for p in passes if start <= p[0] < end]
+    return {
+        "passes": len(inside),
+        "pause_ms": round(sum(p[1] for p in inside) * 1000, 1),
+        "longest_ms": round(max((p[1] for p in inside), default=0.0) * 1000, 1),
+        "longest_cpu_ms": round(max((p[2] for p in inside), default=0.0) * 1000, 1),
+        "collected": sum(p[3] for p in inside),
+    }
 
 
 def ramp(args: argparse.Namespace, workers: int) -> None:
@@ -303,7 +351,16 @@ def ramp(args: argparse.Namespace, workers: int) -> None:
             print(f"ramp round {round_ + 1} {name}: {json.dumps(brief)}", file=sys.stderr)
 
     def medians(levels: list[dict[str, Any]]) -> dict[str, float]:
+        gc_medians = (
+            {
+                "gc_passes_after": statistics.median(r["gc_after_ramp"]["passes"] for r in levels),
+                "gc_longest_after_ms": statistics.median(r["gc_after_ramp"]["longest_ms"] for r in levels),
+            }
+            if args.gc_trace
+            else {}
+        )
         return {
+            **gc_medians,
             "p50_ms": statistics.median(r["after_ramp"]["p50_ms"] for r in levels),
             "p99_ms": statistics.median(r["after_ramp"]["p99_ms"] for r in levels),
             "worst_second_p99_ms": statistics.median(r["worst_second_p99_ms"] for r in levels),
@@ -327,7 +384,12 @@ def ramp(args: argparse.Namespace, workers: int) -> None:
     line = f"overload --ramp: {args.devices} devices at {args.capacity:.0f}/s, {args.notify_rate:g} events/s each: "
     line += "; ".join(
         f"{name} p50 {m['p50_ms']:.0f} ms p99 {m['p99_ms']:.0f} ms {args.after:g} s after the ramp "
-        f"(worst second's p99 {m['worst_second_p99_ms']:.0f} ms, ramp {m['ramp_s']:.1f} s)"
+        f"(worst second's p99 {m['worst_second_p99_ms']:.0f} ms, ramp {m['ramp_s']:.1f} s"
+        + (
+            f"; {m['gc_passes_after']:g} full gc passes in the window, longest {m['gc_longest_after_ms']:.0f} ms)"
+            if args.gc_trace
+            else ")"
+        )
         for name, m in ((name, result[name]["median"]) for name in variants)  # type: ignore[index]
     )
     print(line + f" (medians of {args.runs})")
@@ -353,6 +415,9 @@ def main() -> None:
     parser.add_argument("--notify-rate", type=float, default=1.0, help="--ramp: events/s per device")
     parser.add_argument("--after", type=float, default=5.0, help="--ramp: the latency window starts this long after")
     parser.add_argument("--window", type=float, default=5.0, help="--ramp: the latency window's length")
+    parser.add_argument(
+        "--gc-trace", action="store_true", help="--ramp: time the node's full collector passes (bench/gc_trace)"
+    )
     parser.add_argument("--smoke", action="store_true", help="a few seconds: 300 devices, one round")
     args = parser.parse_args()
     if args.smoke and args.shed_cost:
