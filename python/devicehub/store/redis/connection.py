@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from redis.asyncio import BlockingConnectionPool
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import parse_url
+from redis.asyncio.connection import Connection, parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import NoScriptError, WatchError
@@ -29,6 +29,7 @@ from devicehub.errors import StartupFailed, Unavailable
 from devicehub.store.record_upgrades import decode
 from devicehub.store.redis.codec import DecodedRecords, T, encode, text
 from devicehub.store.redis.keys import LAYOUT, Keys
+from devicehub.store.redis.packing import packing
 from devicehub.store.redis.script_calls import ScriptCalls
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
@@ -123,9 +124,8 @@ class RedisConnection:
         # the time-out, instead of failing at the pool's cap (redis-py's default pool raises "Too many connections")
         # `where` (a cluster primary's host and port) replaces the URL's; its credentials and TLS stay
         options: dict[str, Any] = {**parse_url(self._url), **where}
-        connection_class = options.pop("connection_class", None)
         return BlockingConnectionPool(
-            **({"connection_class": connection_class} if connection_class else {}),
+            connection_class=packing(options.pop("connection_class", Connection)),
             max_connections=POOL_CONNECTIONS,
             timeout=self._timeout or None,
             decode_responses=False,
@@ -147,6 +147,12 @@ class RedisConnection:
                 socket_connect_timeout=timeout,
                 retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
             )
+            # redis-py's cluster client takes no connection class: its nodes are made with this one (theirs and those
+            # found later, the kwargs are shared)
+            kwargs = self._redis.connection_kwargs
+            kwargs["connection_class"] = packing(kwargs["connection_class"])
+            for node in self._redis.startup_nodes:
+                node.connection_class = kwargs["connection_class"]
             await self._redis.initialize()
         else:
             self._redis = aioredis.Redis.from_pool(self._pool())  # closing the client closes the pool
