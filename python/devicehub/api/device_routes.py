@@ -69,14 +69,13 @@ async def list_devices(request: web.Request) -> web.Response:
         devices, last = await _by_last_contact(request, caller.account_id, query, page.after, order == "DESC")
         devices = devices[: page.fetch]
     elif query is not None:
-        devices = await store.list_devices(
+        devices, stored = await store.list_devices_and_contacts(
             caller.account_id, query=query, after=page.after, limit=page.fetch, descending=order == "DESC"
         )
+        last = contacts.merged(devices, stored)
     if query is not None and total is not None:
         total = await store.count_devices(caller.account_id, query=query)
     devices, more = page.split(devices)
-    if not last:
-        last = await contacts.last_contacts(caller.account_id, devices)
     return json_reply(
         DeviceList(
             data=[device_model(d, last.get(d.id)) for d in devices],
@@ -96,16 +95,21 @@ async def _by_last_contact(
     SORTED_MAX of them (400 beyond: narrow the filter)."""
     store = services(request).store
     matching: list[Device] = []
+    stored: dict[str, float] = {}
     cursor: str | None = None
-    while batch := await store.list_devices(account_id, query=query, after=cursor, limit=1000):
+    while True:
+        batch, found = await store.list_devices_and_contacts(account_id, query=query, after=cursor, limit=1000)
+        if not batch:
+            break
         matching.extend(batch)
+        stored.update(found)
         if len(matching) > SORTED_MAX:
             raise ValidationFailed(
                 f"sort=last_contact_at orders at most {SORTED_MAX} devices: narrow the filter",
                 fields=(FieldError("sort", "too many devices"),),
             )
         cursor = batch[-1].id
-    last = await services(request).devices.contacts.last_contacts(account_id, matching)
+    last = services(request).devices.contacts.merged(matching, stored)
     matching.sort(key=lambda d: (last[d.id], d.id), reverse=descending)
     if after is not None:  # the cursor is the id of the previous page's last device
         position = next((i for i, d in enumerate(matching) if d.id == after), None)

@@ -43,7 +43,10 @@ class ContactBook:
 
     async def last_contacts(self, account_id: str, devices: Sequence[Device]) -> dict[str, float]:
         """Device id → last contact, for each of these devices of one account."""
-        stored = await self._store.get_contacts(account_id, [d.id for d in devices])
+        return self.merged(devices, await self._store.get_contacts(account_id, [d.id for d in devices]))
+
+    def merged(self, devices: Sequence[Device], stored: dict[str, float]) -> dict[str, float]:
+        """Device id -> last contact, from these devices' stored contacts (`get_contacts`, or a directory page's)."""
         latest = self.latest
         return {d.id: max(d.last_seen_at, stored.get(d.id, 0.0), latest.get(d.id, 0.0)) for d in devices}
 

@@ -152,3 +152,42 @@ async def _forget_filter_indexes(store: Store) -> None:
                 db.execute(f"ALTER TABLE devices DROP COLUMN {column}")
 
         await store._write(old_schema)
+
+
+def test_a_page_with_contacts_lists_as_list_devices_with_the_stored_contact_of_each_listed_device(
+    make_store: StoreFactory,
+) -> None:
+    """issue 30 #5: `list_devices_and_contacts` (what a directory page reads) lists what `list_devices` lists, in
+    pages longer and shorter than a store's read, and gives `get_contacts` of exactly the devices it lists."""
+    sensors = where(("endpoint_type", "eq", ("sensor",)))
+    queries: list[tuple[DeviceQuery, dict[str, Any]]] = [
+        (DeviceQuery(), {"limit": 1001}),
+        (DeviceQuery(), {"limit": 7}),
+        (DeviceQuery(), {"limit": 120, "after": "d0100"}),
+        (DeviceQuery(), {"limit": 5, "descending": True, "after": "d0200"}),
+        (sensors, {"limit": 60}),
+        (sensors, {"limit": 3, "descending": True}),
+        (where(("state", "eq", ("registered",)), ("host_gateway", "eq", ("g1",))), {"limit": 1001}),
+        (where(("id", "in", ("d0001", "d0002", "d0003", "zz"))), {"limit": 2}),
+        (where(("endpoint_name", "eq", ("ep0009",))), {}),
+        (where(("endpoint_type", "eq", ("nothing",))), {}),
+    ]
+
+    async def scenario(store: Store) -> None:
+        devices = [
+            msgspec.structs.replace(directory_device(n % 12), id=f"d{n:04d}", endpoint_name=f"ep{n:04d}")
+            for n in range(250)
+        ]
+        await store.put_registered_devices(devices)
+        await store.put_registered_devices([directory_device(99, account=B)])
+        # every third device has a stored contact; B's device too, and an id without a record
+        await store.put_contacts([(A, f"d{n:04d}", 5000.0 + n) for n in range(0, 250, 3)])
+        await store.put_contacts([(B, "d99", 1.0), (A, "zz", 2.0)])
+        for query, options in queries:
+            listed, contacts = await store.list_devices_and_contacts(A, query=query, **options)
+            assert listed == await store.list_devices(A, query=query, **options), (query, options)
+            assert contacts == await store.get_contacts(A, [d.id for d in listed]), (query, options)
+        everything, contacts = await store.list_devices_and_contacts(A, limit=1001)
+        assert len(everything) == 250 and len(contacts) == 84 and contacts["d0249"] == 5249.0
+
+    run(make_store, scenario)

@@ -46,6 +46,18 @@ class DeviceStore(Protocol):
         """Devices matching `query` (and `state`), ordered by device id (descending on request); `after` is an
         exclusive device id cursor in that order."""
 
+    async def list_devices_and_contacts(
+        self,
+        account_id: str,
+        *,
+        query: DeviceQuery | None = None,
+        after: str | None = None,
+        limit: int = 50,
+        descending: bool = False,
+    ) -> tuple[list[Device], dict[str, float]]:
+        """`list_devices`, with the stored last contact (`ContactStore.get_contacts`) of each device it lists, read
+        together: a directory page shows both (issue 30 #5: on Redis in the page's round trip, not one after it)."""
+
     async def count_devices(
         self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None
     ) -> int:

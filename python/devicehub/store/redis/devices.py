@@ -274,9 +274,10 @@ class RedisDevices(RedisSnapshot):
         return min(zip(sizes, indexes, strict=True))[1]
 
     async def _walk(
-        self, index: str, after: str | None, descending: bool, size: Callable[[], int]
-    ) -> AsyncIterator[list[Device]]:
-        """The index's devices from `after` on, a page at a time; `size()` is the next page's length."""
+        self, index: str, after: str | None, descending: bool, size: Callable[[], int], contacts_of: str | None = None
+    ) -> AsyncIterator[tuple[list[Device], dict[str, float]]]:
+        """The index's devices from `after` on, a page at a time (with `_read_page`'s contacts); `size()` is the next
+        page's length."""
         cursor = after
         while True:
             page = size()
@@ -288,10 +289,34 @@ class RedisDevices(RedisSnapshot):
                 raw = await self.redis.zrangebylex(index, low, "+", start=0, num=page)
             ids = [text(i) for i in raw]
             if ids:
-                yield await self._devices([self.keys.dev("device", i) for i in ids])
+                yield await self._read_page(ids, contacts_of)
             if len(ids) < page:
                 return
             cursor = ids[-1]
+
+    async def _read_page(self, ids: list[str], contacts_of: str | None) -> tuple[list[Device], dict[str, float]]:
+        """The records of these ids (those that exist), and with `contacts_of` (their account) the ids' stored last
+        contacts, read in the same round trip: one pipeline (a cluster: the records' servers and the account's at
+        once), not a second round trip after the page (issue 30 #5)."""
+        keys = [self.keys.dev("device", i) for i in ids]
+        if contacts_of is None:
+            return [self._device_record(data) for data in await self._mget(keys) if data is not None], {}
+        contacts = self.keys.acc("contacts", contacts_of)
+        if self.cluster:
+            records, stamps = await asyncio.gather(self._mget(keys), self.redis.hmget(contacts, ids))
+        else:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.mget(keys)
+                pipe.hmget(contacts, ids)
+                records, stamps = await pipe.execute()
+        decoded = self._device_record
+        devices, found = [], {}
+        for device_id, data, stamp in zip(ids, records, stamps, strict=True):
+            if data is not None:  # gone since the index was read: neither listed nor its contact
+                devices.append(decoded(data))
+                if stamp is not None:
+                    found[device_id] = float(stamp)  # contacts.py: a time as its text
+        return devices, found
 
     async def list_devices(
         self,
@@ -303,25 +328,56 @@ class RedisDevices(RedisSnapshot):
         limit: int = 50,
         descending: bool = False,
     ) -> list[Device]:
-        full = DeviceQuery.of(query, state)
+        devices, _ = await self._list(account_id, DeviceQuery.of(query, state), after, limit, descending, None)
+        return devices
+
+    async def list_devices_and_contacts(
+        self,
+        account_id: str,
+        *,
+        query: DeviceQuery | None = None,
+        after: str | None = None,
+        limit: int = 50,
+        descending: bool = False,
+    ) -> tuple[list[Device], dict[str, float]]:
+        return await self._list(account_id, DeviceQuery.of(query, None), after, limit, descending, account_id)
+
+    async def _list(
+        self,
+        account_id: str,
+        full: DeviceQuery,
+        after: str | None,
+        limit: int,
+        descending: bool,
+        contacts_of: str | None,
+    ) -> tuple[list[Device], dict[str, float]]:
         direct = await self._direct_ids(account_id, full)
         if direct is not None:
             ids = sorted(direct, reverse=descending)
             if after is not None:
                 ids = [i for i in ids if (i < after if descending else i > after)]
-            devices = await self._devices([self.keys.dev("device", i) for i in ids])
-            return [d for d in devices if d.account_id == account_id and full.matches(d)][:limit]
+            devices, stamps = await self._read_page(ids, contacts_of)
+            devices = [d for d in devices if d.account_id == account_id and full.matches(d)][:limit]
+            return devices, {d.id: stamps[d.id] for d in devices if d.id in stamps}
         index = await self._narrowest_index(account_id, full)
         found: list[Device] = []
+        stamps = {}
 
         def size() -> int:  # what is still wanted, read in pages no smaller than _MIN_PAGE (a filter may skip some)
             return min(max(limit - len(found), _MIN_PAGE), _MAX_PAGE)
 
-        async for devices in self._walk(index, after, descending, size):
-            found.extend(d for d in devices if full.matches(d))
+        async for devices, page_stamps in self._walk(index, after, descending, size, contacts_of):
+            if full.conditions:  # no condition: the index is the account's, every record of it is listed
+                devices = [d for d in devices if full.matches(d)]
+                page_stamps = {d.id: page_stamps[d.id] for d in devices if d.id in page_stamps}
+            found.extend(devices)
+            stamps.update(page_stamps)
             if len(found) >= limit:
                 break
-        return found[:limit]
+        if len(found) > limit:  # a page read past what is listed: its last devices' contacts go with them
+            found = found[:limit]
+            stamps = {d.id: stamps[d.id] for d in found if d.id in stamps}
+        return found, stamps
 
     async def count_devices(
         self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None
@@ -333,7 +389,7 @@ class RedisDevices(RedisSnapshot):
         if not full.conditions or (len(full.conditions) == 1 and self._value_index(account_id, full.conditions[0])):
             return int(await self.redis.zcard(index))
         count = 0
-        async for devices in self._walk(index, None, False, lambda: _MAX_PAGE):
+        async for devices, _ in self._walk(index, None, False, lambda: _MAX_PAGE):
             count += sum(1 for d in devices if full.matches(d))
         return count
 

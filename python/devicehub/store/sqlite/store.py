@@ -23,6 +23,8 @@ Structs as every other backend.
 
 from __future__ import annotations
 
+from devicehub.domain.model import Device
+from devicehub.domain.storage.device_query import DeviceQuery
 from devicehub.outages import unavailable
 from devicehub.store.sqlite.accounts import SqliteAccounts
 from devicehub.store.sqlite.bootstrap import SqliteBootstrapConfigs
@@ -68,3 +70,16 @@ class SqliteStore(
 
     def unavailable(self, error: BaseException) -> bool:
         return unavailable(error)
+
+    async def list_devices_and_contacts(
+        self,
+        account_id: str,
+        *,
+        query: DeviceQuery | None = None,
+        after: str | None = None,
+        limit: int = 50,
+        descending: bool = False,
+    ) -> tuple[list[Device], dict[str, float]]:
+        # the page (often from the read cache, no thread hop), then one query for its contacts
+        devices = await self.list_devices(account_id, query=query, after=after, limit=limit, descending=descending)
+        return devices, await self.get_contacts(account_id, [d.id for d in devices])
