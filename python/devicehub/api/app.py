@@ -7,6 +7,7 @@ from aiohttp import web
 
 from devicehub.api import console, notification_routes, openapi
 from devicehub.api.context import SERVICES, Services
+from devicehub.api.directory_entries import DIRECTORY_ENTRIES, DirectoryEntries
 from devicehub.api.edge import edge_middleware
 from devicehub.api.errors import JSON_ERROR_ROUTES
 from devicehub.api.health_routes import METRICS
@@ -48,6 +49,7 @@ def create_app(services: Services) -> web.Application:
     )
     app[SERVICES] = services
     app[METRICS] = node_metrics
+    app[DIRECTORY_ENTRIES] = DirectoryEntries()
     app[RATE_LIMITS] = TokenBuckets(services.clock, settings.rate_limit, settings.rate_limit_burst)
     add_routes(app)
     console.add_routes(app)  # the operator console's page and static files (not API operations)

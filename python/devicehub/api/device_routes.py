@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+from typing import cast
 
 from aiohttp import web
 
 from devicehub.api.body import decode, json_reply, list_order, page_query, read_body
 from devicehub.api.context import principal, services
+from devicehub.api.directory_entries import DIRECTORY_ENTRIES, device_model
 from devicehub.api.directory_filter import parse_filters
 from devicehub.api.models import (
     DeviceEcho,
@@ -29,26 +31,6 @@ from devicehub.errors import FieldError, MethodNotAllowed, ValidationFailed
 
 # `sort=last_contact_at` orders the matching devices in memory (the stores index by id only): at most this many
 SORTED_MAX = 20_000
-
-
-def device_model(device: Device, last_contact: float | None = None) -> DeviceModel:
-    return DeviceModel(
-        id=device.id,
-        account_id=device.account_id,
-        endpoint_name=device.endpoint_name,
-        endpoint_type=device.endpoint_type,
-        name=device.name or device.endpoint_name,
-        state=device.state,
-        host_gateway=device.host_gateway,
-        created_at=rfc3339(device.created_at),
-        updated_at=rfc3339(device.updated_at),
-        description=device.description,
-        custom_attributes=device.custom_attributes,
-        auto_update=device.auto_update,
-        ca_id=device.ca_id,
-        device_key=device.device_key,
-        last_contact_at=rfc3339(last_contact) if last_contact else None,
-    )
 
 
 async def list_devices(request: web.Request) -> web.Response:
@@ -76,9 +58,12 @@ async def list_devices(request: web.Request) -> web.Response:
     if query is not None and total is not None:
         total = await store.count_devices(caller.account_id, query=query)
     devices, more = page.split(devices)
+    # entries already encoded (msgspec.Raw, written as they are) stand in for the models; `data` keeps its
+    # annotation, which is the OpenAPI schema's
+    entries = cast(list[DeviceModel], request.app[DIRECTORY_ENTRIES].encoded(devices, last))
     return json_reply(
         DeviceList(
-            data=[device_model(d, last.get(d.id)) for d in devices],
+            data=entries,
             has_more=more,
             limit=page.limit,
             after=page.after,
