@@ -9,6 +9,7 @@ import itertools
 import pytest
 import redis.asyncio as aioredis
 
+from devicehub.store.redis.script_calls import SPACING_S
 from devicehub.store.redis.store import RedisStore
 
 pytestmark = pytest.mark.redis
@@ -53,5 +54,34 @@ def test_a_burst_of_admissions_shares_one_connection_and_each_gets_its_own_claim
         assert admitted[300:] == [("acc-b", "id-enrolled"), None, None, "id-fresh"]
         # one pipeline at a time (a connection or two), not a pooled connection per concurrent call (up to 64)
         assert opened <= 2
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_admissions_a_millisecond_apart_share_round_trips(redis_url: str) -> None:
+    """Issue 30 #5: Registers at 1 000/s came ~1 ms apart, each found the previous batch answered, and each admission
+    was a round trip of its own; a batch now leaves at most once per `SPACING_S`, so those of the next few ms join
+    it (read events of the server, `INFO stats`: a pipeline is one)."""
+
+    async def main() -> None:
+        store = RedisStore(redis_url, prefix=f"admit{next(_prefixes)}:")
+        client = aioredis.Redis.from_url(redis_url)
+        await store.open()
+        try:
+            reads = int((await client.info("stats"))["total_reads_processed"])
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            calls = []
+            for n in range(100):  # the pace of a registration ramp, not a wait for anything
+                calls.append(asyncio.ensure_future(store.admit_endpoint(f"paced-{n}", "acc", lambda n=n: f"id-{n}")))
+                await asyncio.sleep(0.001)
+            admitted = await asyncio.gather(*calls)
+            elapsed = loop.time() - started
+            reads = int((await client.info("stats"))["total_reads_processed"]) - reads - 1  # less this probe's
+        finally:
+            await store.close()
+            await client.aclose()
+        assert admitted == [("acc", f"id-{n}") for n in range(100)]
+        assert reads <= elapsed / SPACING_S + 2, (reads, elapsed)
 
     asyncio.run(asyncio.wait_for(main(), 20))

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from devicehub.store.redis.writes import APPLY_WRITES, Writes
+from devicehub.store.redis.writes import APPLY_WRITES, Writes, lua_args
 
 pytestmark = pytest.mark.redis
 
@@ -75,9 +75,13 @@ def test_an_empty_list_sends_nothing_and_a_malformed_one_is_refused(redis_url: s
             Writes().queue_on(tx)
             assert tx.command_stack == []
         with pytest.raises(ResponseError, match="unknown operation"):
-            await client.eval(APPLY_WRITES, 0, "INCR", k("k"))
+            await client.eval(APPLY_WRITES, 1, k("k"), lua_args(["INCR", 1]))
         with pytest.raises(ResponseError, match="lacks arguments"):
-            await client.eval(APPLY_WRITES, 0, "SET", k("k"))
+            await client.eval(APPLY_WRITES, 1, k("k"), lua_args(["SET", 1]))
+        with pytest.raises(ResponseError, match="names no declared key"):
+            await client.eval(APPLY_WRITES, 1, k("k"), lua_args(["SET", 2, "v"]))
+        with pytest.raises(ResponseError, match="not a msgpack list"):
+            await client.eval(APPLY_WRITES, 1, k("k"), "SET")
         assert await client.exists(k("k")) == 0
 
     _run(redis_url, scenario)
@@ -93,11 +97,33 @@ def test_many_new_members_are_one_argument_and_keep_existing_scores(redis_url: s
         writes = Writes()
         writes.zadd_new(k("paths"), members)
         writes.zadd_new(k("none"), [])
-        assert len(writes.args) == 3  # one operation, one argument for all the members
+        assert len(writes.args) == 3  # one operation for all the members
         await client.eval(*writes.script_args())
         assert await client.zcard(k("paths")) == len(members)
         assert await client.zscore(k("paths"), "/3/0/0") == 7
         assert await client.zscore(k("paths"), "/1000/1199/0") == 0
+        assert await client.exists(k("none")) == 0
+
+    _run(redis_url, scenario)
+
+
+def test_the_operations_are_one_argument_and_any_bytes_arrive_unchanged(redis_url: str) -> None:
+    """Issue 30 #5: the whole list is one script argument (msgpack), so the client packs one argument, not one per
+    operand; values of every length class of the encoding (and bytes that are not UTF-8) arrive byte for byte, and
+    several hash fields are one operation."""
+
+    async def scenario(client: aioredis.Redis, k: Key) -> None:
+        values = {f"f{n}": bytes(range(256)) * (n // 256) + bytes(range(n % 256)) for n in (0, 31, 32, 255, 256)}
+        values["big"] = b"\xff\x00" * 40_000  # over 64 kB
+        writes = Writes()
+        writes.set(k("s"), values["big"])
+        writes.hset_many(k("h"), values)
+        writes.hset_many(k("none"), {})
+        script, keys, *rest = writes.script_args()
+        assert (keys, len(rest)) == (2, 3)  # two keys and one argument
+        await client.eval(script, keys, *rest)
+        assert await client.get(k("s")) == values["big"]
+        assert await client.hgetall(k("h")) == {f.encode(): v for f, v in values.items()}
         assert await client.exists(k("none")) == 0
 
     _run(redis_url, scenario)

@@ -23,7 +23,7 @@ from devicehub.domain.model import Device, ReportedValue
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.store.redis.codec import SEP, encode, text
 from devicehub.store.redis.snapshot import RedisSnapshot
-from devicehub.store.redis.writes import Writes
+from devicehub.store.redis.writes import WriteGroups, Writes
 
 _VALUE_INDEXED = ("endpoint_type", "host_gateway")  # besides `state`, which has its own index since the start
 
@@ -133,14 +133,18 @@ class RedisDevices(RedisSnapshot):
         await self._transact([membership], read, write)
 
     def _name_and_seen(self, pipe: Any, devices: Sequence[Device]) -> None:
-        """Queue the devices' name entries and last-seen entries (one ZADD per bucket, not one per device)."""
+        """Queue the devices' name entries and last-seen entries (one ZADD per bucket, not one per device) on a
+        pipeline, or on a `Writes` (one Redis: in the batch's script)."""
         k = self.keys
         seen: dict[str, dict[str, float]] = {}
         for device in devices:
             pipe.hset(k.ep("device_ep", device.endpoint_name), device.account_id, device.id)
             seen.setdefault(k.bucket("seen", device.id), {})[device.id] = device.last_seen_at
         for bucket, members in seen.items():
-            pipe.zadd(bucket, members)
+            if isinstance(pipe, Writes):
+                pipe.zadd_many(bucket, members)
+            else:
+                pipe.zadd(bucket, members)
 
     async def _after_device_writes(self, written: Sequence[Device], replaced: Sequence[Any]) -> None:
         """What depends on the records the devices' writes replaced (their scripts' replies): a name no longer theirs
@@ -210,34 +214,37 @@ class RedisDevices(RedisSnapshot):
         for device_id, path, value in free:
             valued.setdefault(device_id, {})[path] = encode(value)
         k = self.keys
-        calls: list[tuple[Any, ...]] = []
+        groups = WriteGroups(merged=not self.cluster)
+        if not self.cluster:  # one server: the names and last-seen entries go in the first script, before the records
+            self._name_and_seen(groups.next(), devices)
         for device in devices:
-            writes = Writes()
+            writes = groups.next()
             writes.swap(k.dev("device", device.id), encode(device))
-            paths = k.dev("snap_paths", device.id)
-            writes.zadd_new(paths, [resource.path for resource in device.resources])
+            values = valued.pop(device.id, {})
+            # its resources' paths and its values' (the same, as a rule) in one ZADD
+            paths = dict.fromkeys(resource.path for resource in device.resources)
+            paths.update(dict.fromkeys(values))
+            writes.zadd_new(k.dev("snap_paths", device.id), paths)
             self._drop_subscriptions(writes, device.id)
-            self._write_values(writes, device.id, valued.pop(device.id, {}))
-            calls.append(writes.script_args())
+            writes.hset_many(k.dev("snap_rep", device.id), values)
         for device_id in unchanged:
-            writes = Writes()
+            writes = groups.next()
             self._drop_subscriptions(writes, device_id)
             self._write_values(writes, device_id, valued.pop(device_id, {}))
-            calls.append(writes.script_args())
         for device_id, values in valued.items():
-            writes = Writes()
-            self._write_values(writes, device_id, values)
-            calls.append(writes.script_args())
-        replies = await self._eval_each(calls, also=lambda pipe: self._name_and_seen(pipe, devices))
-        await self._after_device_writes(devices, [r[0] for r in replies[: len(devices)]])
+            self._write_values(groups.next(), device_id, values)
+        # a cluster: the names and last-seen entries in their own slots, beside the scripts
+        also = (lambda pipe: self._name_and_seen(pipe, devices)) if self.cluster else None
+        replies = await self._eval_each(groups.calls(), also=also)
+        replaced = [record for reply in replies for record in reply]  # the SWAPs' replies, the devices' in order
+        await self._after_device_writes(devices, replaced[: len(devices)])
         for device_id, path, value in later:
             await self.set_reported(device_id, path, value)
 
     def _write_values(self, writes: Writes, device_id: str, values: dict[str, bytes]) -> None:
-        paths, reported = self.keys.dev("snap_paths", device_id), self.keys.dev("snap_rep", device_id)
-        for path, value in values.items():
-            writes.zadd(paths, path)
-            writes.hset(reported, path, value)
+        """Queue the values with their paths (the path before or with its value: one script, one step)."""
+        writes.zadd_new(self.keys.dev("snap_paths", device_id), values)
+        writes.hset_many(self.keys.dev("snap_rep", device_id), values)
 
     def _drop_subscriptions(self, writes: Writes, device_id: str) -> None:
         """Queue the removal of the device's subscriptions and marks (its slot)."""

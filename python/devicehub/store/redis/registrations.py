@@ -18,8 +18,9 @@ from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 from devicehub.store.redis.device_log import add_events, index_events
+from devicehub.store.redis.writes import GROUP_DEVICES, lua_args, lua_bytes
 
-_PUT = (Path(__file__).with_name("lua") / "put_registration.lua").read_text()  # one call per device, pipelined
+_PUT = (Path(__file__).with_name("lua") / "put_registration.lua").read_text()  # per device or group, pipelined
 
 
 class RedisRegistrations(RedisConnection):
@@ -38,53 +39,67 @@ class RedisRegistrations(RedisConnection):
         fresh: Sequence[str] = (),
         events: Sequence[DeviceEventRecord] = (),
     ) -> None:
-        """At most three round trips per server whatever the batch size: the observations' records (when there are
-        any); then per device one script (put_registration.lua) writing its registration and token set, ending the
-        tokens of a `fresh` one (a new Register ends its observations), and its lifecycle events (issue 32 #3), with
-        the expiry entries in the same pipeline; then the ended tokens' records and the events' account index entries
-        (a listing drops an index entry whose record it does not find, device_log.py)."""
+        """At most three round trips per server whatever the batch size, one on one Redis (issue 30 #5) unless the
+        batch ended observations: the observations' records (when there are any); then per device one script step
+        (put_registration.lua) writing its registration and token set, ending the tokens of a `fresh` one (a new
+        Register ends its observations), and its lifecycle events (issue 32 #3), with the expiry entries in the same
+        pipeline; then the ended tokens' records and the events' account index entries (a listing drops an index
+        entry whose record it does not find, device_log.py). On a Redis Cluster each step is a call of its own in its
+        slot; on one Redis the records and the devices of a group (GROUP_DEVICES) are one script call, and the index
+        entries go in the same pipeline after it (one server runs them in order)."""
         k = self.keys
+        merged = not self.cluster
         added: dict[str, list[str]] = {}
         for observation in observations:
             added.setdefault(observation.device_id, []).append(observation.token.hex())
-        if observations:
+        if observations and not merged:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for observation in observations:
                     pipe.set(self._obs(observation.token.hex()), encode(observation))
                 await pipe.execute()
         records = {r.device_id: r for r in registrations}
         fresh_ids = set(fresh)
-        logged: dict[str, list[bytes | int]] = {}  # device id → its events' (score, record) pairs
+        logged: dict[str, list[Any]] = {}  # device id → its events' (score, record) pairs
         for event in events:
-            logged.setdefault(event.device_id, []).extend((event.ms, encode(event)))
+            logged.setdefault(event.device_id, []).extend((event.ms, lua_bytes(encode(event))))
         devices = list(dict.fromkeys([*records, *added, *fresh, *logged]))
+        size = GROUP_DEVICES if merged else 1
         calls = []
-        for device_id in devices:
-            record = records.get(device_id)
-            reg, tokens, log = k.dev("reg", device_id), k.dev("reg_obs", device_id), k.dev("dev_log", device_id)
-            fresh_flag = "1" if device_id in fresh_ids else "0"
-            blob = b"" if record is None else encode(record)
-            pairs = logged.get(device_id, [])
-            head = (blob, fresh_flag, len(pairs) // 2, MAX_PER_DEVICE)
-            calls.append((_PUT, 3, reg, tokens, log, *head, *pairs, *added.get(device_id, ())))
+        for start in range(0, len(devices), size):
+            keys: list[str] = []
+            steps: list[Any] = []
+            for device_id in devices[start : start + size]:
+                record = records.get(device_id)
+                keys += (k.dev("reg", device_id), k.dev("reg_obs", device_id), k.dev("dev_log", device_id))
+                blob = "" if record is None else lua_bytes(encode(record))
+                fresh_flag = 1 if device_id in fresh_ids else 0
+                steps.append((blob, fresh_flag, logged.get(device_id, ()), added.get(device_id, ())))
+            written: list[Any] = []
+            if merged and start == 0:  # the observations' records first, in the first call
+                keys += (self._obs(o.token.hex()) for o in observations)
+                written = [lua_bytes(encode(o)) for o in observations]
+            calls.append((_PUT, len(keys), *keys, lua_args((MAX_PER_DEVICE, steps, written))))
         expiries: dict[str, dict[str, float]] = {}  # one ZADD per bucket, not one per registration
         for registration in registrations:
             expiry = k.bucket("reg_expiry", registration.device_id)
             expiries.setdefault(expiry, {})[registration.device_id] = registration.expires_at
 
-        def expiry_entries(pipe: Any) -> None:  # beside the scripts: the sweep skips an entry whose record is not due
+        def beside(pipe: Any) -> None:  # the expiry entries: the sweep skips an entry whose record is not due
             for bucket, members in expiries.items():
                 pipe.zadd(bucket, members)
+            if merged:  # after the scripts on the one server: the event records exist
+                index_events(k, pipe, events)
 
-        ended = await self._eval_each(calls, also=expiry_entries)
+        replies = await self._eval_each(calls, also=beside)
         kept = {t for tokens in added.values() for t in tokens}
-        doomed = [self._obs(text(t)) for tokens in ended for t in tokens or () if text(t) not in kept]
-        if not doomed and not events:
+        doomed = [self._obs(text(t)) for reply in replies for tokens in reply for t in tokens if text(t) not in kept]
+        if not doomed and (merged or not events):
             return
         async with self.redis.pipeline(transaction=False) as pipe:  # after the scripts: the event records exist
             for key in doomed:
                 pipe.delete(key)
-            index_events(k, pipe, events)
+            if not merged:
+                index_events(k, pipe, events)
             await pipe.execute()
 
     async def get_registration(self, device_id: str) -> Registration | None:

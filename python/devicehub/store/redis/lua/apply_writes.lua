@@ -3,20 +3,22 @@
 -- device of a registration batch. Each operation is its name followed by a fixed number of arguments; a key is
 -- named by its position in KEYS (issue 31 #2: every key a script touches is declared, and in a cluster they share
 -- one slot).
--- ARGV: SET k value | SWAP k value | DEL k | ZADD k score member | ZADDNX k score member | ZREM k member |
---       SADD k member | SREM k member | HSET k field value | HDEL k field |
---       ZADDNXS k members: each of the members (joined by \x1f, codec.SEP) added at score 0 unless there (issue 30 #5:
---       a device's dozen resource paths are one argument to pack, not four each).
+-- ARGV[1]: the list, msgpack (issue 30 #5: one argument for the client to pack, not one per operand):
+--   SET k value | SWAP k value | DEL k | ZADD k score member | ZADDNX k score member | ZREM k member |
+--   SADD k member | SREM k member | HSET k field value | HDEL k field |
+--   ZADDNXS k {members}: each member added at score 0 unless there | ZADDS k {score, member, ...}: one ZADD |
+--   HSETS k {field, value, ...}: one HSET.
 -- Returns the values each SWAP (a SET) replaced, in order (false where there was none).
 local arity = {
-  SET = 2, SWAP = 2, DEL = 1, ZADD = 3, ZADDNX = 3, ZREM = 2, SADD = 2, SREM = 2, HSET = 3, HDEL = 2, ZADDNXS = 2
+  SET = 2, SWAP = 2, DEL = 1, ZADD = 3, ZADDNX = 3, ZREM = 2, SADD = 2, SREM = 2, HSET = 3, HDEL = 2, ZADDNXS = 2,
+  ZADDS = 2, HSETS = 2
 }
-local CHUNK = 500  -- members per ZADD: unpack() is bounded by Lua's C stack
+local CHUNK = 500  -- members per command: unpack() is bounded by Lua's C stack
 
-local function zadd_new(key, joined)
+local function zadd_new(key, members)
   local args = {'NX'}
-  for member in string.gmatch(joined, '[^\031]+') do
-    args[#args + 1] = 0
+  for _, member in ipairs(members) do
+    args[#args + 1] = '0'  -- a string: a Lua number would be formatted back to text for every member
     args[#args + 1] = member
     if #args > 2 * CHUNK then
       redis.call('ZADD', key, unpack(args))
@@ -28,9 +30,18 @@ local function zadd_new(key, joined)
   end
 end
 
+local function many(command, key, pairs)  -- HSET field value ..., ZADD score member ...
+  for i = 1, #pairs, 2 * CHUNK do
+    redis.call(command, key, unpack(pairs, i, math.min(i + 2 * CHUNK - 1, #pairs)))
+  end
+end
+
 local swapped = {}
-local a = ARGV
-local i, n = 1, #ARGV
+local a = cmsgpack.unpack(ARGV[1])
+if type(a) ~= 'table' then
+  return redis.error_reply('apply_writes: ARGV[1] is not a msgpack list')
+end
+local i, n = 1, #a
 while i <= n do
   local op = a[i]
   local count = arity[op]
@@ -40,7 +51,7 @@ while i <= n do
   if i + count > n then
     return redis.error_reply('apply_writes: ' .. op .. ' lacks arguments')
   end
-  local key = KEYS[tonumber(a[i + 1])]
+  local key = KEYS[a[i + 1]]
   if key == nil then
     return redis.error_reply('apply_writes: ' .. op .. ' names no declared key')
   end
@@ -56,6 +67,10 @@ while i <= n do
     redis.call('ZADD', key, 'NX', a[i + 2], a[i + 3])
   elseif op == 'ZADDNXS' then
     zadd_new(key, a[i + 2])
+  elseif op == 'HSETS' then
+    many('HSET', key, a[i + 2])
+  elseif op == 'ZADDS' then
+    many('ZADD', key, a[i + 2])
   elseif op == 'ZREM' then
     redis.call('ZREM', key, a[i + 2])
   elseif op == 'SADD' then

@@ -1,26 +1,37 @@
--- A device's registration, observation tokens and lifecycle events in one step, in its slot (registrations.py
--- put_registrations): the observations' records, in their tokens' slots, are written before; those of the tokens
--- ended after, and the events' entries in their account's index (another slot) in the same round trip as those.
--- KEYS[1] the registration, KEYS[2] its token set, KEYS[3] its lifecycle events (device_log.py). ARGV[1] the record
--- ('' to leave it), ARGV[2] '1' when the Register is fresh (its earlier tokens end), ARGV[3] the number k of events,
--- ARGV[4] the most events a device keeps, ARGV[5 .. 4+2k] each event's score and record, ARGV[5+2k ..] tokens to
--- add. Returns the tokens ended.
-local ended = {}
-if ARGV[2] == '1' then
-  ended = redis.call('SMEMBERS', KEYS[2])
-  redis.call('DEL', KEYS[2])
+-- Devices' registrations, observation tokens and lifecycle events, each device in one step (registrations.py
+-- put_registrations): the observations' records are written before the tokens that name them (here, first, when
+-- they are on this server: one Redis; in a cluster they are in their tokens' slots, written before by the caller);
+-- those of the tokens ended after, and the events' entries in their account's index after, by the caller.
+-- KEYS: per device its registration, its token set and its lifecycle events (device_log.py); then the observation
+-- records written here. ARGV[1], msgpack (issue 30 #5: one argument for the client to pack): {the most events a
+-- device keeps, {per device: {the record ('' to leave it), 1 when the Register is fresh (its earlier tokens end)
+-- else 0, {each event's score and record, ...}, {tokens to add}}, ...}, {each observation record}}.
+-- Returns per device the tokens ended.
+local a = cmsgpack.unpack(ARGV[1])
+local most, devices, observations = a[1], a[2], a[3]
+local first = 3 * #devices
+for i, record in ipairs(observations) do
+  redis.call('SET', KEYS[first + i], record)
 end
-if ARGV[1] ~= '' then
-  redis.call('SET', KEYS[1], ARGV[1])
+local replies = {}
+for d, device in ipairs(devices) do
+  local reg, tokens, log = KEYS[3 * d - 2], KEYS[3 * d - 1], KEYS[3 * d]
+  local record, fresh, events, added = device[1], device[2], device[3], device[4]
+  local ended = {}
+  if fresh == 1 then
+    ended = redis.call('SMEMBERS', tokens)
+    redis.call('DEL', tokens)
+  end
+  if record ~= '' then
+    redis.call('SET', reg, record)
+  end
+  if #events > 0 then
+    redis.call('ZADD', log, unpack(events))
+    redis.call('ZREMRANGEBYRANK', log, 0, -(most + 1))
+  end
+  if #added > 0 then
+    redis.call('SADD', tokens, unpack(added))
+  end
+  replies[d] = ended
 end
-local k = tonumber(ARGV[3])
-for i = 0, k - 1 do
-  redis.call('ZADD', KEYS[3], ARGV[5 + 2 * i], ARGV[6 + 2 * i])
-end
-if k > 0 then
-  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[4]) + 1))
-end
-for i = 5 + 2 * k, #ARGV do
-  redis.call('SADD', KEYS[2], ARGV[i])
-end
-return ended
+return replies
