@@ -6,7 +6,9 @@ name's slot; the last-seen index is bucketed (keys.py). A write is the device's 
 the record it replaced) with the name and the last-seen entry in the same pipeline (index entries first or beside the
 record, keys.py; readers skip what they do not find), then, when the indexes a device belongs to changed,
 `_reindex`: the account's indexes made to match the records as they stand, under a WATCH of `devix`, so that of two
-nodes writing one device the index follows whichever record is the newest.
+nodes writing one device the index follows whichever record is the newest. On one Redis (no slots to keep apart) a
+registration batch's device scripts, names and last-seen entries are one script call per group of devices
+(writes.py `WriteGroups`, issue 30 #5), the names and last-seen entries first.
 """
 
 from __future__ import annotations
@@ -200,9 +202,9 @@ class RedisDevices(RedisSnapshot):
     ) -> None:
         """What `put_device`, `ensure_resources`, `remove_device_subscriptions` and `clear_subscribed` do for one
         device, for a batch in one round trip per server whatever its size (a registration storm writes thousands
-        a second), and a transaction for an account whose devices changed indexes: one script per device writes its
-        slot (for `unchanged` devices only the subscriptions are dropped), the names and last-seen entries beside
-        them, then the indexes."""
+        a second), and a transaction for an account whose devices changed indexes: one script step per device writes
+        its slot (for `unchanged` devices only the subscriptions are dropped), the names and last-seen entries beside
+        them, then the indexes. A step is a call of its own on a cluster; on one Redis a group's steps are one call."""
         if not devices and not unchanged:
             for device_id, path, value in reported:
                 await self.set_reported(device_id, path, value)

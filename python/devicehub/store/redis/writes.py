@@ -14,13 +14,22 @@ eight each); msgspec encodes the whole list in well under a microsecond, and the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-APPLY_WRITES = (Path(__file__).with_name("lua") / "apply_writes.lua").read_text()
+
+def _without_comments(script: str) -> str:
+    """The script without its comments and indentation (none of its strings holds `--`): a reindex sends its text
+    with each EVAL in a MULTI (3.3 kB with them, 2.0 kB without), and Redis hashes what it receives."""
+    lines = (re.sub(r"\s+-- .*$", "", line).strip() for line in script.splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith("--")) + "\n"
+
+
+APPLY_WRITES = _without_comments((Path(__file__).with_name("lua") / "apply_writes.lua").read_text())
 
 _encode = msgspec.msgpack.Encoder().encode
 
