@@ -5,6 +5,7 @@ on a real Redis and on a Redis Cluster of three primaries (the fixtures of this 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceWork
 from devicehub.store.redis.connection import is_cluster
 from devicehub.store.redis.holders import GROUP, HolderLink
+from devicehub.store.redis.writes import GROUP_DEVICES
 from support.waiting import eventually
 
 Handler = Callable[[DeviceWork], Awaitable[None]]
@@ -280,5 +282,35 @@ def test_work_handed_to_a_holder_that_died_before_doing_it_is_done_by_the_node_t
             finally:
                 for node in (a, c):
                     await node.link.close()
+
+    run(scenario)
+
+
+def test_devices_taken_in_one_batch_each_bring_their_waiting_work_in_few_script_calls(redis_url: str) -> None:
+    """Issue 30 #5: a registration batch's devices are taken at once: on one Redis a group of `GROUP_DEVICES` devices
+    is one script call (INFO commandstats), on a cluster one per device (its slot); whichever group a device is in, its
+    holder record names the node and the work that waited for it comes with it."""
+
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            b, c = Node(client, prefix, "node-b"), Node(client, prefix, "node-c")
+            for node in (b, c):
+                await node.link.start(node.handle)
+            ids = [f"d{n:03d}" for n in range(2 * GROUP_DEVICES + 22)]
+            late = ids[-3]  # in the last group
+            await b.link.took([late])
+            await b.link.close()  # gone: an observe for its device waits for the device
+            try:
+                observe = DeviceWork(OBSERVE, late, key_id="k1", pattern="/3/0/9", async_id="x1")
+                assert await c.link.hand_over(observe)
+                one_redis = not isinstance(client, RedisCluster)
+                before = (await client.info("commandstats")).get("cmdstat_eval", {}).get("calls", 0)
+                assert await c.link.took(ids) == [observe]
+                calls = (await client.info("commandstats")).get("cmdstat_eval", {}).get("calls", 0) - before
+                assert [await client.get(f"{prefix}holder:{{dev:{d}}}") for d in ids] == [b"node-c"] * len(ids)
+                if one_redis:  # the groups, and the release told to the device's previous holder (hand_over.lua)
+                    assert calls == math.ceil(len(ids) / GROUP_DEVICES) + 1
+            finally:
+                await c.link.close()
 
     run(scenario)

@@ -1,11 +1,17 @@
--- A node takes a device (store/redis/holders.py, issue 31 #1/#4): its holder record names this node now, and the work
--- left waiting for the device while no live node held it (park_work.lua) is taken with it, in one step.
--- KEYS[1] the device's holder record, KEYS[2] its pending list (one slot: {dev:<id>}). ARGV[1] this node's id.
--- Returns {the previous holder or false, the pending work (possibly empty)}.
-local previous = redis.call('GET', KEYS[1])
-redis.call('SET', KEYS[1], ARGV[1])
-local pending = redis.call('LRANGE', KEYS[2], 0, -1)
-if #pending > 0 then
-  redis.call('DEL', KEYS[2])
+-- A node takes devices (store/redis/holders.py, issue 31 #1/#4): each device's holder record names this node now, and
+-- the work left waiting for it while no live node held it (park_work.lua) is taken with it, in one step per device.
+-- KEYS: per device its holder record and its pending list (one slot: {dev:<id>}; a cluster calls once per device,
+-- one Redis once per group of devices, issue 30 #5). ARGV[1] this node's id.
+-- Returns per device {the previous holder or false, the pending work (possibly empty)}.
+local taken = {}
+for d = 1, #KEYS / 2 do
+  local holder, waiting = KEYS[2 * d - 1], KEYS[2 * d]
+  local previous = redis.call('GET', holder)
+  redis.call('SET', holder, ARGV[1])
+  local pending = redis.call('LRANGE', waiting, 0, -1)
+  if #pending > 0 then
+    redis.call('DEL', waiting)
+  end
+  taken[d] = {previous, pending}
 end
-return {previous, pending}
+return taken
