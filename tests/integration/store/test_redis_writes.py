@@ -39,12 +39,15 @@ def test_every_write_is_applied_in_order_inside_the_callers_transaction(redis_ur
 
     async def scenario(client: aioredis.Redis, k: Key) -> None:
         await client.set(k("gone"), "x")
+        await client.set(k("gone2"), "x")
+        await client.set(k("gone3"), "x")
         await client.sadd(k("set"), "a", "b")
         await client.zadd(k("nx"), {"m": 5})
         writes = Writes()
         writes.set(k("k"), b"first")
         writes.set(k("k"), b"second")
         writes.delete(k("gone"))
+        writes.delete(k("gone2"), k("gone3"))  # one DEL of both
         writes.zadd(k("z"), "m1", 1.5)
         writes.zadd(k("z"), "m2")
         writes.zrem(k("z"), "m2")
@@ -58,7 +61,7 @@ def test_every_write_is_applied_in_order_inside_the_callers_transaction(redis_ur
             assert len(tx.command_stack) == 1
             await tx.execute()
         assert await client.get(k("k")) == b"second"
-        assert await client.exists(k("gone")) == 0
+        assert await client.exists(k("gone"), k("gone2"), k("gone3")) == 0
         assert await client.zrange(k("z"), 0, -1, withscores=True) == [(b"m1", 1.5)]
         assert await client.zrange(k("nx"), 0, -1, withscores=True) == [(b"new", 2.0), (b"m", 5.0)]
         assert await client.smembers(k("set")) == {b"b", b"c"}

@@ -250,8 +250,7 @@ class RedisDevices(RedisSnapshot):
 
     def _drop_subscriptions(self, writes: Writes, device_id: str) -> None:
         """Queue the removal of the device's subscriptions and marks (its slot)."""
-        writes.delete(self.keys.dev("subscribers", device_id))
-        writes.delete(self.keys.dev("snap_sub", device_id))
+        writes.delete(self.keys.dev("subscribers", device_id), self.keys.dev("snap_sub", device_id))
 
     async def find_device(self, account_id: str, endpoint_name: str) -> Device | None:
         device_id = await self.redis.hget(self.keys.ep("device_ep", endpoint_name), account_id)

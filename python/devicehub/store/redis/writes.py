@@ -85,8 +85,12 @@ class Writes:
         """SET that hands back the value it replaced: the script returns these, in order."""
         self.args += ("SWAP", self._key(key), _value(value))
 
-    def delete(self, key: str) -> None:
-        self.args += ("DEL", self._key(key))
+    def delete(self, key: str, *more: str) -> None:
+        """DEL of the keys (one operation)."""
+        if more:
+            self.args += ("DELS", [self._key(k) for k in (key, *more)])
+        else:
+            self.args += ("DEL", self._key(key))
 
     def zadd(self, key: str, member: str, score: float = 0, *, only_new: bool = False) -> None:
         self.args += ("ZADDNX" if only_new else "ZADD", self._key(key), score, member)

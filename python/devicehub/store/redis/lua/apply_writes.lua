@@ -4,14 +4,14 @@
 -- named by its position in KEYS (issue 31 #2: every key a script touches is declared, and in a cluster they share
 -- one slot).
 -- ARGV[1]: the list, msgpack (issue 30 #5: one argument for the client to pack, not one per operand):
---   SET k value | SWAP k value | DEL k | ZADD k score member | ZADDNX k score member | ZREM k member |
+--   SET k value | SWAP k value | DEL k | DELS {k, ...}: one DEL | ZADD k score member | ZADDNX k score member | ZREM k member |
 --   SADD k member | SREM k member | HSET k field value | HDEL k field |
 --   ZADDNXS k {members}: each member added at score 0 unless there | ZADDS k {score, member, ...}: one ZADD |
 --   HSETS k {field, value, ...}: one HSET.
 -- Returns the values each SWAP (a SET) replaced, in order (false where there was none).
 local arity = {
   SET = 2, SWAP = 2, DEL = 1, ZADD = 3, ZADDNX = 3, ZREM = 2, SADD = 2, SREM = 2, HSET = 3, HDEL = 2, ZADDNXS = 2,
-  ZADDS = 2, HSETS = 2
+  ZADDS = 2, HSETS = 2, DELS = 1
 }
 local CHUNK = 500  -- members per command: unpack() is bounded by Lua's C stack
 
@@ -52,6 +52,15 @@ while i <= n do
     return redis.error_reply('apply_writes: ' .. op .. ' lacks arguments')
   end
   local key = KEYS[a[i + 1]]
+  if op == 'DELS' then
+    key = {}
+    for j, position in ipairs(a[i + 1]) do
+      key[j] = KEYS[position]
+    end
+    if #key ~= #a[i + 1] then
+      key = nil
+    end
+  end
   if key == nil then
     return redis.error_reply('apply_writes: ' .. op .. ' names no declared key')
   end
@@ -61,6 +70,8 @@ while i <= n do
     swapped[#swapped + 1] = redis.call('SET', key, a[i + 2], 'GET')
   elseif op == 'DEL' then
     redis.call('DEL', key)
+  elseif op == 'DELS' then
+    redis.call('DEL', unpack(key))
   elseif op == 'ZADD' then
     redis.call('ZADD', key, a[i + 2], a[i + 3])
   elseif op == 'ZADDNX' then

@@ -20,7 +20,9 @@ for d, device in ipairs(devices) do
   local ended = {}
   if fresh == 1 then
     ended = redis.call('SMEMBERS', tokens)
-    redis.call('DEL', tokens)
+    if #ended > 0 then
+      redis.call('DEL', tokens)
+    end
   end
   if record ~= '' then
     redis.call('SET', reg, record)

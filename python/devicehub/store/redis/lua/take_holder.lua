@@ -6,8 +6,7 @@
 local taken = {}
 for d = 1, #KEYS / 2 do
   local holder, waiting = KEYS[2 * d - 1], KEYS[2 * d]
-  local previous = redis.call('GET', holder)
-  redis.call('SET', holder, ARGV[1])
+  local previous = redis.call('SET', holder, ARGV[1], 'GET')
   local pending = redis.call('LRANGE', waiting, 0, -1)
   if #pending > 0 then
     redis.call('DEL', waiting)
