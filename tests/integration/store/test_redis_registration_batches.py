@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 
 from devicehub.domain.device_log import new_event
 from devicehub.domain.model import Device, ObservationRecord, Registration, ReportedValue, ResourceLink
+from devicehub.store.redis.codec import encode
 from devicehub.store.redis.store import RedisStore
 from devicehub.store.redis.writes import GROUP_DEVICES
 from support.stores import A
@@ -120,6 +121,8 @@ def test_a_batch_of_first_registrations_is_a_script_call_per_group_on_one_redis(
             before = await _script_calls(client)
             await store.put_registered_devices(devices, (), values)
             records = await _script_calls(client) - before
+            # the batch kept what it wrote: its index step read the records back without decoding them
+            assert all(store._device_record(encode(d)) is d for d in devices)
             await store.put_registrations(registrations, observations, [d.id for d in devices])
             written = await _script_calls(client) - before - records
         finally:

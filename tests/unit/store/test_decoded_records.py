@@ -32,3 +32,16 @@ def test_the_cache_holds_at_most_its_capacity() -> None:
     records = [decoded(blob) for blob in blobs]
     assert len(decoded) <= 3
     assert [decoded(blob) for blob in blobs] == records  # still right after it was emptied
+
+
+def test_a_record_kept_by_its_writer_is_found_without_a_decode() -> None:
+    """Issue 30 #5: a registration batch keeps the records it writes, so its index step's read of them decodes
+    nothing; a blob kept with another record than its own would show here as that record."""
+    decoded = DecodedRecords(Device, capacity=3)
+    written = _device("dev-1")
+    blob = encode(written)
+    decoded.keep(blob, written)
+    assert decoded(bytes(blob)) is written
+    for i in range(5):  # bounded as the records it decodes
+        decoded.keep(encode(_device(f"dev-{i + 2}")), _device(f"dev-{i + 2}"))
+    assert len(decoded) <= 3

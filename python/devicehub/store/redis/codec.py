@@ -36,6 +36,13 @@ class DecodedRecords(Generic[T]):
     def __len__(self) -> int:
         return len(self._kept)
 
+    def keep(self, data: bytes, record: T) -> None:
+        """`record` is what `data` decodes to (the writer encoded it): a read of the blob finds it undecoded (issue 30
+        #5: a registration batch's index step reads back the records it has just written)."""
+        if len(self._kept) >= self._capacity:
+            self._kept.clear()
+        self._kept[data] = record
+
     def __call__(self, data: Any) -> T:  # bytes; redis-py types replies loosely
         record = self._kept.get(data)
         if record is None:

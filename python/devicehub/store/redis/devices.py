@@ -221,7 +221,9 @@ class RedisDevices(RedisSnapshot):
             self._name_and_seen(groups.next(), devices)
         for device in devices:
             writes = groups.next()
-            writes.swap(k.dev("device", device.id), encode(device))
+            blob = encode(device)
+            self._device_record.keep(blob, device)  # the index step reads it back
+            writes.swap(k.dev("device", device.id), blob)
             values = valued.pop(device.id, {})
             # its resources' paths and its values' (the same, as a rule) in one ZADD
             paths = dict.fromkeys(resource.path for resource in device.resources)
