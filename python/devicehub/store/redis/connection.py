@@ -218,7 +218,7 @@ class RedisConnection:
         also: Callable[[Any], None] | None = None,  # on a Pipeline or a ClusterPipeline
     ) -> list[Any]:
         """Each call's EVAL arguments (script text, key count, keys, arguments; its keys in one slot) as EVALSHA, all
-        in one pipeline (a round trip per server): a script's text (apply_writes.lua is 1.6 kB) travels only to a
+        in one pipeline (a round trip per server): a script's text (apply_writes.lua is 2 kB) travels only to a
         server that does not know it yet (a restart, a new primary), then as EVAL. A call is one atomic step. With
         `raise_errors` false, a call's error is its reply (the others' stand). `also` queues more commands on the same
         pipeline, after the calls (issue 30 #5: writes that need no reply of theirs save a round trip); their errors

@@ -35,7 +35,6 @@ class ScriptCalls:
         self._queued: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
         self._sender: asyncio.Task[None] | None = None
         self._sent_at = float("-inf")  # loop time the last batch left
-        self.batches = 0  # sent so far
 
     def call(self, script_args: tuple[Any, ...]) -> Awaitable[Any]:
         """The script's reply (or its error), once the batch holding this call is answered."""
@@ -59,7 +58,6 @@ class ScriptCalls:
                     await asyncio.sleep(wait)  # the calls of the next few ms join this batch
                 batch, self._queued = self._queued, []
                 self._sent_at = loop.time()
-                self.batches += 1
                 await self._answer(batch)
         except BaseException:  # the sender was cancelled (the loop is ending): so are the calls it carried
             for _, future in self._queued:
