@@ -1,10 +1,11 @@
 """Issue 30 #1: the embedded store's reported values cost the same whether a device notifies often or rarely.
 
 A flush upserted each (device, path) of its interval into `snapshot`: with many devices each value dirtied a page
-of its own and the commit wrote them all to the WAL. Values are now appended to `reported_log` and folded into
-`snapshot` now and then (store/sqlite/reported_log.py); these tests hold the pages a flush writes, and the snapshot's
-durability and read-your-writes across the log: a value appended and not folded is read back, survives a crash,
-and neither a newer value written another way nor a delete is undone by a later fold."""
+of its own and the commit wrote them all to the WAL. Values are now appended to a log, a flush a row (issue 30 #2),
+and folded into `snapshot` now and then (store/sqlite/reported_log.py); these tests hold the pages and rows a flush
+writes, and the snapshot's durability and read-your-writes across the log: a value appended and not folded is read
+back, survives a crash, and neither a newer value written another way nor a delete (crash or not) is undone by a
+later fold; a log a crash of the release before left (a row per value) is folded on open."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from devicehub.domain.model import ReportedValue, ResourceLink, SnapshotResource
+from devicehub.store.sqlite.codec import encode
 from devicehub.store.sqlite.reported_log import ReportedLog
 from devicehub.store.sqlite.store import SqliteStore
 from devicehub.store.sqlite.writer import DB_FILE
@@ -66,6 +68,26 @@ def test_a_flush_of_many_devices_values_writes_a_few_pages_not_a_page_per_device
     assert frames < DEVICES // 20, frames
 
 
+def test_a_flush_of_many_devices_values_is_one_row_of_the_log(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, list[SnapshotResource]]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            store._log = ReportedLog(clock=lambda: 0.0)  # no fold falls due
+            await store.set_reported_many([(f"{n:032x}", f"/3/0/{n % 3}", _value(str(n))) for n in range(500)])
+            await store._reported.flush()
+            with _side(tmp_path) as side:
+                rows = int(side.execute("SELECT count(*) FROM reported_batches").fetchone()[0])
+            store._cache.forget(f"{7:032x}")  # read from the file and the log, not from memory
+            return rows, await store.get_snapshot(f"{7:032x}")
+        finally:
+            await store.close()
+
+    rows, snapshot = asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert rows == 1  # a row per value (500) before issue 30 #2
+    assert snapshot == [SnapshotResource(path="/3/0/1", reported=_value("7"))]
+
+
 def test_values_in_the_log_are_read_back_survive_a_crash_and_are_folded_on_open(tmp_path: Path) -> None:
     async def before_the_crash() -> None:
         store = SqliteStore(tmp_path)
@@ -98,14 +120,14 @@ def test_values_in_the_log_are_read_back_survive_a_crash_and_are_folded_on_open(
     asyncio.run(asyncio.wait_for(before_the_crash(), 20))
     with _side(tmp_path) as side:  # the values were in the log only, and durable there
         assert side.execute("SELECT count(*) FROM snapshot WHERE reported IS NOT NULL").fetchone()[0] == 0
-        assert side.execute("SELECT count(*) FROM reported_log").fetchone()[0] == 3
+        assert side.execute("SELECT count(*) FROM reported_batches").fetchone()[0] == 2  # a row per flush
     assert asyncio.run(asyncio.wait_for(after(), 20)) == [
         SnapshotResource(path="/3/0/0"),
         SnapshotResource(path="/3/0/9", reported=_value("new", 2.0)),
         SnapshotResource(path="/3303/0/5700", reported=_value("21.5")),
     ]
     with _side(tmp_path) as side:
-        assert side.execute("SELECT count(*) FROM reported_log").fetchone()[0] == 0
+        assert side.execute("SELECT count(*) FROM reported_batches").fetchone()[0] == 0
 
 
 def test_a_registration_s_value_is_not_undone_by_the_fold_of_an_older_one(tmp_path: Path) -> None:
@@ -154,3 +176,59 @@ def test_a_deleted_device_s_values_in_the_log_are_not_folded_back(tmp_path: Path
     assert asyncio.run(asyncio.wait_for(scenario(), 20)) == []
     with _side(tmp_path) as side:
         assert side.execute("SELECT count(*) FROM snapshot").fetchone()[0] == 0
+
+
+def test_a_device_deleted_before_a_crash_gets_none_of_its_logged_values_back(tmp_path: Path) -> None:
+    async def before_the_crash() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.put_registered_devices([device("d1", "ep-1"), device("d2", "ep-2")], [], [])
+            await store.set_reported("d1", "/3/0/9", _value("gone"))
+            await store.set_reported("d2", "/3/0/9", _value("kept"))
+            await store._reported.flush()
+            await store.delete_device("d1")  # its value is in a log row with d2's
+            _crash(store)
+        finally:
+            await store.close()
+
+    async def after() -> tuple[list[SnapshotResource], list[SnapshotResource]]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            return await store.get_snapshot("d1"), await store.get_snapshot("d2")
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(before_the_crash(), 20))
+    assert asyncio.run(asyncio.wait_for(after(), 20)) == (
+        [],
+        [SnapshotResource(path="/3/0/9", reported=_value("kept"))],
+    )
+    with _side(tmp_path) as side:
+        assert side.execute("SELECT device_id FROM snapshot").fetchall() == [("d2",)]
+
+
+def test_a_log_of_a_row_per_value_left_by_an_earlier_release_is_folded_on_open(tmp_path: Path) -> None:
+    async def open_close() -> None:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        await store.close()
+
+    async def read() -> list[SnapshotResource]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            return await store.get_snapshot("d1")
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(open_close(), 20))
+    with _side(tmp_path) as side:  # what the release before left after a crash: two values of one path, in order
+        side.executemany(
+            "INSERT INTO reported_log (device_id, path, reported) VALUES (?, ?, ?)",
+            [("d1", "/3/0/9", encode(_value("old"))), ("d1", "/3/0/9", encode(_value("new", 2.0)))],
+        )
+    assert asyncio.run(asyncio.wait_for(read(), 20)) == [SnapshotResource(path="/3/0/9", reported=_value("new", 2.0))]
+    with _side(tmp_path) as side:
+        assert side.execute("SELECT count(*) FROM reported_log").fetchone()[0] == 0

@@ -10,6 +10,7 @@ from devicehub.domain.model import Device, ReportedValue
 from devicehub.domain.storage.device_query import DeviceQuery
 from devicehub.store.record_upgrades import decode
 from devicehub.store.sqlite.codec import encode
+from devicehub.store.sqlite.reported_log import TOMBSTONE
 from devicehub.store.sqlite.snapshot import SqliteSnapshot
 
 _SQL_OPS = {"eq": "=", "neq": "!=", "gte": ">=", "lte": "<=", "in": "IN", "nin": "NOT IN"}
@@ -239,8 +240,8 @@ class SqliteDevices(SqliteSnapshot):  # a registration writes the snapshot's ent
             for table in ("device_ids", "devices", "subscriptions", "snapshot"):
                 column = "id" if table in ("devices", "device_ids") else "device_id"
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (device_id,))
-            if logged:  # a scan of the unindexed log: only when it holds the device's values (the fold would
-                db.execute("DELETE FROM reported_log WHERE device_id = ?", (device_id,))  # put its rows back)
+            if logged:  # the log holds the device's values: a tombstone after them, or a fold would put them back
+                db.execute(TOMBSTONE, (device_id,))
             return names
 
         logged = self._log.logged(device_id)

@@ -1,16 +1,27 @@
-"""Reported values on their way into the snapshot: appended to a log each flush, folded into `snapshot` now and then.
+"""Reported values on their way into the snapshot: each flush appended to a log as one row, folded into `snapshot`
+now and then.
 
 Issue 30 #1: the write-behind's flush upserted every (device, path) of its interval into `snapshot`, whose rows are
 keyed by device id. While few devices notify often, a flush touches a few pages; a fleet of many devices each
 notifying rarely gives every value of a flush a page of its own, and the commit writes each dirty page to the WAL:
 a value cost 9.6× more at 10 000 devices than at 200 for the same event rate
-(bench/micro/reported_write_bench.py). Appended to `reported_log` (no index: rows go on the last pages), a flush
-writes a few pages whatever the fleet; the fold, one statement every `FOLD_S` (or `FOLD_ROWS` rows), writes each
-touched snapshot page once for all the values of that time.
+(bench/micro/reported_write_bench.py). Appended to a log, a flush writes a few sequential pages whatever the fleet;
+the fold writes each touched snapshot page once for all the values of that time.
+
+Issue 30 #2: the log held a row per value (an `executemany` of one tuple and one encoded value each, then a
+`GROUP BY` over them all at each fold), which is a row per event when devices notify rarely and ~0.4 per event when
+a few devices' values coalesce within a flush: a flush is now one row, its `Pending` encoded whole by the store's
+codec (`reported_batches.data`: device id → path → the value, its bytes as the snapshot keeps them), and the fold
+reads the rows back in order, keeps the latest value of each (device, path) and upserts only those, in key order.
+What a fold writes grows with the devices whose values the log holds, not with the values: it falls due once the
+log holds `FOLD_PER_DEVICE` flushed entries per such device (and `FOLD_S` passed), so each snapshot page it writes
+is paid for by as many values whatever the fleet; `FOLD_MAX_S` and `FOLD_BYTES` bound the log (a start-up's
+replay, the file's size).
 
 Durability does not change: a value is in the database file when its flush's append commits, as before. Reads lay
-`values_for` (appended, not folded yet) under the write-behind's pending values. `open` folds what a crash left,
-`close` folds the rest.
+`values_for` (appended, not folded yet) under the write-behind's pending values. A deleted device's values stay in
+the rows that hold them: its delete appends a tombstone row (`deleted`), and a fold drops the values before it. `open`
+folds what a crash left, `close` folds the rest.
 """
 
 from __future__ import annotations
@@ -19,24 +30,63 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+import msgspec
+
 from devicehub.domain.model import ReportedValue
 from devicehub.store.write_behind import Pending
 
-FOLD_S = 10.0  # seconds between folds at most: each (device, path) written to `snapshot` once in this time
-FOLD_ROWS = 100_000  # log rows that fold at once however recent the last fold (bounds a start-up's replay)
+FOLD_S = 10.0  # seconds between folds at least, unless the log grows past FOLD_BYTES
+FOLD_PER_DEVICE = 20  # flushed entries per logged device (on average) before a fold: its pages are paid for
+FOLD_MAX_S = 60.0  # seconds between folds at most: a fleet that notifies rarely still reaches `snapshot`
+FOLD_BYTES = 32 * 1024 * 1024  # encoded values that fold at once however recent the last fold (bounds a replay)
 
-APPEND = "INSERT INTO reported_log (device_id, path, reported) VALUES (?, ?, ?)"
-# the latest row of each (device, path) wins (rowids grow with the appends), in key order for the B-tree's sake
-FOLD = (
+APPEND = "INSERT INTO reported_batches (data) VALUES (?)"
+TOMBSTONE = "INSERT INTO reported_batches (deleted) VALUES (?)"
+UPSERT = (
+    "INSERT INTO snapshot (device_id, path, reported) VALUES (?, ?, ?)"
+    " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported"
+)
+# the log before issue 30 #2 (a row per value), which a data directory of then may hold after a crash: the latest
+# row of each (device, path) wins (rowids grow with the appends), in key order for the B-tree's sake
+LEGACY_FOLD = (
     "INSERT INTO snapshot (device_id, path, reported) SELECT device_id, path, reported FROM reported_log"
     " WHERE rowid IN (SELECT max(rowid) FROM reported_log GROUP BY device_id, path) ORDER BY device_id, path"
     " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported"
 )
 
+# each value left encoded (msgspec.Raw: a slice of the row, the bytes `codec.encode` gives the value alone), so the
+# fold writes a value's bytes without decoding them
+_BATCH = msgspec.msgpack.Decoder(dict[str, dict[str, msgspec.Raw]])
+
 
 def fold(db: sqlite3.Connection) -> None:
     """Writer thread, inside a transaction: the log's latest values into `snapshot`, the log emptied."""
-    db.execute(FOLD)
+    latest: dict[str, dict[str, msgspec.Raw]] = {}
+    for data, deleted in db.execute("SELECT data, deleted FROM reported_batches ORDER BY rowid"):
+        if data is None:
+            latest.pop(deleted, None)  # the device was deleted after these values: none goes back
+            continue
+        for device_id, values in _BATCH.decode(data).items():
+            held = latest.get(device_id)
+            if held is None:
+                latest[device_id] = values
+            else:
+                held.update(values)
+    if latest:
+        db.executemany(
+            UPSERT,
+            [
+                (device_id, path, bytes(latest[device_id][path]))
+                for device_id in sorted(latest)
+                for path in sorted(latest[device_id])
+            ],
+        )
+    db.execute("DELETE FROM reported_batches")
+
+
+def fold_legacy(db: sqlite3.Connection) -> None:
+    """Writer thread, at open, before `fold`: a log of a row per value left by a crash of an earlier release."""
+    db.execute(LEGACY_FOLD)
     db.execute("DELETE FROM reported_log")
 
 
@@ -46,37 +96,44 @@ class ReportedLog:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._unfolded: Pending = {}  # device id → path → latest value appended and not folded yet
-        self._rows = 0  # rows appended since the last fold
+        self._entries = 0  # (device, flush) entries appended since the last fold
+        self._bytes = 0  # encoded bytes appended since the last fold
         self._folded_at = clock()
 
-    def due(self, rows: int) -> bool:
-        """Whether the append of `rows` more rows folds the log too."""
-        return self._rows + rows >= FOLD_ROWS or self._clock() - self._folded_at >= FOLD_S
+    def due(self, entries: int, size: int) -> bool:
+        """Whether the append of a flush of `entries` devices' values, `size` bytes encoded, folds the log too."""
+        if self._bytes + size >= FOLD_BYTES:
+            return True
+        elapsed = self._clock() - self._folded_at
+        if elapsed >= FOLD_MAX_S:
+            return True
+        return elapsed >= FOLD_S and self._entries + entries >= FOLD_PER_DEVICE * len(self._unfolded)
 
     @staticmethod
-    def append(db: sqlite3.Connection, rows: list[tuple[str, str, bytes]], folding: bool) -> None:
-        db.executemany(APPEND, rows)
+    def append(db: sqlite3.Connection, batch: bytes, folding: bool) -> None:
+        db.execute(APPEND, (batch,))
         if folding:
             fold(db)
 
-    def appended(self, pending: Pending, rows: int, folded: bool) -> None:
+    def appended(self, pending: Pending, size: int, folded: bool) -> None:
         """After the append (and fold) of `pending` committed: writes are committed in the order they were queued, so
         a fold covers every append that completed before it."""
         if folded:
-            self._unfolded, self._rows, self._folded_at = {}, 0, self._clock()
+            self.folded()
             return
-        self._rows += rows
+        self._entries += len(pending)
+        self._bytes += size
         unfolded = self._unfolded
         for device_id, values in pending.items():
             held = unfolded.get(device_id)
             if held is None:
-                unfolded[device_id] = dict(values)
+                unfolded[device_id] = values  # the write-behind let go of it: a flushed batch is not used again
             else:
                 held.update(values)
 
     def folded(self) -> None:
-        """After a fold of its own (open, close) committed."""
-        self._unfolded, self._rows, self._folded_at = {}, 0, self._clock()
+        """After a fold (of an append's, or of its own: open, close) committed."""
+        self._unfolded, self._entries, self._bytes, self._folded_at = {}, 0, 0, self._clock()
 
     def values_for(self, device_id: str) -> dict[str, ReportedValue]:
         return self._unfolded.get(device_id, {})
@@ -91,9 +148,9 @@ class ReportedLog:
         return bool(self._unfolded)
 
     def logged(self, device_id: str) -> bool:
-        """The log holds values of the device (a delete takes its rows too)."""
+        """The log holds values of the device (its delete appends a tombstone so that no fold puts them back)."""
         return device_id in self._unfolded
 
     def forget(self, device_id: str) -> None:
-        """After the device's rows left the log with it."""
+        """After the device's tombstone was appended with its delete."""
         self._unfolded.pop(device_id, None)

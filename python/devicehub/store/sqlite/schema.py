@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS snapshot (
     device_id TEXT NOT NULL, path TEXT NOT NULL, reported BLOB, desired BLOB, subscribed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (device_id, path)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS reported_log (device_id TEXT NOT NULL, path TEXT NOT NULL, reported BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS reported_batches (data BLOB, deleted TEXT);
 CREATE TABLE IF NOT EXISTS registrations (
     device_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, expires_at REAL NOT NULL, data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS registrations_expiry ON registrations (expires_at);

@@ -17,7 +17,7 @@ from devicehub.store.sqlite.codec import T, encode
 from devicehub.store.sqlite.endpoint_directory import EndpointDirectory
 from devicehub.store.sqlite.health import WriteHealth
 from devicehub.store.sqlite.read_cache import ReadCache
-from devicehub.store.sqlite.reported_log import ReportedLog, fold
+from devicehub.store.sqlite.reported_log import ReportedLog, fold, fold_legacy
 from devicehub.store.sqlite.request_file import REQUESTS_FILE, RequestFile
 from devicehub.store.sqlite.schema import DEVICE_INDEXES, SCHEMA, add_channel_columns, add_device_columns
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
@@ -235,7 +235,8 @@ class SqliteWriter:
             self._directory.load(db.execute("SELECT endpoint_name, account_id FROM enrollments"), ids)
 
         await asyncio.get_running_loop().run_in_executor(self._thread, connect)
-        await self._write(fold)  # what the log held when the last run stopped (a crash: a graceful stop folds)
+        await self._write(fold_legacy)  # what the log held when the last run stopped (a crash: a graceful stop
+        await self._write(fold)  # folds), in an earlier release's log, then in today's
         self._log.folded()
         await self._requests.open()
         await self._move_requests_table()
@@ -286,12 +287,10 @@ class SqliteWriter:
         await self._write(lambda db: db.execute("DROP TABLE requests"))
 
     async def _write_reported(self, pending: Pending) -> None:
-        rows = [
-            (device_id, path, encode(value)) for device_id, values in pending.items() for path, value in values.items()
-        ]
-        folding = self._log.due(len(rows))
-        await self._write(lambda db: ReportedLog.append(db, rows, folding))
-        self._log.appended(pending, len(rows), folding)
+        batch = encode(pending)  # one row, one call into msgspec: no Python work per value (reported_log.py)
+        folding = self._log.due(len(pending), len(batch))
+        await self._write(lambda db: ReportedLog.append(db, batch, folding))
+        self._log.appended(pending, len(batch), folding)
 
     async def _one(self, kind: type[T], sql: str, args: tuple[object, ...], *, reader: bool = False) -> T | None:
         def work(db: sqlite3.Connection) -> T | None:

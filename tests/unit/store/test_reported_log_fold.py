@@ -1,0 +1,74 @@
+"""When the SQLite store's reported-value log folds into the snapshot (issue 30 #2, store/sqlite/reported_log.py): a
+fold rewrites the snapshot pages of every device the log holds values of, so it waits until those devices have sent
+`FOLD_PER_DEVICE` flushes' worth on average — never sooner than `FOLD_S`, never later than `FOLD_MAX_S`, and at once
+when the log reaches `FOLD_BYTES`."""
+
+from __future__ import annotations
+
+from devicehub.domain.model import ReportedValue
+from devicehub.store.sqlite.reported_log import FOLD_BYTES, FOLD_MAX_S, FOLD_PER_DEVICE, FOLD_S, ReportedLog
+from devicehub.store.write_behind import Pending
+
+VALUE = ReportedValue(value=b"1", content_type="text/plain", reported_at=0.0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _flush(devices: range) -> Pending:
+    return {f"d{n}": {"/3/0/9": VALUE} for n in devices}
+
+
+def test_a_fleet_that_notifies_rarely_folds_once_its_devices_sent_enough_values_not_every_fold_interval() -> None:
+    clock = Clock()
+    log = ReportedLog(clock)
+    devices = 1000
+    for _ in range(FOLD_PER_DEVICE - 1):  # each device one value per flush, one flush short of the share
+        log.appended(_flush(range(devices)), 10, folded=False)
+    clock.now += FOLD_S
+    assert not log.due(devices - 1, 10)  # FOLD_S passed, and a value short
+    assert log.due(devices, 10)
+    clock.now += FOLD_MAX_S - FOLD_S - 0.1
+    assert not log.due(devices - 1, 10)
+
+
+def test_a_few_devices_notifying_often_fold_every_fold_interval_not_before() -> None:
+    clock = Clock()
+    log = ReportedLog(clock)
+    for _ in range(100):
+        log.appended(_flush(range(10)), 10, folded=False)  # 100 values per device already
+    assert not log.due(10, 10)
+    clock.now += FOLD_S
+    assert log.due(10, 10)
+
+
+def test_a_fold_falls_due_after_the_longest_interval_or_the_largest_log_whatever_the_values_per_device() -> None:
+    clock = Clock()
+    log = ReportedLog(clock)
+    log.appended(_flush(range(1000)), 10, folded=False)
+    clock.now += FOLD_MAX_S - 0.1
+    assert not log.due(1, 10)
+    clock.now += 0.1
+    assert log.due(1, 10)
+
+    log = ReportedLog(clock)
+    log.appended(_flush(range(1000)), FOLD_BYTES - 100, folded=False)
+    assert not log.due(1, 99)
+    assert log.due(1, 100)
+
+
+def test_a_fold_starts_the_count_again_and_the_log_holds_nothing_after_it() -> None:
+    clock = Clock()
+    log = ReportedLog(clock)
+    log.appended(_flush(range(3)), FOLD_BYTES - 1, folded=False)
+    assert log.holds("d1", "/3/0/9")
+    log.appended(_flush(range(3)), 10, folded=True)  # the append that folded
+    assert not log.holds_any()
+    assert not log.due(1, 10)
+    clock.now += FOLD_S
+    assert log.due(1, 10)  # nothing logged: any value is enough once FOLD_S passed
