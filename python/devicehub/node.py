@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from devicehub import tasks
+from devicehub import collector, tasks
 from devicehub.api.app import create_app
 from devicehub.api.campaign_routes import check_filter
 from devicehub.api.console_feed import ConsoleFeed
@@ -423,10 +422,9 @@ async def serve(settings: ServeSettings) -> int:
     except BaseException:
         await node.stop()
         raise
-    # issue 15: what start-up built (modules, routes, the store's caches) lives as long as the process; the
-    # collector's full passes no longer walk it each time the event path's young objects come of age
-    gc.collect()
-    gc.freeze()
+    # issue 15: what start-up built lives as long as the process: out of the collector's full passes; issue 30 #2:
+    # young collections rare enough that the event path's short-lived objects are not promoted (collector.py)
+    collector.settle()
     if node.dev_api_key:
         print(f"DEVICEHUB_API_KEY={node.dev_api_key}", flush=True)
     elif not await has_active_key(node.store):
