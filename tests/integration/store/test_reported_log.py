@@ -5,23 +5,27 @@ of its own and the commit wrote them all to the WAL. Values are now appended to 
 and folded into `snapshot` now and then (store/sqlite/reported_log.py); these tests hold the pages and rows a flush
 writes, and the snapshot's durability and read-your-writes across the log: a value appended and not folded is read
 back, survives a crash, and neither a newer value written another way nor a delete (crash or not) is undone by a
-later fold; a log a crash of the release before left (a row per value) is folded on open."""
+later fold; a log a crash of the release before left (a row per value) is folded on open. A fold is written from the
+values the store holds in memory, not from its rows read back (issue 30 #1), and leaves the rows of a flush in
+flight when it began."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import sqlite3
+import threading
 from pathlib import Path
 
 import msgspec
 
 from devicehub.domain.model import ReportedValue, ResourceLink, SnapshotResource
 from devicehub.store.sqlite.codec import encode
-from devicehub.store.sqlite.reported_log import ReportedLog
+from devicehub.store.sqlite.reported_log import FOLD_MAX_S, ReportedLog
 from devicehub.store.sqlite.store import SqliteStore
 from devicehub.store.sqlite.writer import DB_FILE
 from support.stores import device
+from support.waiting import eventually
 
 DEVICES = 3000
 PATHS = [f"/3/0/{r}" for r in range(19)]  # a Pelion device's resources: rows of the snapshot per device
@@ -232,3 +236,92 @@ def test_a_log_of_a_row_per_value_left_by_an_earlier_release_is_folded_on_open(t
     assert asyncio.run(asyncio.wait_for(read(), 20)) == [SnapshotResource(path="/3/0/9", reported=_value("new", 2.0))]
     with _side(tmp_path) as side:
         assert side.execute("SELECT count(*) FROM reported_log").fetchone()[0] == 0
+
+
+def _fold_due(store: SqliteStore) -> None:
+    """The next flush's append folds the log (as once `FOLD_MAX_S` passed)."""
+    store._log._folded_at -= FOLD_MAX_S
+
+
+def test_a_fold_keeps_the_values_of_a_flush_in_flight_when_it_began(tmp_path: Path) -> None:
+    async def before_the_crash() -> tuple[int, list[tuple[str, bytes]], list[SnapshotResource]]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.set_reported("d1", "/3/0/9", _value("folded"))
+            await store.set_reported("d2", "/3/0/9", _value("folded"))
+            await store._reported.flush()  # appended: what the fold covers
+            gate = threading.Event()
+            busy = asyncio.ensure_future(store._write(lambda db: gate.wait(10)))  # the writer thread held: the
+            await eventually(lambda: store._combiner is not None and not store._waiting)  # flushes queue behind
+            await store.set_reported("d1", "/3/0/9", _value("in flight", 2.0))
+            in_flight = asyncio.ensure_future(store._reported.flush())
+            await eventually(lambda: len(store._reported._writing) == 1)
+            _fold_due(store)
+            await store.set_reported("d3", "/3/0/9", _value("folding"))
+            folding = asyncio.ensure_future(store._reported.flush())  # queued after the flush in flight, folds
+            await eventually(lambda: len(store._reported._writing) == 2)
+            gate.set()
+            await asyncio.gather(busy, in_flight, folding)
+            with _side(tmp_path) as side:
+                rows = int(side.execute("SELECT count(*) FROM reported_batches").fetchone()[0])
+                folded = [
+                    (str(d), bytes(r)) for d, r in side.execute("SELECT device_id, reported FROM snapshot ORDER BY 1")
+                ]
+            store._cache.forget("d1")  # read from the file and the log, not from memory
+            read = await store.get_snapshot("d1")
+            _crash(store)
+            return rows, folded, read
+        finally:
+            await store.close()
+
+    async def after() -> list[list[SnapshotResource]]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            return [await store.get_snapshot(d) for d in ("d1", "d2", "d3")]
+        finally:
+            await store.close()
+
+    rows, folded, read = asyncio.run(asyncio.wait_for(before_the_crash(), 20))
+    # the fold covered the first flush (appended when it began): its row gone; the flush in flight and the folding
+    # flush appended after it, so their rows stay, and their values are not in `snapshot` yet
+    assert rows == 2
+    assert folded == [("d1", encode(_value("folded"))), ("d2", encode(_value("folded")))]
+    assert read == [SnapshotResource(path="/3/0/9", reported=_value("in flight", 2.0))]
+    assert asyncio.run(asyncio.wait_for(after(), 20)) == [  # and a crash loses none of them
+        [SnapshotResource(path="/3/0/9", reported=_value("in flight", 2.0))],
+        [SnapshotResource(path="/3/0/9", reported=_value("folded"))],
+        [SnapshotResource(path="/3/0/9", reported=_value("folding"))],
+    ]
+
+
+def test_a_fold_writes_the_values_held_in_memory_and_reads_no_row_of_the_log_back(tmp_path: Path) -> None:
+    async def scenario() -> tuple[list[str], int, list[SnapshotResource]]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            for n in range(3):  # three flushes of three devices' values: nine entries, the latest three fold
+                await store.set_reported_many([(f"d{k}", "/3/0/9", _value(f"{n}", n)) for k in range(3)])
+                await store._reported.flush()
+            assert store._db is not None
+            statements: list[str] = []
+            store._db.set_trace_callback(statements.append)  # the writer's statements (called in its thread)
+            _fold_due(store)
+            await store.set_reported("d9", "/3/0/9", _value("folding"))
+            await store._reported.flush()
+            store._db.set_trace_callback(None)
+            with _side(tmp_path) as side:
+                rows = int(side.execute("SELECT count(*) FROM reported_batches").fetchone()[0])
+            store._cache.forget("d1")
+            return statements, rows, await store.get_snapshot("d1")
+        finally:
+            await store.close()
+
+    statements, rows, read = asyncio.run(asyncio.wait_for(scenario(), 20))
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT") and "data" in s]
+    assert reads == []  # no entry of the log read back and merged (before: the fold read every row, in order)
+    upserts = [s for s in statements if s.startswith("INSERT INTO snapshot")]
+    assert len(upserts) == 3  # the latest value of each of the three devices, one each
+    assert rows == 1  # the three flushes folded; the folding flush's own row stays
+    assert read == [SnapshotResource(path="/3/0/9", reported=_value("2", 2))]

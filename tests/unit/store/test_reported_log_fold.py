@@ -62,13 +62,33 @@ def test_a_fold_falls_due_after_the_longest_interval_or_the_largest_log_whatever
     assert log.due(1, 100)
 
 
-def test_a_fold_starts_the_count_again_and_the_log_holds_nothing_after_it() -> None:
+def test_a_fold_starts_the_count_again_and_the_log_holds_only_what_was_appended_with_it_or_after() -> None:
     clock = Clock()
     log = ReportedLog(clock)
-    log.appended(_flush(range(3)), FOLD_BYTES - 1, folded=False)
+    log.appended(_flush(range(3)), FOLD_BYTES - 1, folded=False, rowid=1)
     assert log.holds("d1", "/3/0/9")
-    log.appended(_flush(range(3)), 10, folded=True)  # the append that folded
-    assert not log.holds_any()
+    assert log.due(1, 10)
+    values, upto = log.start_fold()  # the flushes appended so far, from memory: the rows up to 1
+    assert (sorted(values), upto) == (["d0", "d1", "d2"], 1)
+    assert log.holds("d1", "/3/0/9")  # until the fold commits
+    assert not log.due(1, FOLD_BYTES)  # one fold at a time
+    log.appended(_flush(range(5, 6)), 10, folded=True, rowid=2)  # the append that folded: its row is after the fold's
+    assert not log.holds("d1", "/3/0/9")
+    assert log.holds("d5", "/3/0/9")
     assert not log.due(1, 10)
     clock.now += FOLD_S
-    assert log.due(1, 10)  # nothing logged: any value is enough once FOLD_S passed
+    assert not log.due(FOLD_PER_DEVICE - 2, 10)  # the folding flush's entry counts: one device, one entry
+    assert log.due(FOLD_PER_DEVICE - 1, 10)
+
+
+def test_a_fold_that_did_not_commit_leaves_its_values_in_the_log_under_those_appended_since() -> None:
+    log = ReportedLog(Clock())
+    older = ReportedValue(value=b"old", content_type="text/plain", reported_at=0.0)
+    log.appended({"d1": {"/3/0/9": older, "/3/0/0": older}}, 10, folded=False, rowid=1)
+    log.start_fold()
+    log.appended(_flush(range(1, 2)), 10, folded=False, rowid=2)  # a flush in flight completes meanwhile
+    assert log.values_for("d1") == {"/3/0/9": VALUE, "/3/0/0": older}
+    log.fold_failed()
+    assert log.values_for("d1") == {"/3/0/9": VALUE, "/3/0/0": older}
+    values, upto = log.start_fold()
+    assert (values, upto) == ({"d1": {"/3/0/9": VALUE, "/3/0/0": older}}, 2)

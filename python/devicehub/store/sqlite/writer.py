@@ -17,7 +17,7 @@ from devicehub.store.sqlite.codec import T, encode
 from devicehub.store.sqlite.endpoint_directory import EndpointDirectory
 from devicehub.store.sqlite.health import WriteHealth
 from devicehub.store.sqlite.read_cache import ReadCache
-from devicehub.store.sqlite.reported_log import ReportedLog, fold, fold_legacy
+from devicehub.store.sqlite.reported_log import ReportedLog, fold, fold_legacy, fold_values
 from devicehub.store.sqlite.request_file import REQUESTS_FILE, RequestFile
 from devicehub.store.sqlite.schema import DEVICE_INDEXES, SCHEMA, add_channel_columns, add_device_columns
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
@@ -245,7 +245,8 @@ class SqliteWriter:
         await self._reported.close()
         if self._log.holds_any():
             try:
-                await self._write(fold)
+                covering = self._log.covering()  # nothing in flight any more: what the log holds, from memory
+                await self._write(lambda db: fold_values(db, covering))
                 self._log.folded()
             except StorageUnavailable:
                 pass  # the log keeps them: the next open folds them
@@ -288,9 +289,15 @@ class SqliteWriter:
 
     async def _write_reported(self, pending: Pending) -> None:
         batch = encode(pending)  # one row, one call into msgspec: no Python work per value (reported_log.py)
-        folding = self._log.due(len(pending), len(batch))
-        await self._write(lambda db: ReportedLog.append(db, batch, folding))
-        self._log.appended(pending, len(batch), folding)
+        # a fold is written from the values the log holds in memory (reported_log.py), not read back from its rows
+        folding = self._log.start_fold() if self._log.due(len(pending), len(batch)) else None
+        try:
+            rowid: int = await self._read(lambda db: ReportedLog.append(db, batch, folding))
+        except BaseException:
+            if folding is not None:
+                self._log.fold_failed()
+            raise
+        self._log.appended(pending, len(batch), folding is not None, rowid)
 
     async def _one(self, kind: type[T], sql: str, args: tuple[object, ...], *, reader: bool = False) -> T | None:
         def work(db: sqlite3.Connection) -> T | None:
