@@ -325,3 +325,48 @@ def test_a_fold_writes_the_values_held_in_memory_and_reads_no_row_of_the_log_bac
     assert len(upserts) == 3  # the latest value of each of the three devices, one each
     assert rows == 1  # the three flushes folded; the folding flush's own row stays
     assert read == [SnapshotResource(path="/3/0/9", reported=_value("2", 2))]
+
+
+def test_a_delete_queued_before_a_fold_keeps_the_device_s_values_out_of_it(tmp_path: Path) -> None:
+    async def before_the_crash() -> tuple[list[str], list[SnapshotResource]]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            await store.put_registered_devices([device("d1", "ep-1"), device("d2", "ep-2")], [], [])
+            await store.set_reported("d1", "/3/0/9", _value("gone"))
+            await store.set_reported("d2", "/3/0/9", _value("kept"))
+            await store._reported.flush()
+            gate = threading.Event()
+            busy = asyncio.ensure_future(store._write(lambda db: gate.wait(10)))  # the writer thread held
+            await eventually(lambda: store._combiner is not None and not store._waiting)
+            deleting = asyncio.ensure_future(store.delete_device("d1"))  # runs before the fold; d1 still logged
+            await eventually(lambda: len(store._waiting) == 1)
+            _fold_due(store)
+            await store.set_reported("d3", "/3/0/9", _value("folding"))
+            folding = asyncio.ensure_future(store._reported.flush())
+            await eventually(lambda: len(store._waiting) == 2)
+            gate.set()
+            await asyncio.gather(busy, deleting, folding)
+            with _side(tmp_path) as side:
+                folded = [str(d) for (d,) in side.execute("SELECT device_id FROM snapshot WHERE reported IS NOT NULL")]
+            store._cache.forget("d1")
+            read = await store.get_snapshot("d1")
+            _crash(store)
+            return folded, read
+        finally:
+            await store.close()
+
+    async def after() -> list[list[SnapshotResource]]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            return [await store.get_snapshot(d) for d in ("d1", "d2", "d3")]
+        finally:
+            await store.close()
+
+    assert asyncio.run(asyncio.wait_for(before_the_crash(), 20)) == (["d2"], [])
+    assert asyncio.run(asyncio.wait_for(after(), 20)) == [
+        [],
+        [SnapshotResource(path="/3/0/9", reported=_value("kept"))],
+        [SnapshotResource(path="/3/0/9", reported=_value("folding"))],
+    ]
