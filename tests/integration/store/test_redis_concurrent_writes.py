@@ -2,7 +2,7 @@
 endpoint-name key left behind are those of the record left behind.
 
 Each race holds node A's write after it has read what the account's indexes hold (`devix`) and the records, and before
-its MULTI reaches Redis (issue 31 #2: the record is written first, in the device's slot; the indexes after, in the
+its index write reaches Redis (issue 31 #2: the record is written first, in the device's slot; the indexes after, in the
 account's), lets node B change the device meanwhile, then lets A finish: the interleaving in which A would make the
 indexes follow a record that is no longer the one stored."""
 
@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import msgspec
 import pytest
@@ -22,6 +21,7 @@ from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.errors import Unavailable
 from devicehub.store.redis.connection import WATCH_ATTEMPTS
 from devicehub.store.redis.store import RedisStore
+from devicehub.store.redis.writes import Writes
 
 pytestmark = pytest.mark.redis
 
@@ -40,29 +40,21 @@ BASE = Device(
 
 
 class HeldBeforeMulti:
-    """Holds the first MULTI/EXEC a store sends until `release` is set: the store has read what it replaces and
-    written nothing yet. Later transactions (a retry, another call) pass once it is released."""
+    """Holds the first index write a store sends (its checked script, `_write_checked`) until `release` is set: the
+    store has read what it replaces and written no index yet. Later writes (a retry, another call) pass once it is
+    released."""
 
     def __init__(self, store: RedisStore) -> None:
         self.reached = asyncio.Event()
         self.release = asyncio.Event()
-        client: Any = store.redis
-        open_pipeline = client.pipeline
+        write = store._write_checked
 
-        def pipeline(transaction: bool = True, shard_hint: Any = None) -> Any:
-            pipe = open_pipeline(transaction, shard_hint)
-            if transaction:
-                execute = pipe.execute
+        async def held_write(writes: Writes) -> bool:
+            self.reached.set()
+            await self.release.wait()
+            return await write(writes)
 
-                async def held_execute(raise_on_error: bool = True) -> Any:
-                    self.reached.set()
-                    await self.release.wait()
-                    return await execute(raise_on_error)
-
-                pipe.execute = held_execute
-            return pipe
-
-        client.pipeline = pipeline  # this store's client only: node B's writes are not held
+        store._write_checked = held_write  # type: ignore[method-assign]  # this store only: node B's pass
 
 
 Race = Callable[[RedisStore, RedisStore], Awaitable[None]]
@@ -91,8 +83,8 @@ def race(
     start: Device = BASE,
     prepare: Race | None = None,
 ) -> None:
-    """Store `start` (and what `prepare` writes); start A's write and hold it before its MULTI; run B's write to the
-    end; release A; check."""
+    """Store `start` (and what `prepare` writes); start A's write and hold it before its index write; run B's write to
+    the end; release A; check."""
 
     async def main() -> None:
         async with two_nodes(redis_url) as (node_a, node_b):
@@ -102,7 +94,7 @@ def race(
             hold = HeldBeforeMulti(node_a)
             writing = asyncio.ensure_future(node_a_writes(node_a, node_b))
             await asyncio.wait({writing, asyncio.ensure_future(hold.reached.wait())}, return_when="FIRST_COMPLETED")
-            assert hold.reached.is_set() and not writing.done(), "node A wrote without a MULTI"
+            assert hold.reached.is_set() and not writing.done(), "node A wrote no index"
             await node_b_writes(node_a, node_b)
             hold.release.set()
             await writing
@@ -345,24 +337,14 @@ def test_a_write_that_loses_every_race_gives_up_with_unavailable(redis_url: str)
         async with two_nodes(redis_url) as (node_a, node_b):
             await node_b.put_device(BASE)
             attempts = itertools.count(1)
-            client: Any = node_a.redis
-            open_pipeline = client.pipeline
+            write = node_a._write_checked
 
-            def pipeline(transaction: bool = True, shard_hint: Any = None) -> Any:
-                pipe = open_pipeline(transaction, shard_hint)
-                if not transaction:
-                    return pipe
-                execute = pipe.execute
+            async def write_after_b_wrote(writes: Writes) -> bool:
+                n = next(attempts)  # a gateway of its own each time: B's write changes the indexes too
+                await node_b.put_device(msgspec.structs.replace(BASE, host_gateway=f"g{n}", updated_at=float(n)))
+                return await write(writes)
 
-                async def execute_after_b_wrote(raise_on_error: bool = True) -> Any:
-                    n = next(attempts)  # a gateway of its own each time: B's write changes the indexes too
-                    await node_b.put_device(msgspec.structs.replace(BASE, host_gateway=f"g{n}", updated_at=float(n)))
-                    return await execute(raise_on_error)
-
-                pipe.execute = execute_after_b_wrote
-                return pipe
-
-            client.pipeline = pipeline
+            node_a._write_checked = write_after_b_wrote  # type: ignore[method-assign]
             with pytest.raises(Unavailable):
                 await node_a.put_device(msgspec.structs.replace(BASE, state="deregistered"))
             assert next(attempts) == WATCH_ATTEMPTS + 1

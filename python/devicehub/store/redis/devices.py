@@ -5,8 +5,9 @@ with `devix` (which indexes hold each device), in the account's slot; the endpoi
 name's slot; the last-seen index is bucketed (keys.py). A write is the device's slot (one script, which hands back
 the record it replaced) with the name and the last-seen entry in the same pipeline (index entries first or beside the
 record, keys.py; readers skip what they do not find), then, when the indexes a device belongs to changed,
-`_reindex`: the account's indexes made to match the records as they stand, under a WATCH of `devix`, so that of two
-nodes writing one device the index follows whichever record is the newest. On one Redis (no slots to keep apart) a
+`_reindex`: the account's indexes made to match the records as they stand, in a script that checks `devix`'s
+generation is the one it read first, so that of two nodes writing one device the index follows whichever record is
+the newest. On one Redis (no slots to keep apart) a
 registration batch's device scripts, names and last-seen entries are one script call per group of devices
 (writes.py `WriteGroups`, issue 30 #5), the names and last-seen entries first.
 """
@@ -19,11 +20,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio.client import Pipeline
-
 from devicehub.domain.model import Device, ReportedValue
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
+from devicehub.errors import Unavailable
 from devicehub.store.redis.codec import SEP, encode, text
+from devicehub.store.redis.connection import WATCH_ATTEMPTS
 from devicehub.store.redis.snapshot import RedisSnapshot
 from devicehub.store.redis.writes import WriteGroups, Writes
 
@@ -81,8 +82,8 @@ class RedisDevices(RedisSnapshot):
 
     async def _reindex(self, account_id: str, device_ids: Sequence[str]) -> None:
         """`_reindex_now` for these devices, coalesced per account on this node: one transaction at a time, over
-        every device whose writer waits meanwhile (a burst of writes to one account makes few WATCHes of its
-        `devix`, not one each that all but one lose)."""
+        every device whose writer waits meanwhile (a burst of writes to one account makes few index writes, not one each
+        that all but one find `devix`'s generation moved)."""
         pending = self._reindex_pending.setdefault(account_id, set())
         pending.update(device_ids)
         async with self._reindex_locks.setdefault(account_id, asyncio.Lock()):
@@ -98,26 +99,32 @@ class RedisDevices(RedisSnapshot):
 
     async def _reindex_now(self, account_id: str, device_ids: Sequence[str], *, refill: bool = False) -> None:
         """Make the account's indexes hold `device_ids` as their records stand now (none for a device gone or in
-        another account). `devix` (device -> the index keys that hold it) is WATCHed and always written: a record
-        written after this read is reindexed by its writer, whose EXEC then comes after this one or makes it read
-        again."""
+        another account). `devix` (device -> the index keys that hold it) has a generation (its field "") that every
+        index write raises: the write is a script that first checks the generation is the one read with `devix`'s
+        entries, before the records were read, and otherwise writes nothing and reads again. A record written after
+        that read is reindexed by its writer, whose script then comes after this one or makes it read again.
+
+        Issue 30 #5: two round trips on one Redis (the generation, entries and records in one pipeline; the script),
+        three on a cluster (the records are read after the generation, on their own servers), where a WATCH, an
+        HMGET, an MGET and the MULTI were four."""
         membership = self.keys.acc("devix", account_id)
         ids = list(dict.fromkeys(device_ids))
         records = [self.keys.dev("device", i) for i in ids]
-
-        async def read(tx: Pipeline) -> tuple[list[Any], list[Any]]:
-            held = await tx.hmget(membership, ids)
-            # one Redis: on the watching connection (another from the pool could wait behind watchers); a cluster:
-            # on the servers of the records' slots
-            found = await self._mget(records) if self.cluster else await tx.mget(records)
-            return held, found
-
-        def write(tx: Pipeline, found: tuple[list[Any], list[Any]]) -> None:
+        for _ in range(WATCH_ATTEMPTS):
+            if self.cluster:  # the records on their servers, after the generation (a read before it could be stale)
+                generation, *held = await self.redis.hmget(membership, ["", *ids])
+                found = await self._mget(records)
+            else:  # one connection: Redis runs them in order
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.hmget(membership, ["", *ids])
+                    pipe.mget(records)
+                    (generation, *held), found = await pipe.execute()
             writes = Writes()
+            writes.check(membership, "", "" if generation is None else text(generation))
             added: dict[str, list[str]] = {}  # index → its new members, one argument each (issue 30 #5)
-            for device_id, held, data in zip(ids, *found, strict=True):
+            for device_id, was, data in zip(ids, held, found, strict=True):
                 device = None if data is None else self._device_record(data)
-                old = set(text(held).split(SEP)) if held else set()
+                old = set(text(was).split(SEP)) if was else set()
                 new = set(self._device_indexes(device)) if device and device.account_id == account_id else set()
                 for index in sorted(old - new):
                     writes.zrem(index, device_id)
@@ -125,14 +132,20 @@ class RedisDevices(RedisSnapshot):
                     added.setdefault(index, []).append(device_id)
                 if new:
                     writes.hset(membership, device_id, SEP.join(sorted(new)))
-                elif held is not None:
+                elif was is not None:
                     writes.hdel(membership, device_id)
             for index in sorted(added):  # lexicographic indexes: every score is 0, so NX adds the same
                 writes.zadd_new(index, added[index])
-            tx.hincrby(membership, "", 1)  # a write to what is WATCHed, even when no entry changes
-            writes.queue_on(tx)
+            writes.hincr(membership, "")  # the generation moves even when no entry changes
+            if await self._write_checked(writes):
+                return
+        raise Unavailable(f"other clients kept changing the indexes of account {account_id}; retry later")
 
-        await self._transact([membership], read, write)
+    async def _write_checked(self, writes: Writes) -> bool:
+        """Run writes that begin with a `check` (one script call in the account's slot); False: the check failed and
+        nothing was written."""
+        (reply,) = await self._eval_each([writes.script_args()])
+        return not isinstance(reply, int)
 
     def _name_and_seen(self, pipe: Any, devices: Sequence[Device]) -> None:
         """Queue the devices' name entries and last-seen entries (one ZADD per bucket, not one per device) on a

@@ -132,6 +132,16 @@ class Writes:
     def hdel(self, key: str, field: str) -> None:
         self.args += ("HDEL", self._key(key), field)
 
+    def hincr(self, key: str, field: str) -> None:
+        """HINCRBY of the field by 1."""
+        self.args += ("HINCR", self._key(key), field)
+
+    def check(self, key: str, field: str, expected: str) -> None:
+        """Stop here (the script returns 0, nothing after is written) unless the hash field holds `expected` (''
+        for no field). Queued first, it makes the writes conditional on what a read found, as a WATCH would, without
+        the WATCH's round trip."""
+        self.args += ("CHECK", self._key(key), field, expected)
+
     def script_args(self) -> tuple[Any, ...]:
         """The arguments of EVAL (on a cluster, routed by the keys: they must share one slot)."""
         return (APPLY_WRITES, len(self.keys), *self.keys, lua_args(self.args))

@@ -7,11 +7,14 @@
 --   SET k value | SWAP k value | DEL k | DELS {k, ...}: one DEL | ZADD k score member | ZADDNX k score member | ZREM k member |
 --   SADD k member | SREM k member | HSET k field value | HDEL k field |
 --   ZADDNXS k {members}: each member added at score 0 unless there | ZADDS k {score, member, ...}: one ZADD |
---   HSETS k {field, value, ...}: one HSET.
--- Returns the values each SWAP (a SET) replaced, in order (false where there was none).
+--   HSETS k {field, value, ...}: one HSET | HINCR k field: HINCRBY by 1 |
+--   CHECK k field expected: unless the hash field holds `expected` ('' for no field), stop and return 0 (the
+--   first operation of a write derived from a read of that field: issue 30 #5, the account's index generation
+--   checked where a WATCH of it was a round trip of its own).
+-- Returns the values each SWAP (a SET) replaced, in order (false where there was none), or 0 from a failed CHECK.
 local arity = {
   SET = 2, SWAP = 2, DEL = 1, ZADD = 3, ZADDNX = 3, ZREM = 2, SADD = 2, SREM = 2, HSET = 3, HDEL = 2, ZADDNXS = 2,
-  ZADDS = 2, HSETS = 2, DELS = 1
+  ZADDS = 2, HSETS = 2, DELS = 1, HINCR = 2, CHECK = 3
 }
 local CHUNK = 500  -- members per command: unpack() is bounded by Lua's C stack
 
@@ -64,7 +67,11 @@ while i <= n do
   if key == nil then
     return redis.error_reply('apply_writes: ' .. op .. ' names no declared key')
   end
-  if op == 'SET' then
+  if op == 'CHECK' then
+    if (redis.call('HGET', key, a[i + 2]) or '') ~= a[i + 3] then
+      return 0
+    end
+  elseif op == 'SET' then
     redis.call('SET', key, a[i + 2])
   elseif op == 'SWAP' then
     swapped[#swapped + 1] = redis.call('SET', key, a[i + 2], 'GET')
@@ -90,6 +97,8 @@ while i <= n do
     redis.call('SREM', key, a[i + 2])
   elseif op == 'HDEL' then
     redis.call('HDEL', key, a[i + 2])
+  elseif op == 'HINCR' then
+    redis.call('HINCRBY', key, a[i + 2], 1)
   else
     redis.call('HSET', key, a[i + 2], a[i + 3])
   end
