@@ -45,6 +45,21 @@ def _crash(store: SqliteStore) -> None:
     store._log.holds_any = lambda: False  # type: ignore[method-assign]
 
 
+def _on_reopen(tmp_path: Path, *device_ids: str) -> list[list[SnapshotResource]]:
+    """Each device's snapshot as a store opened afresh on the directory reads it (its `open` folds what the log
+    holds), the store closed after."""
+
+    async def read() -> list[list[SnapshotResource]]:
+        store = SqliteStore(tmp_path)
+        await store.open()
+        try:
+            return [await store.get_snapshot(device_id) for device_id in device_ids]
+        finally:
+            await store.close()
+
+    return asyncio.run(asyncio.wait_for(read(), 20))
+
+
 def test_a_flush_of_many_devices_values_writes_a_few_pages_not_a_page_per_device(tmp_path: Path) -> None:
     async def scenario() -> int:
         store = SqliteStore(tmp_path)
@@ -113,22 +128,16 @@ def test_values_in_the_log_are_read_back_survive_a_crash_and_are_folded_on_open(
         finally:
             await store.close()
 
-    async def after() -> list[SnapshotResource]:
-        store = SqliteStore(tmp_path)
-        await store.open()
-        try:
-            return await store.get_snapshot("d1")
-        finally:
-            await store.close()
-
     asyncio.run(asyncio.wait_for(before_the_crash(), 20))
     with _side(tmp_path) as side:  # the values were in the log only, and durable there
         assert side.execute("SELECT count(*) FROM snapshot WHERE reported IS NOT NULL").fetchone()[0] == 0
         assert side.execute("SELECT count(*) FROM reported_batches").fetchone()[0] == 2  # a row per flush
-    assert asyncio.run(asyncio.wait_for(after(), 20)) == [
-        SnapshotResource(path="/3/0/0"),
-        SnapshotResource(path="/3/0/9", reported=_value("new", 2.0)),
-        SnapshotResource(path="/3303/0/5700", reported=_value("21.5")),
+    assert _on_reopen(tmp_path, "d1") == [
+        [
+            SnapshotResource(path="/3/0/0"),
+            SnapshotResource(path="/3/0/9", reported=_value("new", 2.0)),
+            SnapshotResource(path="/3303/0/5700", reported=_value("21.5")),
+        ]
     ]
     with _side(tmp_path) as side:
         assert side.execute("SELECT count(*) FROM reported_batches").fetchone()[0] == 0
@@ -196,44 +205,23 @@ def test_a_device_deleted_before_a_crash_gets_none_of_its_logged_values_back(tmp
         finally:
             await store.close()
 
-    async def after() -> tuple[list[SnapshotResource], list[SnapshotResource]]:
-        store = SqliteStore(tmp_path)
-        await store.open()
-        try:
-            return await store.get_snapshot("d1"), await store.get_snapshot("d2")
-        finally:
-            await store.close()
-
     asyncio.run(asyncio.wait_for(before_the_crash(), 20))
-    assert asyncio.run(asyncio.wait_for(after(), 20)) == (
+    assert _on_reopen(tmp_path, "d1", "d2") == [
         [],
         [SnapshotResource(path="/3/0/9", reported=_value("kept"))],
-    )
+    ]
     with _side(tmp_path) as side:
         assert side.execute("SELECT device_id FROM snapshot").fetchall() == [("d2",)]
 
 
 def test_a_log_of_a_row_per_value_left_by_an_earlier_release_is_folded_on_open(tmp_path: Path) -> None:
-    async def open_close() -> None:
-        store = SqliteStore(tmp_path)
-        await store.open()
-        await store.close()
-
-    async def read() -> list[SnapshotResource]:
-        store = SqliteStore(tmp_path)
-        await store.open()
-        try:
-            return await store.get_snapshot("d1")
-        finally:
-            await store.close()
-
-    asyncio.run(asyncio.wait_for(open_close(), 20))
+    _on_reopen(tmp_path)  # the schema, as this release makes it
     with _side(tmp_path) as side:  # what the release before left after a crash: two values of one path, in order
         side.executemany(
             "INSERT INTO reported_log (device_id, path, reported) VALUES (?, ?, ?)",
             [("d1", "/3/0/9", encode(_value("old"))), ("d1", "/3/0/9", encode(_value("new", 2.0)))],
         )
-    assert asyncio.run(asyncio.wait_for(read(), 20)) == [SnapshotResource(path="/3/0/9", reported=_value("new", 2.0))]
+    assert _on_reopen(tmp_path, "d1") == [[SnapshotResource(path="/3/0/9", reported=_value("new", 2.0))]]
     with _side(tmp_path) as side:
         assert side.execute("SELECT count(*) FROM reported_log").fetchone()[0] == 0
 
@@ -275,21 +263,13 @@ def test_a_fold_keeps_the_values_of_a_flush_in_flight_when_it_began(tmp_path: Pa
         finally:
             await store.close()
 
-    async def after() -> list[list[SnapshotResource]]:
-        store = SqliteStore(tmp_path)
-        await store.open()
-        try:
-            return [await store.get_snapshot(d) for d in ("d1", "d2", "d3")]
-        finally:
-            await store.close()
-
     rows, folded, read = asyncio.run(asyncio.wait_for(before_the_crash(), 20))
     # the fold covered the first flush (appended when it began): its row gone; the flush in flight and the folding
     # flush appended after it, so their rows stay, and their values are not in `snapshot` yet
     assert rows == 2
     assert folded == [("d1", encode(_value("folded"))), ("d2", encode(_value("folded")))]
     assert read == [SnapshotResource(path="/3/0/9", reported=_value("in flight", 2.0))]
-    assert asyncio.run(asyncio.wait_for(after(), 20)) == [  # and a crash loses none of them
+    assert _on_reopen(tmp_path, "d1", "d2", "d3") == [  # and a crash loses none of them
         [SnapshotResource(path="/3/0/9", reported=_value("in flight", 2.0))],
         [SnapshotResource(path="/3/0/9", reported=_value("folded"))],
         [SnapshotResource(path="/3/0/9", reported=_value("folding"))],
@@ -356,16 +336,8 @@ def test_a_delete_queued_before_a_fold_keeps_the_device_s_values_out_of_it(tmp_p
         finally:
             await store.close()
 
-    async def after() -> list[list[SnapshotResource]]:
-        store = SqliteStore(tmp_path)
-        await store.open()
-        try:
-            return [await store.get_snapshot(d) for d in ("d1", "d2", "d3")]
-        finally:
-            await store.close()
-
     assert asyncio.run(asyncio.wait_for(before_the_crash(), 20)) == (["d2"], [])
-    assert asyncio.run(asyncio.wait_for(after(), 20)) == [
+    assert _on_reopen(tmp_path, "d1", "d2", "d3") == [
         [],
         [SnapshotResource(path="/3/0/9", reported=_value("kept"))],
         [SnapshotResource(path="/3/0/9", reported=_value("folding"))],
