@@ -16,11 +16,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import redis
 
 from devicehub.sim.objects import TEMPERATURE
 from support.front import ThreeNodes, three_nodes_behind_the_front
-from support.node_kill import App, applications, fleet, request_all
+from support.node_kill import registered_fleet, request_all, subscribe_through
 from support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -36,15 +35,6 @@ def three_nodes(tmp_path: Path) -> Iterator[ThreeNodes]:
         yield nodes
 
 
-async def _subscribe(http: aiohttp.ClientSession, front: str, app: App, device_id: str) -> str:
-    """A subscription through the front (any live node; round robin): its async-response id."""
-    async with http.put(
-        f"{front}/v2/subscriptions/{device_id}{BATTERY}", headers={"Authorization": f"Bearer {app.key}"}
-    ) as r:
-        assert r.status == 202, (r.status, await r.text())
-        return str((await r.json())["async-response-id"])
-
-
 def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or_subscription_is_lost(
     three_nodes: ThreeNodes,
 ) -> None:
@@ -52,13 +42,7 @@ def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or
 
     async def scenario() -> None:
         async with aiohttp.ClientSession() as http:
-            apps = await applications(http, front.base_url, [n.base_url for n in nodes], nodes[0].api_key, "kill-")
-            devices = fleet(front.coap_address, DEVICES, "kill-")
-            await asyncio.gather(*(device.start() for device in devices))
-            client = redis.Redis.from_url(three_nodes.redis_url)
-            try:
-                await eventually(lambda: all(d.device_id for d in devices), within=15, what="the fleet registered")
-                await eventually(lambda: len(three_nodes.holders()) == DEVICES, within=15, what="holders recorded")
+            async with registered_fleet(http, three_nodes, DEVICES, "kill-") as (apps, devices, client):
                 ids = [str(d.device_id) for d in devices]
 
                 def reached(value: float) -> bool:
@@ -83,7 +67,7 @@ def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or
                 # at once, while its heartbeat still runs (5 s): a live node takes each subscription and hands it to
                 # the dying holder's work stream (issue 31 #1), where nothing will read it
                 subscribed = [
-                    (app, await _subscribe(http, front.base_url, app, str(d.device_id)))
+                    (app, await subscribe_through(http, front.base_url, app, str(d.device_id), BATTERY))
                     for app, d in zip(apps.all * DEVICES, orphans, strict=False)
                 ]
                 assert client.exists(f"devicehub:alive:{{node:{victim}}}"), "the kill's window closed before the test"
@@ -114,9 +98,5 @@ def test_after_a_node_is_killed_its_devices_rehome_and_no_notification_answer_or
                     lambda: reached(31.5), within=15, what="every device's later value at every application"
                 )
                 assert any(app.reconnects for app in apps.sockets)  # the victim's WebSocket moved
-            finally:
-                client.close()
-                await asyncio.gather(*(device.stop(deregister=False) for device in devices))
-                await apps.stop()
 
     asyncio.run(asyncio.wait_for(scenario(), 90))

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import redis
 
 from devicehub.lwm2m.coap.parameters import MAX_TRANSMIT_WAIT
 from devicehub.sim.objects import TEMPERATURE
 from support.front import ThreeNodes, three_nodes_behind_the_front
-from support.node_kill import applications, fleet
+from support.node_kill import registered_fleet, subscribe_through
 from support.waiting import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -47,13 +46,7 @@ def test_a_subscription_taken_after_the_devices_node_died_is_observed_and_answer
 
     async def scenario() -> None:
         async with aiohttp.ClientSession() as http:
-            apps = await applications(http, front.base_url, [n.base_url for n in nodes], nodes[0].api_key, "orph-")
-            devices = fleet(front.coap_address, DEVICES, "orph-")
-            await asyncio.gather(*(device.start() for device in devices))
-            client = redis.Redis.from_url(three_nodes.redis_url)
-            try:
-                await eventually(lambda: all(d.device_id for d in devices), within=15, what="the fleet registered")
-                await eventually(lambda: len(three_nodes.holders()) == DEVICES, within=15, what="holders recorded")
+            async with registered_fleet(http, three_nodes, DEVICES, "orph-") as (apps, devices, client):
                 ids = [str(d.device_id) for d in devices]
                 await eventually(  # every device observed (the applications' presubscription): it notifies changes
                     lambda: all(21.5 in app.values.get(i, ()) for app in apps.all for i in ids),
@@ -70,14 +63,10 @@ def test_a_subscription_taken_after_the_devices_node_died_is_observed_and_answer
                     what="the killed node's heartbeat gone",
                 )
                 app = apps.sockets[("abc".index(victim[-1]) + 1) % 3]  # a WebSocket on a live node
-                subscribed = []
-                for device in orphans:
-                    async with http.put(
-                        f"{front.base_url}/v2/subscriptions/{device.device_id}{BATTERY}",
-                        headers={"Authorization": f"Bearer {app.key}"},
-                    ) as r:
-                        assert r.status == 202, (r.status, await r.text())
-                        subscribed.append(str((await r.json())["async-response-id"]))
+                subscribed = [
+                    await subscribe_through(http, front.base_url, app, str(device.device_id), BATTERY)
+                    for device in orphans
+                ]
                 assert not any(o.path == BATTERY for d in orphans for o in d.observers.by_token.values())
                 for device in orphans:  # its next exchange: a CON notification that re-homes it
                     device.set_value(TEMPERATURE, 30.5)
@@ -92,9 +81,5 @@ def test_a_subscription_taken_after_the_devices_node_died_is_observed_and_answer
                 after = three_nodes.holders()
                 assert {after[str(d.device_id)] for d in orphans} <= {"node-a", "node-b", "node-c"} - {victim}
                 assert all(any(o.path == BATTERY for o in d.observers.by_token.values()) for d in orphans)
-            finally:
-                client.close()
-                await asyncio.gather(*(device.stop(deregister=False) for device in devices))
-                await apps.stop()
 
     asyncio.run(asyncio.wait_for(scenario(), 90 + MAX_TRANSMIT_WAIT))

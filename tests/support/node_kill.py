@@ -14,17 +14,20 @@ import base64
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import redis
 from aiohttp import web
 
 from devicehub.clock import SystemClock
 from devicehub.domain.device_results import DeviceError
 from devicehub.sim.device import OMA, SimDevice
 from devicehub.sim.objects import TEMPERATURE
+from support.front import ThreeNodes
+from support.waiting import eventually
 
 Sent = dict[float, tuple[float, float | None]]  # value → (sent at, acknowledged at; None: never acknowledged)
 
@@ -197,6 +200,37 @@ async def applications(
         ) as r:
             assert r.status in (200, 201, 204), (r.status, await r.text())
     return Applications(sockets, callbacks)
+
+
+@contextlib.asynccontextmanager
+async def registered_fleet(
+    http: aiohttp.ClientSession, three: ThreeNodes, count: int, prefix: str
+) -> AsyncIterator[tuple[Applications, list[RecordingDevice], redis.Redis]]:
+    """The applications (`applications`), then `count` devices (`fleet`) registered through the front and recorded
+    as held by a node, and a client of the cluster's Redis; after, the devices stopped without deregistering (a
+    killed node's devices keep their registrations) and the applications stopped."""
+    front, nodes = three.front, three.nodes
+    apps = await applications(http, front.base_url, [n.base_url for n in nodes], nodes[0].api_key, prefix)
+    devices = fleet(front.coap_address, count, prefix)
+    await asyncio.gather(*(device.start() for device in devices))
+    client = redis.Redis.from_url(three.redis_url)
+    try:
+        await eventually(lambda: all(d.device_id for d in devices), within=15, what="the fleet registered")
+        await eventually(lambda: len(three.holders()) == count, within=15, what="holders recorded")
+        yield apps, devices, client
+    finally:
+        client.close()
+        await asyncio.gather(*(device.stop(deregister=False) for device in devices))
+        await apps.stop()
+
+
+async def subscribe_through(http: aiohttp.ClientSession, front: str, app: App, device_id: str, path: str) -> str:
+    """A subscription through the front (any live node; round robin): its async-response id."""
+    async with http.put(
+        f"{front}/v2/subscriptions/{device_id}{path}", headers={"Authorization": f"Bearer {app.key}"}
+    ) as r:
+        assert r.status == 202, (r.status, await r.text())
+        return str((await r.json())["async-response-id"])
 
 
 async def request_all(
