@@ -20,22 +20,19 @@ class RedisUsage(RedisConnection):
         return self.keys.acc("usage", account_id, str(day))
 
     async def add_usage(self, rows: Sequence[UsageRow]) -> None:
-        if not rows:
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for account_id, hour, metric, n in rows:
-                key = self._day(account_id, hour // DAY)
-                pipe.hincrby(key, f"{hour}:{metric}", n)
-                pipe.expire(key, KEEP_S + DAY)
-            await pipe.execute()
+        await self._write_usage(rows, add=True)
 
     async def set_usage(self, rows: Sequence[UsageRow]) -> None:
+        await self._write_usage(rows, add=False)
+
+    async def _write_usage(self, rows: Sequence[UsageRow], *, add: bool) -> None:
+        """Each row's count added to (`add`) or put in place of its hour's field, the day kept KEEP_S past its end."""
         if not rows:
             return
         async with self.redis.pipeline(transaction=False) as pipe:
             for account_id, hour, metric, n in rows:
                 key = self._day(account_id, hour // DAY)
-                pipe.hset(key, f"{hour}:{metric}", n)
+                (pipe.hincrby if add else pipe.hset)(key, f"{hour}:{metric}", n)
                 pipe.expire(key, KEEP_S + DAY)
             await pipe.execute()
 
