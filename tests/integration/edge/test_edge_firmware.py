@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import struct
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -109,46 +111,61 @@ async def translate(translator: TranslatorClient, tmp_path: Path, outcome: dict[
     return asked
 
 
+@contextlib.asynccontextmanager
+async def edge_children(
+    tmp_path: Path, *children: str
+) -> AsyncIterator[tuple[TranslatorClient, aiohttp.ClientSession]]:
+    """A node with Edge Core, a translator registered on it and `children` registered through it with object 5 (at
+    Idle); the translator's client and an API session on the node."""
+    async with (
+        running_node(tmp_path / "svc", firmware_check_interval=0.05) as node,
+        edge_core(tmp_path, node.coap_port),
+        local_session(tmp_path) as local,
+        api_session(node) as http,
+    ):
+        translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
+        assert (await translator.call("protocol_translator_register", {"name": "pt-fw"}))["result"] == "ok"
+        for child in children:
+            params = {"deviceId": child, "lifetime": 300, "queuemode": "-", "objects": object5()}
+            assert (await translator.call("device_register", params))["result"] == "ok"
+        await node.lwm2m.flush()
+        yield translator, http
+
+
+async def start_campaign(http: aiohttp.ClientSession, **fields: str) -> str:
+    """The image and its manifest uploaded, a campaign over the Edge children (`fields` added) created and started:
+    its path."""
+    async with http.post("/v3/firmware-images", data=form(IMAGE.read_bytes())) as r:
+        assert r.status == 201
+    async with http.post("/v3/firmware-manifests", data=form(MANIFEST.read_bytes())) as r:
+        manifest = await r.json()
+    body = {"device_filter": "endpoint_type=MBED_DEVICE", "root_manifest_id": manifest["id"], **fields}
+    async with http.post("/v3/update-campaigns", json=body) as r:
+        assert r.status == 201, await r.text()
+        path = f"/v3/update-campaigns/{(await r.json())['id']}"
+    async with http.post(f"{path}/start") as r:
+        assert r.status == 202
+    return path
+
+
+async def campaign_of(http: aiohttp.ClientSession, path: str) -> dict[str, Any]:
+    async with http.get(path) as r:
+        found: dict[str, Any] = await r.json()
+        return found
+
+
 @pytest.mark.parametrize("delivery", ["pull", "push"])
 def test_a_campaign_updates_edge_children_through_their_translator(tmp_path: Path, delivery: str) -> None:
 
     async def scenario() -> None:
-        async with (
-            running_node(tmp_path / "svc", firmware_check_interval=0.05) as node,
-            edge_core(tmp_path, node.coap_port),
-            local_session(tmp_path) as local,
-            api_session(node) as http,
-        ):
-            translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
-            assert (await translator.call("protocol_translator_register", {"name": "pt-fw"}))["result"] == "ok"
-            for child in ("child-ok", "child-bad"):
-                params = {"deviceId": child, "lifetime": 300, "queuemode": "-", "objects": object5()}
-                assert (await translator.call("device_register", params))["result"] == "ok"
-            await node.lwm2m.flush()
-
-            async with http.post("/v3/firmware-images", data=form(IMAGE.read_bytes())) as r:
-                assert r.status == 201
-            async with http.post("/v3/firmware-manifests", data=form(MANIFEST.read_bytes())) as r:
-                manifest = await r.json()
-            body = {
-                "device_filter": "endpoint_type=MBED_DEVICE",
-                "root_manifest_id": manifest["id"],
-                "delivery": delivery,
-            }
-            async with http.post("/v3/update-campaigns", json=body) as r:
-                assert r.status == 201, await r.text()
-                path = f"/v3/update-campaigns/{(await r.json())['id']}"
-            async with http.post(f"{path}/start") as r:
-                assert r.status == 202
+        async with edge_children(tmp_path, "child-ok", "child-bad") as (translator, http):
+            path = await start_campaign(http, delivery=delivery)
 
             asked = await asyncio.wait_for(translate(translator, tmp_path, {"child-ok": 1, "child-bad": 8}), 60)
 
-            async def campaign() -> dict[str, Any]:
-                async with http.get(path) as r:
-                    found: dict[str, Any] = await r.json()
-                    return found
-
-            await eventually(campaign, accept=lambda c: c["phase"] == "stopped", within=20.0, what="stopped")
+            await eventually(
+                lambda: campaign_of(http, path), accept=lambda c: c["phase"] == "stopped", within=20.0, what="stopped"
+            )
             async with http.get(f"{path}/campaign-device-metadata") as r:
                 states = {d["name"]: d for d in (await r.json())["data"]}
             await translator.ws.close()
@@ -171,26 +188,8 @@ def test_a_stopped_campaign_cancels_a_childs_download_with_an_empty_package_uri(
     it, since a translator has no other way to hear that the update it is downloading was called off."""
 
     async def scenario() -> None:
-        async with (
-            running_node(tmp_path / "svc", firmware_check_interval=0.05) as node,
-            edge_core(tmp_path, node.coap_port),
-            local_session(tmp_path) as local,
-            api_session(node) as http,
-        ):
-            translator = TranslatorClient(await local.ws_connect("http://edge/1/pt"))
-            assert (await translator.call("protocol_translator_register", {"name": "pt-fw"}))["result"] == "ok"
-            params = {"deviceId": "child-1", "lifetime": 300, "queuemode": "-", "objects": object5()}
-            assert (await translator.call("device_register", params))["result"] == "ok"
-            await node.lwm2m.flush()
-            async with http.post("/v3/firmware-images", data=form(IMAGE.read_bytes())) as r:
-                assert r.status == 201
-            async with http.post("/v3/firmware-manifests", data=form(MANIFEST.read_bytes())) as r:
-                manifest = await r.json()
-            body = {"device_filter": "endpoint_type=MBED_DEVICE", "root_manifest_id": manifest["id"]}
-            async with http.post("/v3/update-campaigns", json=body) as r:
-                path = f"/v3/update-campaigns/{(await r.json())['id']}"
-            async with http.post(f"{path}/start") as r:
-                assert r.status == 202
+        async with edge_children(tmp_path, "child-1") as (translator, http):
+            path = await start_campaign(http)
 
             written = await translator.next_request()  # the Package URI: the child starts downloading (and stays)
             assert written["params"]["uri"]["resourceId"] == 1 and written["params"]["value"]
@@ -209,12 +208,9 @@ def test_a_stopped_campaign_cancels_a_childs_download_with_an_empty_package_uri(
             assert cancel["params"]["value"] == ""  # the empty Package URI
             await translator.answer(cancel)
 
-            async def campaign() -> dict[str, Any]:
-                async with http.get(path) as r:
-                    found: dict[str, Any] = await r.json()
-                    return found
-
-            await eventually(campaign, accept=lambda c: c["phase"] == "stopped", within=20.0, what="stopped")
+            await eventually(
+                lambda: campaign_of(http, path), accept=lambda c: c["phase"] == "stopped", within=20.0, what="stopped"
+            )
             async with http.get(f"{path}/campaign-device-metadata") as r:
                 (device,) = (await r.json())["data"]
             await translator.ws.close()
