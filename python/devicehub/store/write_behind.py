@@ -59,6 +59,14 @@ class ReportedWriteBehind:
         """A value of (device, path) waits here or is being written: a newer one must come through `put`, after it."""
         return _held(self._unwritten(), device_id, path)
 
+    def writing(self, device_id: str) -> bool:
+        """A flush in flight holds a value of the device: its write was queued before anything queued now."""
+        return any(device_id in batch for batch in self._writing)
+
+    def discard(self, device_id: str) -> None:
+        """The device's pending values dropped (it is being deleted: a later flush would write them back)."""
+        self._pending.pop(device_id, None)
+
     def split_held(self, values: Sequence[Reported]) -> tuple[list[Reported], list[Reported]]:
         """`values` in two: those free to be written now, and those `holds` says must come after a held one. A
         registration storm announces thousands of values a batch while nothing is held (issue 16: two `holds` per

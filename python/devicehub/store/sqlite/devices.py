@@ -226,7 +226,6 @@ class SqliteDevices(SqliteSnapshot):  # a registration writes the snapshot's ent
     async def delete_device(self, device_id: str) -> None:
         self._cache.drop_subscriptions(device_id)
         self._cache.directory_changed()
-        await self._reported.flush()
         await self._requests.remove_device(device_id)  # first: a crash between leaves a device, never its orphans
 
         def work(db: sqlite3.Connection) -> list[tuple[str, str]]:
@@ -244,7 +243,12 @@ class SqliteDevices(SqliteSnapshot):  # a registration writes the snapshot's ent
                 db.execute(TOMBSTONE, (device_id,))
             return names
 
-        logged = self._log.logged(device_id)
+        # decided as the work is queued, with nothing awaited between: the device's values the write-behind holds
+        # are dropped, and a flush in flight (its append queued before this work) counts as logged as the appended
+        # ones do. The `flush()` awaited here before did not wait for one in flight, which then appended after
+        # `logged` was read: no tombstone followed its row, and a fold from the rows put the values back (a leak)
+        self._reported.discard(device_id)
+        logged = self._log.logged(device_id) or self._reported.writing(device_id)
         names = await self._read(work)
         self._log.forget(device_id)
         self._directory.deleted(device_id, names)  # its name may mint a new id
