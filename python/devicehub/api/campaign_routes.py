@@ -10,6 +10,8 @@ devices: the next wave starts when the last one's devices finished and the halt 
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 from aiohttp import web
 
@@ -214,9 +216,24 @@ def campaign_model(request: web.Request, campaign: Campaign) -> CampaignModel:
     )
 
 
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def metadata_id(campaign_id: str, device_id: str) -> str:
+    """A campaign device metadata item's id, and back: the listing's `after` is the id of the item after which the
+    next page begins (Pelion API reference, "List all campaign device metadata"), the store's cursor the device id.
+    32 hex digits like Pelion's, the device's XOR the campaign's: its own inverse given the campaign (in the path),
+    unique within a campaign and differing across campaigns for one device. `campaign[:16] + device[16:]` could
+    not be turned back, and a page after it began again from the start. An id that is not 32 hex digits (never
+    minted by devicehub) is its own item id."""
+    if _HEX_ID.fullmatch(campaign_id) and _HEX_ID.fullmatch(device_id):
+        return f"{int(campaign_id, 16) ^ int(device_id, 16):032x}"
+    return device_id
+
+
 def device_model(device: CampaignDevice) -> CampaignDeviceModel:
     return CampaignDeviceModel(
-        id=f"{device.campaign_id[:16]}{device.device_id[16:]}",
+        id=metadata_id(device.campaign_id, device.device_id),
         campaign=device.campaign_id,
         device_id=device.device_id,
         name=device.endpoint_name,
@@ -340,9 +357,9 @@ async def archive_campaign(request: web.Request) -> web.Response:
 async def list_devices(request: web.Request) -> web.Response:
     caller = await principal(request)
     page = page_query(request, 2)
-    found, more = page.split(
-        await campaigns(request).devices(caller.account_id, request.match_info["campaign_id"], page.after, page.fetch)
-    )
+    campaign_id = request.match_info["campaign_id"]
+    after = None if page.after is None else metadata_id(campaign_id, page.after)  # the item's device
+    found, more = page.split(await campaigns(request).devices(caller.account_id, campaign_id, after, page.fetch))
     return json_reply(
         CampaignDeviceList(data=[device_model(d) for d in found], has_more=more, limit=page.limit, after=page.after)
     )

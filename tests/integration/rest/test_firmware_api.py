@@ -9,6 +9,8 @@ from typing import Any
 
 import aiohttp
 
+from devicehub.domain.firmware_model import CampaignDevice
+from devicehub.ids import new_device_id
 from support.node import run, running_node
 
 FIXTURES = Path(__file__).parents[2] / "support" / "firmware"
@@ -154,5 +156,47 @@ def test_campaign_bad_input_is_a_clear_error_and_writes_nothing(tmp_path: Path, 
                     assert r.status == 409
                 async with http.delete(path) as r:
                     assert r.status in (204, 409)  # 409 while running; the engine may have stopped it already
+
+    run(scenario())
+
+
+def test_campaign_device_metadata_pages_continue_after_the_last_item_s_id(tmp_path: Path, store_url: str) -> None:
+    """Pelion's list `after` is "the ID of the item after which to retrieve the next page"; an item's id was
+    `campaign[:16] + device[16:]` and the store's cursor the device id, so the next page began again from the
+    start. Walked with limit=2 and the last item's id, five devices are listed once each, in device-id order."""
+
+    async def scenario() -> None:
+        async with running_node(tmp_path, redis_url=store_url) as node:
+            headers = {"Authorization": f"Bearer {node.dev_api_key}"}
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{node.http_port}", headers=headers) as http:
+                async with http.post("/v3/firmware-manifests", data=form(MANIFEST)) as r:
+                    manifest = await _json(r, 201)
+                body = {"device_filter": "endpoint_type=x", "root_manifest_id": manifest["id"], "name": "c"}
+                async with http.post("/v3/update-campaigns", json=body) as r:
+                    campaign = await _json(r, 201)
+                account_id = (await node.accounts.authenticate(node.dev_api_key)).account_id
+                device_ids = sorted(new_device_id() for _ in range(5))
+                for n, device_id in enumerate(device_ids):  # the devices a start would have chosen
+                    await node.store.put_campaign_device(
+                        account_id,
+                        CampaignDevice(
+                            campaign_id=campaign["id"],
+                            device_id=device_id,
+                            endpoint_name=f"ep-{n}",
+                            created_at=1.0,
+                            updated_at=1.0,
+                        ),
+                    )
+                listed: list[dict[str, Any]] = []
+                query = "limit=2"
+                for _ in range(len(device_ids)):  # a page at least each: a loop that never ends fails here
+                    async with http.get(f"/v3/update-campaigns/{campaign['id']}/campaign-device-metadata?{query}") as r:
+                        page = await _json(r, 200)
+                    listed += page["data"]
+                    if not page["has_more"]:
+                        break
+                    query = f"limit=2&after={page['data'][-1]['id']}"
+        assert [item["device_id"] for item in listed] == device_ids
+        assert len({item["id"] for item in listed}) == len(device_ids)
 
     run(scenario())
