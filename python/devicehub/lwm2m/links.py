@@ -4,6 +4,10 @@ Plain clients send object/instance links (`</3/0>,</3303>;ver=1.1`); the Pelion 
 with attributes `rt`, `if`, `obs`, `v` (value, base64 when opaque), `aobs` (auto-observe token) and `d` (deleted,
 updates only) — lwm2m-device-side.md §2, §8. Quoted values may contain commas and semicolons.
 
+A quoted value is RFC 6690 §2's quoted-string (RFC 2616 §2.2): a backslash quotes the next character (`\"`, `\\`),
+both when splitting and when reading the value; `quoted_string` writes what the parsers read back to the same text.
+A `"` inside a ptoken (where §2 allows none) still opens a quoted part, as before: tolerated, not refused.
+
 `parse_links` is the Rust parser (`devicehub._core.parse_links`, issue 16 #1: it was a third of the service's
 Python time per Pelion registration); `parse_links_py` is its pure twin, tested to give the same links and the
 same errors on any input.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 
 from devicehub import _core
 from devicehub.domain.content_formats import OCTET_STREAM
@@ -24,12 +29,16 @@ LinkFormatError = _core.LinkFormatError  # the payload is not link format device
 
 
 def _split(text: str, separator: str) -> list[str]:
-    """Split on `separator` outside double quotes and angle brackets."""
+    """Split on `separator` outside double quotes and angle brackets; inside quotes `\\x` is one quoted-pair."""
     parts: list[str] = []
     start = 0
-    quoted = bracketed = False
+    quoted = bracketed = escaped = False
     for index, char in enumerate(text):
-        if char == '"' and not bracketed:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quoted:
+            escaped = True
+        elif char == '"' and not bracketed:
             quoted = not quoted
         elif char == "<" and not quoted:
             bracketed = True
@@ -42,6 +51,25 @@ def _split(text: str, separator: str) -> list[str]:
         raise LinkFormatError("unterminated quote or bracket")
     parts.append(text[start:])
     return parts
+
+
+def _unquote(value: str) -> str:
+    """A quoted-string's text: the quotes removed, each quoted-pair `\\x` read as `x` (RFC 2616 §2.2); anything
+    else as it is."""
+    if not (len(value) >= 2 and value[0] == value[-1] == '"'):
+        return value
+    inner = value[1:-1]
+    if "\\" not in inner:
+        return inner
+    return _PAIR.sub(r"\1", inner)
+
+
+_PAIR = re.compile(r"\\(.)", re.DOTALL)
+
+
+def quoted_string(text: str) -> str:
+    """`text` as a quoted-string that both parsers read back to `text`: `"` and `\\` escaped (RFC 2616 §2.2)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def ascii_digits(text: str, most: int) -> bool:
@@ -107,9 +135,7 @@ def _link(path: str, fields: list[str]) -> ResourceLink:
     attrs: dict[str, str | None] = {}
     for field in fields:
         name, eq, value = field.strip().partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1]
+        value = _unquote(value.strip())
         attrs[name.strip()] = value if eq else None
     ct = _int(attrs.get("ct"))
     raw_value = attrs.get("v")
@@ -146,16 +172,16 @@ def format_links(links: list[ResourceLink]) -> bytes:
     for link in links:
         part = f"<{link.path}>"
         if link.rt is not None:
-            part += f';rt="{link.rt}"'
+            part += f";rt={quoted_string(link.rt)}"
         if link.ct is not None:
             part += f";ct={link.ct}"
         if link.iface is not None:
-            part += f';if="{link.iface}"'
+            part += f";if={quoted_string(link.iface)}"
         if link.obs:
             part += ";obs"
         if link.value is not None:
             shown = base64.b64encode(link.value).decode() if link.ct == OCTET_STREAM else link.value.decode()
-            part += f';v="{shown}"'
+            part += f";v={quoted_string(shown)}"
         if link.aobs is not None:
             part += f';aobs="{link.aobs}"'
         if link.deleted:
@@ -182,9 +208,7 @@ def link_attributes(payload: bytes) -> list[tuple[str, dict[str, str | None]]]:
         attrs: dict[str, str | None] = {}
         for field in fields[1:]:
             name, eq, value = field.strip().partition("=")
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] == '"':
-                value = value[1:-1]
+            value = _unquote(value.strip())
             attrs[name.strip()] = value if eq else None
         links.append((target[1:-1], attrs))
         if len(links) > MAX_LINKS:

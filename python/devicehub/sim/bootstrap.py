@@ -28,6 +28,7 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address, Reply
 from devicehub.lwm2m.coap.parameters import MAX_TRANSMIT_WAIT
+from devicehub.lwm2m.links import quoted_string
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.objects import (
     BOOL,
@@ -217,7 +218,7 @@ class BootstrapClient:
                 if oid == 0 and iid != self.account and 10 in resources:
                     link += f";ssid={resources[10].text().decode()}"
                     if 0 in resources:
-                        link += f';uri="{resources[0].text().decode()}"'
+                        link += f";uri={quoted_string(resources[0].text().decode())}"
                 elif oid == 1 and 0 in resources:
                     link += f";ssid={resources[0].text().decode()}"
                 links.append(link)

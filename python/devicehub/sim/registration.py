@@ -21,7 +21,7 @@ from devicehub.domain.model import ResourceLink
 from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Address
-from devicehub.lwm2m.links import format_links
+from devicehub.lwm2m.links import format_links, quoted_string
 from devicehub.lwm2m.security import ClientCredentials
 from devicehub.sim.bootstrap import BootstrapClient, BootstrapError, Provisioned
 from devicehub.sim.counters import DeviceCounters
@@ -296,7 +296,7 @@ def resource_links_payload(model: Model, auto_token: bytes) -> bytes:
                 if resource.published:
                     text = resource.text()
                     shown = base64.b64encode(text).decode() if resource.kind == OPAQUE else text.decode()
-                    head += f';v="{shown}"'
+                    head += f";v={quoted_string(shown)}"
                 if oid == 3 and iid == 0 and rid == 9:  # BATTERY: auto-observed
                     head += aobs
                 parts.append(head)

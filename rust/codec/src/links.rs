@@ -4,6 +4,8 @@
 //! Whitespace is Python's `str.isspace` (U+001C..U+001F included), so that `strip()` on the
 //! Python side and [`py_strip`] here agree on every input.
 
+use std::borrow::Cow;
+
 use thiserror::Error;
 
 /// More LwM2M links than this in one payload is refused.
@@ -67,12 +69,19 @@ pub fn py_strip(text: &str) -> &str {
 }
 
 /// Split on `separator` outside double quotes and angle brackets (all ASCII: byte positions are
-/// character boundaries in UTF-8).
+/// character boundaries in UTF-8). Inside quotes a backslash quotes the next byte (RFC 6690 §2's
+/// quoted-string is RFC 2616 §2.2's: `quoted-pair = "\" CHAR`); when that is a multi-byte
+/// character, its other bytes are never a quote, bracket or separator.
 fn split(text: &str, separator: u8) -> Result<Vec<&str>, LinkError> {
     let mut parts = Vec::new();
-    let (mut start, mut quoted, mut bracketed) = (0, false, false);
+    let (mut start, mut quoted, mut bracketed, mut escaped) = (0, false, false, false);
     for (index, &byte) in text.as_bytes().iter().enumerate() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
         match byte {
+            b'\\' if quoted => escaped = true,
             b'"' if !bracketed => quoted = !quoted,
             b'<' if !quoted => bracketed = true,
             b'>' if !quoted => bracketed = false,
@@ -139,28 +148,45 @@ pub fn parse_links(payload: &[u8]) -> Result<Vec<Link>, LinkError> {
     Ok(links)
 }
 
+/// A quoted-string's text: the quotes removed, each quoted-pair `\x` read as `x` (RFC 2616 §2.2);
+/// a value that is not quoted as it is.
+pub fn unquote(value: &str) -> Cow<'_, str> {
+    if !(value.len() >= 2 && value.starts_with('"') && value.ends_with('"')) {
+        return Cow::Borrowed(value);
+    }
+    let inner = &value[1..value.len() - 1];
+    if !inner.contains('\\') {
+        return Cow::Borrowed(inner);
+    }
+    let mut text = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => text.push(chars.next().unwrap_or('\\')), // a lone trailing `\` stays
+            _ => text.push(c),
+        }
+    }
+    Cow::Owned(text)
+}
+
 fn link(path: &str, fields: &[&str]) -> Link {
     // a later attribute of the same name wins, as in a dict
-    let mut attrs: Vec<(&str, Option<&str>)> = Vec::with_capacity(fields.len());
+    let mut attrs: Vec<(&str, Option<Cow<'_, str>>)> = Vec::with_capacity(fields.len());
     for field in fields {
         let field = py_strip(field);
         let (name, value) = match field.split_once('=') {
-            Some((name, value)) => {
-                let value = py_strip(value);
-                let unquoted = if value.len() >= 2 && value.starts_with('"') && value.ends_with('"')
-                {
-                    &value[1..value.len() - 1]
-                } else {
-                    value
-                };
-                (py_strip(name), Some(unquoted))
-            }
+            Some((name, value)) => (py_strip(name), Some(unquote(py_strip(value)))),
             None => (py_strip(field), None),
         };
         attrs.retain(|(n, _)| *n != name);
         attrs.push((name, value));
     }
-    let get = |name: &str| attrs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+    let get = |name: &str| {
+        attrs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_deref())
+    };
     let has = |name: &str| get(name).is_some();
     let ct = int(get("ct").flatten());
     let value = get("v").flatten().map(|raw| {
@@ -297,6 +323,20 @@ mod tests {
     }
 
     #[test]
+    fn quoted_pairs_are_one_character_when_splitting_and_reading() {
+        let links = parse_links(br#"</3/0/0>;rt="a\"b,</1/0>;c\\";v="\x\"";if=x"y,z""#).unwrap();
+        assert_eq!(links.len(), 1);
+        assert_eq!(links[0].rt.as_deref(), Some(r#"a"b,</1/0>;c\"#));
+        assert_eq!(links[0].value.as_deref(), Some(&br#"x""#[..]));
+        assert_eq!(links[0].iface.as_deref(), Some(r#"x"y,z""#)); // not quoted: kept as it is
+        assert_eq!(
+            parse_links(br#"</1/0>;rt="a\""#),
+            Err(LinkError::Unterminated)
+        );
+        assert_eq!(unquote(r#""a\""#), r#"a\"#); // a lone trailing backslash stays
+    }
+
+    #[test]
     fn python_whitespace_is_stripped() {
         assert_eq!(
             paths("\u{1c} </1/0>\u{3000},\u{85}</2/0>"),
@@ -341,6 +381,13 @@ mod tests {
             0..40,
         )) {
             let _ = parse_links(parts.concat().as_bytes());
+        }
+
+        #[test]
+        fn escaped_quoted_strings_read_back_to_their_text(text in "\\PC{0,20}") {
+            let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+            let links = parse_links(format!("</1/0>;rt=\"{escaped}\"").as_bytes()).unwrap();
+            prop_assert_eq!(links[0].rt.as_deref(), Some(text.as_str()));
         }
 
         #[test]

@@ -17,7 +17,7 @@ from devicehub.lwm2m import codes
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
 from devicehub.lwm2m.coap.messages import Reply
 from devicehub.lwm2m.coap.sockets import bound_udp_socket
-from devicehub.lwm2m.links import format_links
+from devicehub.lwm2m.links import format_links, parse_links, parse_links_py
 from devicehub.sim.device import OMA, PELION, SimDevice
 from devicehub.sim.objects import BATTERY, OPAQUE, STRING, Resource
 from support.node import run
@@ -74,6 +74,19 @@ def test_register_payload_follows_a_changed_model() -> None:
     payload = device.register_payload()
     assert payload == _links_one_by_one(device)
     assert b"</0/" not in payload and b"</10255/3/1>;ct=42;obs;v=" in payload and b"</10255/3/2>," not in payload
+
+
+def test_a_published_value_holding_quotes_and_backslashes_reads_back_as_it_is() -> None:
+    """A value is written as an RFC 6690 quoted-string, its `"` and `\\` escaped: written as it was, the links the
+    server read were others (a `"` ended the value and the rest became attributes and links of their own)."""
+    device = _device("reg-quoted", PELION)
+    device.model.objects[3][0][1].value = 'model "7",</3/0/9>;obs\\'
+    payload = device.register_payload()
+    assert payload == _links_one_by_one(device)
+    for parse in (parse_links, parse_links_py):
+        links = {link.path: link for link in parse(payload)}
+        assert links["/3/0/1"].value == b'model "7",</3/0/9>;obs\\'
+        assert len(links) == len(device.model.paths()) - len([p for p in device.model.paths() if p.startswith("/0/")])
 
 
 def test_register_on_the_wire_carries_the_payload_and_the_devices_ep() -> None:
