@@ -33,6 +33,7 @@ class ReportedWriteBehind:
         self._writing: list[Pending] = []  # taken by a flush, not committed yet (oldest first)
         self.completed = 0  # flushes finished (committed or failed): a reader that saw it move re-reads
         self._timer: asyncio.TimerHandle | None = None
+        self._completion: asyncio.Future[None] | None = None  # resolved at the next flush's end (`settle` waits on it)
         self._flushes: set[asyncio.Task[None]] = set()
 
     @property
@@ -62,6 +63,16 @@ class ReportedWriteBehind:
     def writing(self, device_id: str) -> bool:
         """A flush in flight holds a value of the device: its write was queued before anything queued now."""
         return any(device_id in batch for batch in self._writing)
+
+    async def settle(self, device_id: str) -> None:
+        """The device's values written or failed: the pending ones flushed, then each flush in flight holding one
+        ended. `flush()` alone does not wait for a flush already in flight, whose write may land after what the caller
+        does next (a delete: the values' keys written again after it)."""
+        await self.flush()
+        while self.writing(device_id):
+            if self._completion is None:
+                self._completion = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._completion)  # a cancelled waiter leaves it for the others
 
     def discard(self, device_id: str) -> None:
         """The device's pending values dropped (it is being deleted: a later flush would write them back)."""
@@ -120,6 +131,9 @@ class ReportedWriteBehind:
         finally:
             self._writing.remove(pending)
             self.completed += 1
+            completion, self._completion = self._completion, None
+            if completion is not None:
+                completion.set_result(None)
 
     async def close(self) -> None:
         await self.flush()

@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import msgspec
 import pytest
 
-from devicehub.domain.model import Device, DeviceRequest, ObservationRecord, Registration
+from devicehub.domain.model import Device, DeviceRequest, ObservationRecord, Registration, ReportedValue
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.errors import Unavailable
 from devicehub.store.redis.connection import WATCH_ATTEMPTS
 from devicehub.store.redis.store import RedisStore
 from devicehub.store.redis.writes import Writes
+from support.waiting import eventually
 
 pytestmark = pytest.mark.redis
 
@@ -371,3 +372,35 @@ def test_a_batch_of_registrations_is_read_after_redis_forgot_its_script(redis_ur
             await store.close()
 
     asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_a_delete_racing_a_flush_in_flight_leaves_no_snapshot_keys(redis_url: str) -> None:
+    """The delete's `flush()` did not wait for a flush already in flight: its HSET of the device's values reached
+    Redis after the delete's DEL and made the snapshot keys again, orphans that no later delete removed. The flush is
+    held before it writes until the delete either ended (the race) or waits for it."""
+
+    async def scenario(store: RedisStore) -> tuple[int, list[object]]:
+        await store.put_registered_devices([BASE], [], [])
+        gate = asyncio.Event()
+        write = store._reported._write
+
+        async def held(pending: dict[str, dict[str, ReportedValue]]) -> None:
+            await gate.wait()
+            await write(pending)
+
+        store._reported._write = held
+        await store.set_reported("d1", "/3/0/9", ReportedValue(value=b"gone", content_type="text/plain", reported_at=1))
+        in_flight = asyncio.ensure_future(store._reported.flush())
+        await eventually(lambda: len(store._reported._writing) == 1)
+        deleting = asyncio.ensure_future(store.delete_device("d1"))
+        await eventually(lambda: deleting.done() or getattr(store._reported, "_completion", None) is not None)
+        gate.set()
+        await asyncio.gather(in_flight, deleting)
+        keys = [store.keys.dev(part, "d1") for part in ("snap_paths", "snap_rep")]
+        return int(await store.redis.exists(*keys)), list(await store.get_snapshot("d1"))
+
+    async def main() -> tuple[int, list[object]]:
+        async with two_nodes(redis_url) as (store, _):
+            return await scenario(store)
+
+    assert asyncio.run(asyncio.wait_for(main(), 20)) == (0, [])

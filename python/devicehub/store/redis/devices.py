@@ -417,7 +417,10 @@ class RedisDevices(RedisSnapshot):
         return count
 
     async def delete_device(self, device_id: str) -> None:
-        await self._reported.flush()
+        # a flush in flight holding the device's values is waited for (its HSET after the DEL below would make the
+        # snapshot keys again: orphans no delete removes), and values reported since are dropped with the device
+        await self._reported.settle(device_id)
+        self._reported.discard(device_id)
         k = self.keys
         # the device's slot in one script (what it read comes back), then what names it from other slots
         data, queued = await self._delete(
