@@ -9,7 +9,7 @@ import itertools
 import pytest
 import redis.asyncio as aioredis
 
-from devicehub.store.redis.script_calls import SPACING_S
+from devicehub.store.redis.script_calls import GROUP_CALLS, SPACING_S
 from devicehub.store.redis.store import RedisStore
 
 pytestmark = pytest.mark.redis
@@ -83,5 +83,35 @@ def test_admissions_a_millisecond_apart_share_round_trips(redis_url: str) -> Non
             await client.aclose()
         assert admitted == [("acc", f"id-{n}") for n in range(100)]
         assert reads <= elapsed / SPACING_S + 2, (reads, elapsed)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_a_batch_of_admissions_is_one_script_run_per_group_on_one_redis(redis_url: str) -> None:
+    """Fifteenth session: a pipeline of one EVALSHA per admission cost the node redis-py's per-command work and Redis
+    a script run per Register; on one Redis the admissions that leave together are one script run per `GROUP_CALLS`
+    (`INFO commandstats`), each still its own claim and reply."""
+
+    async def main() -> None:
+        store = RedisStore(redis_url, prefix=f"admit{next(_prefixes)}:")
+        client = aioredis.Redis.from_url(redis_url)
+        await store.open()
+        try:
+            await store.enroll("acc-b", "enrolled")
+            await store.admit_endpoint("warm", "acc-a", lambda: "id-warm")  # the script loaded (a NOSCRIPT is a call)
+            await client.config_resetstat()
+            admitted = await asyncio.gather(
+                *(store.admit_endpoint(f"burst-{n}", "acc-a", lambda n=n: f"id-{n}") for n in range(100)),
+                store.admit_endpoint("enrolled", "acc-a", lambda: "id-enrolled"),
+                store.admit_authenticated("acc-b", "enrolled", lambda: "id-other"),
+                store.admit_authenticated("acc-c", "enrolled", lambda: "id-refused"),
+            )
+            stats = await client.info("commandstats")
+        finally:
+            await store.close()
+            await client.aclose()
+        assert admitted == [*(("acc-a", f"id-{n}") for n in range(100)), ("acc-b", "id-enrolled"), "id-enrolled", None]
+        scripts = sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval"))
+        assert scripts <= 2 * -(-103 // GROUP_CALLS), stats  # one batch, or two if the first left alone
 
     asyncio.run(asyncio.wait_for(main(), 20))

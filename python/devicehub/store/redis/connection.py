@@ -34,6 +34,7 @@ from devicehub.store.redis.script_calls import ScriptCalls
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
 _LUA = Path(__file__).with_name("lua")
+_ADMIT_EACH = (_LUA / "admit_each.lua").read_text()
 
 
 WATCH_ATTEMPTS = 16  # reads and writes of one call before it gives up on keys other nodes keep changing (503)
@@ -90,7 +91,8 @@ class RedisConnection:
         self._reindex_pending: dict[str, set[str]] = {}  # devices.py: account -> devices whose indexes are due
         self._reindex_locks: dict[str, asyncio.Lock] = {}
         self._device_record = DecodedRecords(Device, DEVICE_RECORDS_KEPT)  # devices.py
-        self._admissions = ScriptCalls(self._eval_each)  # enrolment.py: the Registers arriving together
+        # enrolment.py: the Registers arriving together
+        self._admissions = ScriptCalls(self._eval_each, _ADMIT_EACH, merged=lambda: not self.cluster)
         self._reported = ReportedWriteBehind(self._write_reported, reported_flush_s)
 
     @property

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from devicehub.store.redis.codec import text
 from devicehub.store.redis.connection import RedisConnection
 
-# the admissions go through ScriptCalls (script_calls.py): those of Registers arriving together share a pipeline
-_ADMIT = (Path(__file__).with_name("lua") / "admit_endpoint.lua").read_text()
-_ADMIT_AUTHENTICATED = (Path(__file__).with_name("lua") / "admit_authenticated.lua").read_text()
+# the admissions go through ScriptCalls (script_calls.py, `RedisConnection._admissions`, lua/admit_each.lua): those
+# of Registers arriving together share a pipeline, and on one Redis a script run
 
 
 class RedisEnrolment(RedisConnection):
@@ -31,14 +29,7 @@ class RedisEnrolment(RedisConnection):
     async def admit_authenticated(self, account_id: str, endpoint_name: str, mint: Callable[[], str]) -> str | None:
         k = self.keys
         admitted = await self._admissions.call(
-            (
-                _ADMIT_AUTHENTICATED,
-                2,
-                k.ep("enroll", endpoint_name),
-                k.ep("device_ep", endpoint_name),
-                account_id,
-                mint(),
-            )
+            (k.ep("enroll", endpoint_name), k.ep("device_ep", endpoint_name)), ("a", account_id, mint())
         )
         return None if not admitted else text(admitted)
 
@@ -47,14 +38,7 @@ class RedisEnrolment(RedisConnection):
     ) -> tuple[str, str] | None:
         k = self.keys
         admitted = await self._admissions.call(
-            (
-                _ADMIT,
-                2,
-                k.ep("enroll", endpoint_name),
-                k.ep("device_ep", endpoint_name),
-                default_account_id or "",
-                mint(),
-            )
+            (k.ep("enroll", endpoint_name), k.ep("device_ep", endpoint_name)), ("e", default_account_id or "", mint())
         )
         if not admitted:
             return None
