@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -85,6 +86,8 @@ async def _write_and_check(store: RedisStore, tag: str) -> None:
         assert await store.find_device(A, device.endpoint_name) == device
         assert await store.get_registration(device.id) == registration
         assert await store.device_observations(device.id) == [observation]
+    expiring = await store.registrations_expiring(63.0, limit=10 * COUNT)
+    assert {r.device_id for r in expiring} >= set(ids)
     listed = await store.list_device_events(A, device_ids=ids, limit=COUNT + 1)
     assert sorted(e.id for e in listed) == sorted(e.id for e in events)
     assert [d.id for d in await store.list_devices(A, limit=COUNT + 1)] == ids
@@ -130,6 +133,51 @@ def test_a_batch_of_first_registrations_is_a_script_call_per_group_on_one_redis(
             await client.aclose()
         groups = math.ceil(COUNT / GROUP_DEVICES)
         assert records == groups + 1  # the groups, and the account's index step (one for the batch)
-        assert written == groups
+        assert written == groups + 1  # the groups, and the expiry and index entries' call (one for the batch)
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_registration_batch_sends_its_expiry_and_index_entries_in_one_script_call_on_one_redis(
+    redis_url: str,
+) -> None:
+    """Fifteenth session: the expiry entries (a ZADD per bucket of the batch's devices, up to 16) and the events'
+    account index entries (a ZADD and an SADD per account) went as commands of their own in the batch's pipeline,
+    each costing the node redis-py's per-command work; on one Redis they are one script call after the groups. The
+    commands the store sends are read from MONITOR (a script's own commands are marked `lua` there)."""
+
+    async def main() -> None:
+        store = RedisStore(redis_url, prefix=f"batches{next(_prefixes)}:")
+        client = aioredis.Redis.from_url(redis_url)
+        await store.open()
+        try:
+            await _write_and_check(store, "v")  # the scripts loaded
+            devices, _, registrations, observations = _batch("m")
+            events = [new_event(A, d.id, "registered", 2.0) for d in devices]
+            sent: list[str] = []
+            async with client.monitor() as monitor:
+                listening = asyncio.ensure_future(_commands(monitor, sent))
+                await client.echo("start")
+                await store.put_registrations(registrations, observations, [d.id for d in devices], events)
+                await client.echo("end")
+                await asyncio.wait_for(listening, 10)
+        finally:
+            await store.close()
+            await client.aclose()
+        groups = math.ceil(COUNT / GROUP_DEVICES)
+        assert sent == ["EVALSHA"] * (groups + 1), sent
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+async def _commands(monitor: Any, sent: list[str]) -> None:
+    """The names of the commands clients (not scripts) sent between ECHO start and ECHO end."""
+    started = False
+    async for entry in monitor.listen():
+        command = str(entry["command"])
+        if command == "ECHO start":
+            started = True
+        elif command == "ECHO end":
+            return
+        elif started and entry.get("client_type") != "lua":
+            sent.append(command.split(" ", 1)[0].upper())

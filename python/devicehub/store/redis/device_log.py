@@ -19,6 +19,7 @@ from devicehub.domain.device_log import MAX_PER_DEVICE, DeviceEventRecord, devic
 from devicehub.store.record_upgrades import decode
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
+from devicehub.store.redis.writes import Writes
 
 _SWEEP_BATCH = 1000
 
@@ -37,13 +38,16 @@ def _bounds(after: str | None, since: float | None, until: float | None, descend
 
 
 def index_events(keys: Any, pipe: Any, events: Sequence[DeviceEventRecord]) -> None:
-    """Queue the events' account index entries on the caller's pipeline, two commands per account whatever their
-    number (keys: the store's `Keys`)."""
-    by_account: dict[str, dict[str, int]] = {}
+    """Queue the events' account index entries on the caller's pipeline, or on a `Writes`, two commands per account
+    whatever their number (keys: the store's `Keys`)."""
+    by_account: dict[str, dict[str, float]] = {}
     for event in events:
         by_account.setdefault(event.account_id, {})[event.id] = 0
     for account_id, ids in by_account.items():
-        pipe.zadd(keys.acc("dev_log", account_id), ids)
+        if isinstance(pipe, Writes):  # one Redis: in a script call of the batch (registrations.py)
+            pipe.zadd_many(keys.acc("dev_log", account_id), ids)
+        else:
+            pipe.zadd(keys.acc("dev_log", account_id), ids)
         pipe.sadd(keys.bucket("dev_log_accounts", account_id), account_id)  # the sweep's to-do list
 
 

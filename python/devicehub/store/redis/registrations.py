@@ -18,7 +18,7 @@ from devicehub.domain.model import ObservationRecord, Registration
 from devicehub.store.redis.codec import encode, text
 from devicehub.store.redis.connection import RedisConnection
 from devicehub.store.redis.device_log import add_events, index_events
-from devicehub.store.redis.writes import GROUP_DEVICES, lua_args, lua_bytes
+from devicehub.store.redis.writes import GROUP_DEVICES, Writes, lua_args, lua_bytes
 
 _PUT = (Path(__file__).with_name("lua") / "put_registration.lua").read_text()  # per device or group, pipelined
 
@@ -45,8 +45,9 @@ class RedisRegistrations(RedisConnection):
         Register ends its observations), and its lifecycle events (issue 32 #3), with the expiry entries in the same
         pipeline; then the ended tokens' records and the events' account index entries (a listing drops an index
         entry whose record it does not find, device_log.py). On a Redis Cluster each step is a call of its own in its
-        slot; on one Redis the records and the devices of a group (GROUP_DEVICES) are one script call, and the index
-        entries go in the same pipeline after it (one server runs them in order)."""
+        slot; on one Redis the records and the devices of a group (GROUP_DEVICES) are one script call, and the expiry
+        and index entries one more call after them in the same pipeline (one server runs them in order; a command
+        per bucket and account cost the node redis-py's per-command work, up to 18 a batch)."""
         k = self.keys
         merged = not self.cluster
         added: dict[str, list[str]] = {}
@@ -83,14 +84,20 @@ class RedisRegistrations(RedisConnection):
         for registration in registrations:
             expiry = k.bucket("reg_expiry", registration.device_id)
             expiries.setdefault(expiry, {})[registration.device_id] = registration.expires_at
+        if merged:  # one more call after the scripts (the event records exist), not a command per bucket and account
+            entries = Writes()
+            for bucket, members in expiries.items():
+                entries.zadd_many(bucket, members)
+            index_events(k, entries, events)
+            calls.append(entries.script_args())
 
         def beside(pipe: Any) -> None:  # the expiry entries: the sweep skips an entry whose record is not due
             for bucket, members in expiries.items():
                 pipe.zadd(bucket, members)
-            if merged:  # after the scripts on the one server: the event records exist
-                index_events(k, pipe, events)
 
-        replies = await self._eval_each(calls, also=beside)
+        replies = await self._eval_each(calls, also=None if merged else beside)
+        if merged:
+            replies = replies[:-1]  # the entries' call: nothing to hand back
         kept = {t for tokens in added.values() for t in tokens}
         doomed = [self._obs(text(t)) for reply in replies for tokens in reply for t in tokens if text(t) not in kept]
         if not doomed and (merged or not events):
