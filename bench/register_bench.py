@@ -20,6 +20,11 @@ on a real redis-server, alternately in each run; Redis mode's CPU counts the nod
 (`INFO server` process_id). Once all are registered, `GET /v3/devices?limit=1000` is timed (median of 20 calls)
 on each. Prints the ratios Redis/SQLite and writes bench/results/register_stores.json.
 Reproduce: `python bench/register_bench.py --devices 5000 --measure-cpu --store-compare --runs 3`.
+`--waves N` (fifteenth session): both nodes up at once and N waves of `--devices` new devices registered on each in
+turn (which goes first alternates), so that each ratio compares two measurements seconds apart on the same machine
+state; a pair's ratio is the median of its waves'. Load from other work moves a lone run's ratio by +-0.2 on a shared
+machine. Reproduce: `python bench/register_bench.py --measure-cpu --store-compare --devices 3000 --waves 5 --runs 1
+--register-rate 1000`.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -139,7 +144,7 @@ def baseline_server(port: int) -> None:
     asyncio.run(serve())
 
 
-def cpu_simulator(server: str, devices: int, register_rate: float) -> subprocess.Popen[str]:
+def cpu_simulator(server: str, devices: int, register_rate: float, prefix: str = "cpu-") -> subprocess.Popen[str]:
     workers = max(1, -(-devices // DEVICES_PER_WORKER))
     return subprocess.Popen(
         [
@@ -148,7 +153,7 @@ def cpu_simulator(server: str, devices: int, register_rate: float) -> subprocess
             "--count", str(devices),
             "--workers", str(workers),
             "--bind", "127.0.0.0/24",
-            "--prefix", "cpu-",
+            "--prefix", prefix,
             "--flavor", "pelion",
             "--lifetime", "3600",  # no registration update within the run
             "--rate", "0",
@@ -193,14 +198,20 @@ def _idle_rate(pid: list[int], seconds: float = 2.0) -> float:
 
 
 def measure_process(
-    pid: int, server: str, devices: int, register_rate: float, timeout: float, also: tuple[int, ...] = ()
+    pid: int,
+    server: str,
+    devices: int,
+    register_rate: float,
+    timeout: float,
+    also: tuple[int, ...] = (),
+    prefix: str = "cpu-",
 ) -> dict[str, float]:
     """CPU-seconds of `pid` (and of the processes `also`, e.g. its redis-server) spent on `devices` registrations
     from one simulator, less their idle CPU meanwhile."""
     pids = [pid, *also]
     idle = _idle_rate(pids)
-    start, cpu0, main0 = time.perf_counter(), _cpu_of(pids), cpu_seconds(pid, pid)
-    sim = cpu_simulator(server, devices, register_rate)
+    start, cpu0, main0, also0 = time.perf_counter(), _cpu_of(pids), cpu_seconds(pid, pid), _cpu_of(list(also))
+    sim = cpu_simulator(server, devices, register_rate, prefix)
     try:
         done = _watch_registered(sim, devices)
         if not done.wait(timeout) or sim.poll() is not None:
@@ -214,7 +225,12 @@ def measure_process(
             if now - last > (idle * 0.25) + 1.5 / CLOCK_TICKS:
                 quiet_since = time.perf_counter()
             last = now
-        elapsed, cpu1, main1 = time.perf_counter() - start, _cpu_of(pids), cpu_seconds(pid, pid)
+        elapsed, cpu1, main1, also1 = (
+            time.perf_counter() - start,
+            _cpu_of(pids),
+            cpu_seconds(pid, pid),
+            _cpu_of(list(also)),
+        )
     finally:
         _stop_simulator(sim)
     used = cpu1 - cpu0 - idle * elapsed
@@ -225,6 +241,8 @@ def measure_process(
         "main_thread_ms_per_registration": (main1 - main0) * 1000 / devices,
         "registered_s": registered,
         "idle": idle,
+        # of which the other processes (a Redis node's redis-server), their idle CPU not taken off
+        "also_ms_per_registration": (also1 - also0) * 1000 / devices,
     }
 
 
@@ -315,7 +333,10 @@ def list_latency_ms(base_url: str, key: str) -> float:
     return statistics.median(times)
 
 
-def store_run(store: str, devices: int, register_rate: float, timeout: float, log_level: str) -> dict[str, float]:
+@contextlib.contextmanager
+def store_node(store: str, log_level: str) -> Iterator[tuple[ServiceProcess, tuple[int, ...]]]:
+    """A node on the embedded store or on a fresh redis-server, with the pids whose CPU it counts besides its own
+    (its redis-server's)."""
     from support.redis_server import redis_server
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
@@ -331,27 +352,88 @@ def store_run(store: str, devices: int, register_rate: float, timeout: float, lo
         service = ServiceProcess(data_dir=Path(tmp) / "data", extra_args=extra).start()
         try:
             assert service.process is not None
-            node = measure_process(service.process.pid, service.coap_uri, devices, register_rate, timeout, also)
-            pids = [service.process.pid, *also]
-            cpu0 = _cpu_of(pids)
-            node["list_ms"] = list_latency_ms(service.base_url, service.api_key)
-            node["list_cpu_ms"] = (_cpu_of(pids) - cpu0) * 1000 / LIST_CALLS
+            yield service, also
         finally:
             service.stop()
+
+
+def _measure_list(node: dict[str, float], service: ServiceProcess, also: tuple[int, ...]) -> None:
+    assert service.process is not None
+    pids = [service.process.pid, *also]
+    cpu0 = _cpu_of(pids)
+    node["list_ms"] = list_latency_ms(service.base_url, service.api_key)
+    node["list_cpu_ms"] = (_cpu_of(pids) - cpu0) * 1000 / LIST_CALLS
+
+
+def store_run(store: str, devices: int, register_rate: float, timeout: float, log_level: str) -> dict[str, float]:
+    with store_node(store, log_level) as (service, also):
+        assert service.process is not None
+        node = measure_process(service.process.pid, service.coap_uri, devices, register_rate, timeout, also)
+        _measure_list(node, service, also)
     return node
+
+
+def waves_run(args: argparse.Namespace) -> dict[str, Any]:
+    """`--waves N`: both nodes up at once, N waves of `--devices` new devices each, registered on the embedded node
+    and on the Redis node one after the other (which goes first alternates); the pair's figures are the medians of
+    the waves' (each wave's ratio is of two measurements seconds apart, not of two nodes' runs a minute apart). The
+    listing is timed once, after the last wave, on the fleet of all waves."""
+    with store_node("sqlite", args.log_level) as embedded, store_node("redis", args.log_level) as on_redis:
+        nodes = {"sqlite": embedded, "redis": on_redis}
+        waves: list[dict[str, dict[str, float]]] = []
+        for wave in range(args.waves):
+            measured: dict[str, dict[str, float]] = {}
+            for store in ("sqlite", "redis") if wave % 2 == 0 else ("redis", "sqlite"):
+                service, also = nodes[store]
+                assert service.process is not None
+                measured[store] = measure_process(
+                    service.process.pid,
+                    service.coap_uri,
+                    args.devices,
+                    args.register_rate,
+                    args.timeout,
+                    also,
+                    prefix=f"cpu-w{wave}-",
+                )
+            waves.append(measured)
+        pair: dict[str, Any] = {
+            store: {
+                key: statistics.median(w[store][key] for w in waves)
+                for key in (
+                    "ms_per_registration",
+                    "main_thread_ms_per_registration",
+                    "also_ms_per_registration",
+                    "registered_s",
+                    "idle",
+                )
+            }
+            for store in nodes
+        }
+        for store, (service, also) in nodes.items():
+            _measure_list(pair[store], service, also)
+    pair["wave_ratios"] = [w["redis"]["ms_per_registration"] / w["sqlite"]["ms_per_registration"] for w in waves]
+    pair["ratio"] = statistics.median(pair["wave_ratios"])
+    pair["waves"] = waves
+    return pair
 
 
 def store_compare(args: argparse.Namespace) -> None:
     pairs = []
     for _ in range(args.runs):
+        if args.waves:
+            pairs.append(waves_run(args))
+            continue
         sqlite = store_run("sqlite", args.devices, args.register_rate, args.timeout, args.log_level)
         redis_ = store_run("redis", args.devices, args.register_rate, args.timeout, args.log_level)
         pairs.append({"sqlite": sqlite, "redis": redis_})
     median: Callable[[str, str], float] = lambda store, key: statistics.median(p[store][key] for p in pairs)  # noqa: E731
-    cpu_ratio = statistics.median(p["redis"]["ms_per_registration"] / p["sqlite"]["ms_per_registration"] for p in pairs)
+    cpu_ratio = statistics.median(
+        p.get("ratio", p["redis"]["ms_per_registration"] / p["sqlite"]["ms_per_registration"]) for p in pairs
+    )
     result = {
         "devices": args.devices,
         "register_rate": args.register_rate,
+        "waves": args.waves,
         "pairs": pairs,
         "sqlite_ms_per_registration": median("sqlite", "ms_per_registration"),
         "redis_ms_per_registration": median("redis", "ms_per_registration"),
@@ -366,10 +448,11 @@ def store_compare(args: argparse.Namespace) -> None:
     if not args.smoke:
         STORES_RESULTS.parent.mkdir(parents=True, exist_ok=True)
         STORES_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    waves = f" of {args.waves} waves' medians" if args.waves else ""
     print(
         f"register stores: {result['redis_ms_per_registration']:.3f} ms CPU per registration in Redis mode (node + "
         f"redis-server) vs {result['sqlite_ms_per_registration']:.3f} ms embedded, ratio {cpu_ratio:.2f} "
-        f"(median of {args.runs} pairs, {args.devices} devices); GET /v3/devices?limit=1000 "
+        f"(median of {args.runs} pairs{waves}, {args.devices} devices); GET /v3/devices?limit=1000 "
         f"{result['redis_list_1000_ms']:.1f} ms Redis vs {result['sqlite_list_1000_ms']:.1f} ms embedded (CPU "
         f"{result['redis_list_1000_cpu_ms']:.1f} vs {result['sqlite_list_1000_cpu_ms']:.1f} ms)"
     )
@@ -387,6 +470,13 @@ def main() -> None:
         "--store-compare", action="store_true", help="--measure-cpu: Redis mode against the embedded store, alternately"
     )
     parser.add_argument("--log-level", default="warning", help="--measure-cpu: the node's --log-level")
+    parser.add_argument(
+        "--waves",
+        type=int,
+        default=0,
+        help="--store-compare: both nodes up at once, N waves of --devices new devices alternately on each; a pair's "
+        "ratio is the median of its waves' (0: one node at a time, one wave each, as before)",
+    )
     parser.add_argument("--baseline-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline_server:
@@ -394,6 +484,7 @@ def main() -> None:
         return
     if args.smoke:
         args.devices, args.runs = (200 if args.measure_cpu else 20), 1
+        args.waves = min(args.waves, 2)
     if args.measure_cpu and args.store_compare:
         store_compare(args)
         return
