@@ -30,6 +30,8 @@ echo "-- bench/overload_bench.py --shed-cost"
 python3 bench/overload_bench.py --smoke --shed-cost
 echo "-- bench/register_bench.py --measure-cpu --store-compare"
 python3 bench/register_bench.py --smoke --measure-cpu --store-compare
+echo "-- bench/register_bench.py --measure-cpu --store-compare --waves 2"
+python3 bench/register_bench.py --smoke --measure-cpu --store-compare --waves 2
 echo "-- bench/cluster_bench.py --node-kill"
 python3 bench/cluster_bench.py --smoke --node-kill
 echo "-- bench/soak.py"
