@@ -84,11 +84,12 @@ class RedisRegistrations(RedisConnection):
         for registration in registrations:
             expiry = k.bucket("reg_expiry", registration.device_id)
             expiries.setdefault(expiry, {})[registration.device_id] = registration.expires_at
-        if merged:  # one more call after the scripts (the event records exist), not a command per bucket and account
-            entries = Writes()
+        entries = Writes()  # one Redis: one more call after the scripts (the event records exist), not a command
+        if merged:  # per bucket and account
             for bucket, members in expiries.items():
                 entries.zadd_many(bucket, members)
             index_events(k, entries, events)
+        if entries.args:
             calls.append(entries.script_args())
 
         def beside(pipe: Any) -> None:  # the expiry entries: the sweep skips an entry whose record is not due
@@ -96,7 +97,7 @@ class RedisRegistrations(RedisConnection):
                 pipe.zadd(bucket, members)
 
         replies = await self._eval_each(calls, also=None if merged else beside)
-        if merged:
+        if entries.args:
             replies = replies[:-1]  # the entries' call: nothing to hand back
         kept = {t for tokens in added.values() for t in tokens}
         doomed = [self._obs(text(t)) for reply in replies for tokens in reply for t in tokens if text(t) not in kept]
