@@ -492,7 +492,8 @@ class ObserveLane:
     def arm(self, device_id: str, address: tuple[str, int], token: bytes, path: str, order: ObserveOrder) -> bool:
         """Arm `token` of `device_id` at `address` (whatever another device had armed there, or this device at
         another address, is disarmed); each value moves `order` on, the same object the server's Python path asks
-        (issue 29 #6). False, nothing armed, for a host that is not an IP literal."""
+        (issue 29 #6); a CON notification's ACK is addressed to `address`, this object (issue 30 #2). False, nothing
+        armed, for a host that is not an IP literal or a token longer than 8 bytes."""
 
     def disarm_device(self, device_id: str) -> None: ...
     def disarm_remote(self, address: tuple[str, int]) -> None: ...

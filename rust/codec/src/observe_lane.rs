@@ -20,7 +20,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
-use crate::coap::{self, MessageType};
+use crate::coap::{self, MessageType, MAX_TOKEN_LEN};
+
+/// The lane's tables hash with foldhash, keyed at random per table (what hashbrown uses by default): a lookup
+/// per datagram costs a few nanoseconds where SipHash costs tens. The keys are peer addresses and tokens, which a
+/// peer chooses, but only an armed observation's (a device the server accepted a notification from) is ever
+/// inserted, and the per-table seed keeps a list of colliding keys from working on every table.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+fn map<K, V>() -> Map<K, V> {
+    HashMap::with_hasher(foldhash::fast::RandomState::default())
+}
 
 /// What [`ObserveLane::sift`] made of a datagram.
 #[derive(Debug, PartialEq)]
@@ -46,15 +56,41 @@ pub fn empty_ack(mid: u16) -> [u8; 4] {
     [0x60, 0x00, hi, lo]
 }
 
-struct ArmedDevice<H> {
+/// A token held inline (RFC 7252 §3: 0-8 bytes), so that a key is one flat value: no pointer to chase.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Token {
+    len: u8,
+    bytes: [u8; MAX_TOKEN_LEN],
+}
+
+impl Token {
+    fn new(token: &[u8]) -> Option<Self> {
+        let mut bytes = [0; MAX_TOKEN_LEN];
+        bytes.get_mut(..token.len())?.copy_from_slice(token);
+        Some(Self {
+            len: token.len() as u8,
+            bytes,
+        })
+    }
+}
+
+/// An armed observation's key: the device's address and the token.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
     remote: SocketAddr,
-    observations: HashMap<Vec<u8>, H>,
+    token: Token,
+}
+
+/// Who is armed at an address, and with which tokens (what disarming by device or address needs).
+struct ArmedRemote {
+    device: String,
+    tokens: Vec<Token>,
 }
 
 /// The (address, message ID) of the CON notifications acknowledged here, oldest first: at most `max`, each for
 /// `lifetime` seconds.
 struct AckedIds {
-    at: HashMap<(SocketAddr, u16), f64>,
+    at: Map<(SocketAddr, u16), f64>,
     order: VecDeque<(f64, SocketAddr, u16)>,
     max: usize,
     lifetime: f64,
@@ -84,10 +120,14 @@ impl AckedIds {
     }
 }
 
-/// Armed observations by device, and the CON notifications acknowledged here (bounded, aged out).
+/// Armed observations, and the CON notifications acknowledged here (bounded, aged out).
+///
+/// A datagram costs one look-up in one flat table, (address, token) → handle, whatever the number of devices
+/// (issue 30 #2): the tables by address and by device are for arming and disarming only.
 pub struct ObserveLane<H> {
-    devices: HashMap<String, ArmedDevice<H>>,
-    by_remote: HashMap<SocketAddr, String>,
+    armed: Map<Key, H>,
+    remotes: Map<SocketAddr, ArmedRemote>,
+    devices: Map<String, SocketAddr>,
     acked: AckedIds,
     max_datagram: usize,
 }
@@ -97,10 +137,11 @@ impl<H> ObserveLane<H> {
     /// a datagram longer than `max_datagram` is left to the Python path (which drops it).
     pub fn new(max_acked: usize, lifetime: f64, max_datagram: usize) -> Self {
         Self {
-            devices: HashMap::new(),
-            by_remote: HashMap::new(),
+            armed: map(),
+            remotes: map(),
+            devices: map(),
             acked: AckedIds {
-                at: HashMap::new(),
+                at: map(),
                 order: VecDeque::new(),
                 max: max_acked.max(1),
                 lifetime,
@@ -111,65 +152,87 @@ impl<H> ObserveLane<H> {
 
     /// Arm `token` of `device` at `remote`. The device's other observations stay armed if it is still at
     /// `remote`; whatever was armed at `remote` for another device, or for this device elsewhere, is disarmed.
-    pub fn arm(&mut self, device: &str, remote: SocketAddr, token: &[u8], handle: H) {
-        if let Some(other) = self.by_remote.get(&remote) {
-            if other != device {
-                let other = other.clone();
-                self.disarm_device(&other);
+    /// A token longer than CoAP allows (8 bytes) is not armed: false.
+    pub fn arm(&mut self, device: &str, remote: SocketAddr, token: &[u8], handle: H) -> bool {
+        let Some(token) = Token::new(token) else {
+            return false;
+        };
+        if self
+            .remotes
+            .get(&remote)
+            .is_some_and(|armed| armed.device != device)
+        {
+            self.disarm_remote(&remote);
+        }
+        if let Some(&elsewhere) = self.devices.get(device) {
+            if elsewhere != remote {
+                self.disarm_remote(&elsewhere);
             }
         }
-        if self
-            .devices
-            .get(device)
-            .is_some_and(|armed| armed.remote != remote)
-        {
-            self.disarm_device(device);
+        let armed = self.remotes.entry(remote).or_insert_with(|| {
+            self.devices.insert(device.to_owned(), remote);
+            ArmedRemote {
+                device: device.to_owned(),
+                tokens: Vec::new(),
+            }
+        });
+        if !armed.tokens.contains(&token) {
+            armed.tokens.push(token);
         }
-        let armed = self
-            .devices
-            .entry(device.to_owned())
-            .or_insert_with(|| ArmedDevice {
-                remote,
-                observations: HashMap::new(),
-            });
-        armed.observations.insert(token.to_vec(), handle);
-        self.by_remote.insert(remote, device.to_owned());
+        self.armed.insert(Key { remote, token }, handle);
+        true
     }
 
     /// Disarm every observation of `device`.
     pub fn disarm_device(&mut self, device: &str) {
-        if let Some(armed) = self.devices.remove(device) {
-            if self.by_remote.get(&armed.remote).map(String::as_str) == Some(device) {
-                self.by_remote.remove(&armed.remote);
-            }
+        if let Some(remote) = self.devices.get(device).copied() {
+            self.disarm_remote(&remote);
         }
     }
 
     /// Disarm whichever device is armed at `remote`.
     pub fn disarm_remote(&mut self, remote: &SocketAddr) {
-        if let Some(device) = self.by_remote.remove(remote) {
-            self.devices.remove(&device);
+        let Some(armed) = self.remotes.remove(remote) else {
+            return;
+        };
+        self.devices.remove(&armed.device);
+        for token in armed.tokens {
+            self.armed.remove(&Key {
+                remote: *remote,
+                token,
+            });
         }
     }
 
     /// Disarm `token` of the device armed at `remote` (a request goes out with it).
     pub fn disarm_token(&mut self, remote: &SocketAddr, token: &[u8]) {
-        if let Some(device) = self.by_remote.get(remote) {
-            if let Some(armed) = self.devices.get_mut(device) {
-                armed.observations.remove(token);
+        if let Some(token) = Token::new(token) {
+            self.disarm_key(Key {
+                remote: *remote,
+                token,
+            });
+        }
+    }
+
+    /// Disarm one observation; the device stays armed at its address with its others (none, maybe).
+    fn disarm_key(&mut self, key: Key) {
+        if self.armed.remove(&key).is_some() {
+            if let Some(armed) = self.remotes.get_mut(&key.remote) {
+                armed.tokens.retain(|token| *token != key.token);
             }
         }
     }
 
     /// Disarm everything.
     pub fn clear(&mut self) {
+        self.armed.clear();
+        self.remotes.clear();
         self.devices.clear();
-        self.by_remote.clear();
     }
 
     /// How many observations are armed.
     pub fn armed(&self) -> usize {
-        self.devices.values().map(|d| d.observations.len()).sum()
+        self.armed.len()
     }
 
     /// How many acknowledged message IDs are remembered.
@@ -194,25 +257,22 @@ impl<H> ObserveLane<H> {
                 return Sifted::Duplicate { mid };
             }
         }
-        if self.devices.is_empty() || data.len() > self.max_datagram {
+        if self.armed.is_empty() || data.len() > self.max_datagram {
             return Sifted::Slow;
         }
         let Ok(message) = coap::decode(data) else {
             return Sifted::Slow;
         };
-        let Some(armed) = self
-            .by_remote
-            .get(&remote)
-            .and_then(|device| self.devices.get_mut(device))
-        else {
+        let Some(token) = Token::new(&message.token) else {
             return Sifted::Slow;
         };
-        if !armed.observations.contains_key(&message.token) {
-            return Sifted::Slow;
-        }
+        let key = Key { remote, token };
         let Some((seq, content_format)) = fast_parts(&message) else {
             // this token's later datagrams follow this one to the Python path, in order
-            armed.observations.remove(&message.token);
+            self.disarm_key(key);
+            return Sifted::Slow;
+        };
+        let Some(handle) = self.armed.get(&key) else {
             return Sifted::Slow;
         };
         let ack = (message.mtype == MessageType::Confirmable).then_some(message.mid);
@@ -221,7 +281,7 @@ impl<H> ObserveLane<H> {
         }
         let start = data.len() - message.payload.len();
         Sifted::Notification {
-            handle: &armed.observations[&message.token],
+            handle,
             seq,
             content_format,
             payload: &data[start..],

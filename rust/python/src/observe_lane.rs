@@ -13,11 +13,14 @@ use devicehub_codec::observe_lane::{empty_ack, ObserveLane, Sifted};
 use crate::observe_order::PyObserveOrder;
 
 /// What an armed observation hands back: the device's id and the observed path (given to the core as they
-/// are), and the observation's order, shared with the server's Python path.
+/// are), the observation's order, shared with the server's Python path, and the `(host, port)` it was armed at,
+/// which a CON notification's ACK is addressed to: no tuple made per ACK, however many devices there are
+/// (issue 30 #2).
 pub struct Armed {
     pub device_id: Py<PyString>,
     pub path: Py<PyString>,
     pub order: Py<PyObserveOrder>,
+    pub address: Py<PyTuple>,
 }
 
 /// The armed observations of the plain UDP listener and the CON notifications it acknowledged.
@@ -45,8 +48,12 @@ pub fn socket_address(host: &str, port: u16) -> Option<SocketAddr> {
 pub enum Offered {
     /// For the Python path, as it came.
     Slow,
-    /// Taken (a value, a stale number or a retransmission); a CON one's message ID to acknowledge.
-    Taken { ack: Option<u16> },
+    /// Taken (a value, a stale number or a retransmission); a CON one's message ID to acknowledge, and for a
+    /// notification the address its observation was armed at (the datagram's own).
+    Taken {
+        ack: Option<u16>,
+        armed_at: Option<Py<PyTuple>>,
+    },
 }
 
 /// Datagrams taken, retransmissions among them, stale numbers among them.
@@ -81,7 +88,10 @@ impl PyObserveLane {
             Sifted::Duplicate { mid } => {
                 tally.taken += 1;
                 tally.duplicates += 1;
-                Ok(Offered::Taken { ack: Some(mid) })
+                Ok(Offered::Taken {
+                    ack: Some(mid),
+                    armed_at: None,
+                })
             }
             Sifted::Notification {
                 handle,
@@ -108,7 +118,10 @@ impl PyObserveLane {
                 } else {
                     tally.stale += 1;
                 }
-                Ok(Offered::Taken { ack })
+                Ok(Offered::Taken {
+                    ack,
+                    armed_at: ack.map(|_| handle.address.clone_ref(py)),
+                })
             }
         }
     }
@@ -136,16 +149,18 @@ impl PyObserveLane {
         })
     }
 
-    /// Arm `token` of `device_id` at `(host, port)`; False (nothing armed) for an address that is not an IP literal.
+    /// Arm `token` of `device_id` at `(host, port)`; False (nothing armed) for an address that is not an IP literal
+    /// or a token longer than CoAP's 8 bytes.
     fn arm(
         &mut self,
         device_id: Bound<'_, PyString>,
-        address: (String, u16),
+        address: Bound<'_, PyTuple>,
         token: &[u8],
         path: Bound<'_, PyString>,
         order: Bound<'_, PyObserveOrder>,
     ) -> PyResult<bool> {
-        let Some(remote) = socket_address(&address.0, address.1) else {
+        let (host, port): (String, u16) = address.extract()?;
+        let Some(remote) = socket_address(&host, port) else {
             return Ok(false);
         };
         let device = device_id.to_str()?.to_owned();
@@ -153,9 +168,9 @@ impl PyObserveLane {
             device_id: device_id.unbind(),
             path: path.unbind(),
             order: order.unbind(),
+            address: address.unbind(),
         };
-        self.lane.arm(&device, remote, token, armed);
-        Ok(true)
+        Ok(self.lane.arm(&device, remote, token, armed))
     }
 
     fn disarm_device(&mut self, device_id: &str) {
@@ -198,10 +213,10 @@ impl PyObserveLane {
         for datagram in datagrams {
             match self.offer(py, datagram.as_bytes(), remote, now, &values, &mut tally)? {
                 Offered::Slow => others.append(datagram)?,
-                Offered::Taken { ack: Some(mid) } => {
+                Offered::Taken { ack: Some(mid), .. } => {
                     acks.append((PyBytes::new(py, &empty_ack(mid)), &address))?
                 }
-                Offered::Taken { ack: None } => {}
+                Offered::Taken { ack: None, .. } => {}
             }
         }
         Ok((others, values, acks, tally.counts()))

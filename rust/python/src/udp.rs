@@ -122,11 +122,17 @@ impl PyUdpReceiver {
                     let address = address_tuple(py, &mut self.addresses, addr)?;
                     others.append((PyBytes::new(py, data), address))?;
                 }
-                Offered::Taken { ack: Some(mid) } => {
-                    let address = address_tuple(py, &mut self.addresses, addr)?;
+                Offered::Taken {
+                    ack: Some(mid),
+                    armed_at,
+                } => {
+                    let address = match armed_at {
+                        Some(address) => address.into_bound(py),
+                        None => address_tuple(py, &mut self.addresses, addr)?,
+                    };
                     acks.append((PyBytes::new(py, &empty_ack(mid)), address))?;
                 }
-                Offered::Taken { ack: None } => {}
+                Offered::Taken { ack: None, .. } => {}
             }
         }
         Ok((others, values, acks, tally.counts()))

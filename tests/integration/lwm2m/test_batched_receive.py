@@ -11,7 +11,15 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from devicehub._core import CoapMessage, UdpReceiver, coap_decode, coap_encode, coap_encode_uint
+from devicehub._core import (
+    CoapMessage,
+    ObserveLane,
+    ObserveOrder,
+    UdpReceiver,
+    coap_decode,
+    coap_encode,
+    coap_encode_uint,
+)
 from devicehub.clock import SystemClock
 from devicehub.lwm2m import codes, udp
 from devicehub.lwm2m.coap.endpoint import CoapEndpoint
@@ -270,3 +278,32 @@ def test_the_listener_asks_for_the_wide_receive_buffer_with_and_without_batched_
             await endpoint.close()
 
     _run("uvloop", scenario)
+
+
+def test_the_lanes_ack_of_a_con_notification_goes_to_the_address_its_observation_was_armed_at() -> None:
+    """Issue 30 #2: the receive call made a `(host, port)` tuple for each ACK it returned once the peers outnumbered
+    its address cache (4 096), so a fleet of CON notifiers paid a string and a tuple per notification. The armed
+    observation keeps the tuple it was armed with, and its ACKs are addressed to that object; a retransmission's
+    ACK (acknowledged again after the observation was disarmed) still goes to the datagram's own address."""
+    receiver = UdpReceiver(4, 1153)
+    device, server = _peer(), _peer()
+    token = b"\x07\x01"
+    armed_at = (device.getsockname()[0], device.getsockname()[1])  # a tuple of the test's, not the receiver's
+    lane = ObserveLane(16, 247.0, 1152)
+    try:
+        assert lane.arm("dev-1", armed_at, token, "/3303/0/5700", ObserveOrder())
+        options = [(codes.OBSERVE, coap_encode_uint(5)), (codes.CONTENT_FORMAT, b"")]
+        datagram = coap_encode(codes.CON, codes.CONTENT, 0x4242, token, options, b"21.5")
+        device.sendto(datagram, server.getsockname())
+        others, values, acks, counts = receiver.receive_sifting(server.fileno(), lane, 1.0)
+        assert (others, values, counts) == ([], [("dev-1", "/3303/0/5700", 0, b"21.5", 5)], (1, 0, 0))
+        assert acks == [(coap_encode(codes.ACK, 0, 0x4242, b"", [], b""), armed_at)]
+        assert acks[0][1] is armed_at
+        lane.clear()
+        device.sendto(datagram, server.getsockname())
+        others, values, acks, counts = receiver.receive_sifting(server.fileno(), lane, 2.0)
+        assert (others, values, counts) == ([], [], (1, 1, 0))
+        assert acks[0][1] == device.getsockname() and acks[0][1] is not armed_at
+    finally:
+        device.close()
+        server.close()

@@ -266,6 +266,198 @@ fn disarming_by_device_address_and_token() {
     );
 }
 
+#[test]
+fn a_token_longer_than_coap_allows_is_not_armed() {
+    let mut lane: ObserveLane<u32> = ObserveLane::new(100, 247.0, 1500);
+    assert!(!lane.arm(DEVICE, addr(5683), &[1; 9], 7));
+    assert_eq!(lane.armed(), 0, "no datagram can carry it (RFC 7252 §3)");
+    assert!(lane.arm(DEVICE, addr(5683), &[1; 8], 7));
+    assert_eq!(lane.armed(), 1);
+}
+
+#[test]
+fn arming_a_token_again_replaces_its_handle() {
+    let mut lane = armed_lane();
+    lane.arm(DEVICE, addr(5683), TOKEN, 8);
+    assert_eq!(lane.armed(), 1);
+    let data = notification(MessageType::NonConfirmable, 1, 1, b"");
+    assert!(matches!(
+        lane.sift(&data, addr(5683), 1.0),
+        Sifted::Notification { handle: &8, .. }
+    ));
+}
+
+#[test]
+fn a_device_whose_tokens_were_all_disarmed_stays_armed_at_its_address() {
+    // its next observation arms beside nothing; another device arming there disarms it
+    let mut lane = armed_lane();
+    lane.disarm_token(&addr(5683), TOKEN);
+    assert_eq!(lane.armed(), 0);
+    lane.arm(DEVICE, addr(5683), &[7], 2);
+    lane.arm("dev-2", addr(6000), &[8], 3);
+    assert_eq!(lane.armed(), 2);
+    lane.disarm_device(DEVICE);
+    assert_eq!(lane.armed(), 1);
+}
+
+#[test]
+fn each_of_many_devices_is_found_by_its_address_and_token() {
+    let mut lane: ObserveLane<u32> = ObserveLane::new(100, 247.0, 1500);
+    let token = |n: u32| (n * 7919).to_be_bytes();
+    for n in 0..20_000u32 {
+        lane.arm(&format!("dev-{n}"), addr(n as u16 + 1), &token(n), n);
+    }
+    assert_eq!(lane.armed(), 20_000);
+    for n in (0..20_000u32).step_by(7) {
+        let data = datagram(
+            MessageType::NonConfirmable,
+            0x45,
+            1,
+            &token(n),
+            &[(options::OBSERVE, &[1])],
+            b"",
+        );
+        assert_eq!(
+            lane.sift(&data, addr(n as u16 + 1), 1.0),
+            Sifted::Notification {
+                handle: &n,
+                seq: 1,
+                content_format: None,
+                payload: b"",
+                ack: None
+            }
+        );
+        let elsewhere = addr((n as u16 + 1) % 20_000 + 1);
+        assert_eq!(lane.sift(&data, elsewhere, 1.0), Sifted::Slow);
+    }
+}
+
+/// The lane's arming rules as they were written before the flat table (issue 30 #2): devices by id, each at one
+/// address with its tokens, and which device is at an address.
+#[derive(Default)]
+struct Model {
+    devices:
+        std::collections::HashMap<String, (SocketAddr, std::collections::HashMap<Vec<u8>, u32>)>,
+    by_remote: std::collections::HashMap<SocketAddr, String>,
+}
+
+impl Model {
+    fn arm(&mut self, device: &str, remote: SocketAddr, token: &[u8], handle: u32) {
+        if let Some(other) = self.by_remote.get(&remote).cloned() {
+            if other != device {
+                self.disarm_device(&other);
+            }
+        }
+        if self.devices.get(device).is_some_and(|d| d.0 != remote) {
+            self.disarm_device(device);
+        }
+        let entry = self
+            .devices
+            .entry(device.to_owned())
+            .or_insert_with(|| (remote, Default::default()));
+        entry.1.insert(token.to_vec(), handle);
+        self.by_remote.insert(remote, device.to_owned());
+    }
+
+    fn disarm_device(&mut self, device: &str) {
+        if let Some((remote, _)) = self.devices.remove(device) {
+            if self.by_remote.get(&remote).map(String::as_str) == Some(device) {
+                self.by_remote.remove(&remote);
+            }
+        }
+    }
+
+    fn disarm_remote(&mut self, remote: &SocketAddr) {
+        if let Some(device) = self.by_remote.remove(remote) {
+            self.devices.remove(&device);
+        }
+    }
+
+    fn disarm_token(&mut self, remote: &SocketAddr, token: &[u8]) {
+        if let Some(device) = self.by_remote.get(remote) {
+            if let Some(d) = self.devices.get_mut(device) {
+                d.1.remove(token);
+            }
+        }
+    }
+
+    fn handle(&self, remote: &SocketAddr, token: &[u8]) -> Option<u32> {
+        let device = self.by_remote.get(remote)?;
+        self.devices.get(device)?.1.get(token).copied()
+    }
+
+    fn armed(&self) -> usize {
+        self.devices.values().map(|d| d.1.len()).sum()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Arm(u8, u8, u8),
+    DisarmDevice(u8),
+    DisarmRemote(u8),
+    DisarmToken(u8, u8),
+    /// A datagram the server must judge (no Observe number): it disarms the token
+    Judge(u8, u8),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0..4u8, 0..4u8, 0..3u8).prop_map(|(d, a, t)| Step::Arm(d, a, t)),
+        (0..4u8).prop_map(Step::DisarmDevice),
+        (0..4u8).prop_map(Step::DisarmRemote),
+        (0..4u8, 0..3u8).prop_map(|(a, t)| Step::DisarmToken(a, t)),
+        (0..4u8, 0..3u8).prop_map(|(a, t)| Step::Judge(a, t)),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn the_flat_table_keeps_the_arming_rules(steps in proptest::collection::vec(step(), 0..40)) {
+        let mut lane: ObserveLane<u32> = ObserveLane::new(100, 247.0, 1500);
+        let mut model = Model::default();
+        for (n, step) in steps.iter().enumerate() {
+            let handle = n as u32;
+            match *step {
+                Step::Arm(d, a, t) => {
+                    lane.arm(&format!("dev-{d}"), addr(a.into()), &[t], handle);
+                    model.arm(&format!("dev-{d}"), addr(a.into()), &[t], handle);
+                }
+                Step::DisarmDevice(d) => {
+                    lane.disarm_device(&format!("dev-{d}"));
+                    model.disarm_device(&format!("dev-{d}"));
+                }
+                Step::DisarmRemote(a) => {
+                    lane.disarm_remote(&addr(a.into()));
+                    model.disarm_remote(&addr(a.into()));
+                }
+                Step::DisarmToken(a, t) => {
+                    lane.disarm_token(&addr(a.into()), &[t]);
+                    model.disarm_token(&addr(a.into()), &[t]);
+                }
+                Step::Judge(a, t) => {
+                    let data = datagram(MessageType::NonConfirmable, 0x45, 1, &[t], &[], b"");
+                    prop_assert_eq!(lane.sift(&data, addr(a.into()), 1.0), Sifted::Slow);
+                    model.disarm_token(&addr(a.into()), &[t]);
+                }
+            }
+            prop_assert_eq!(lane.armed(), model.armed(), "after {:?}", step);
+            for a in 0..4u8 {
+                for t in 0..3u8 {
+                    let data = datagram(
+                        MessageType::NonConfirmable, 0x45, 1, &[t], &[(options::OBSERVE, &[1])], b"",
+                    );
+                    let got = match lane.sift(&data, addr(a.into()), 1.0) {
+                        Sifted::Notification { handle, .. } => Some(*handle),
+                        _ => None,
+                    };
+                    prop_assert_eq!(got, model.handle(&addr(a.into()), &[t]), "after {:?}", step);
+                }
+            }
+        }
+    }
+}
+
 proptest! {
     #[test]
     fn arbitrary_datagrams_never_panic(data in proptest::collection::vec(any::<u8>(), 0..64)) {
