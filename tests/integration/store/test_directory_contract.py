@@ -10,6 +10,7 @@ import msgspec
 from devicehub.domain.model import (
     ApiKey,
     Device,
+    ResourceLink,
 )
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.domain.storage.store import Store
@@ -154,11 +155,29 @@ async def _forget_filter_indexes(store: Store) -> None:
         await store._write(old_schema)
 
 
+# a registered device's object list: a Redis page reads the record without it (its directory summary, issue 30 #5)
+LINKS = (ResourceLink(path="/3/0"), ResourceLink(path="/3/0/0"), ResourceLink(path="/3303/0/5700", obs=True, rt="t"))
+
+
+def shown(devices: list[Device]) -> list[Device]:
+    """The devices as a directory page shows them: every field but the resources."""
+    return [msgspec.structs.replace(d, resources=()) for d in devices]
+
+
+async def assert_page_lists_as_list_devices(store: Store, query: DeviceQuery, **options: Any) -> list[Device]:
+    listed, contacts = await store.list_devices_and_contacts(A, query=query, **options)
+    whole = await store.list_devices(A, query=query, **options)
+    assert shown(listed) == shown(whole), (query, options)
+    assert contacts == await store.get_contacts(A, [d.id for d in listed]), (query, options)
+    return whole
+
+
 def test_a_page_with_contacts_lists_as_list_devices_with_the_stored_contact_of_each_listed_device(
     make_store: StoreFactory,
 ) -> None:
-    """issue 30 #5: `list_devices_and_contacts` (what a directory page reads) lists what `list_devices` lists, in
-    pages longer and shorter than a store's read, and gives `get_contacts` of exactly the devices it lists."""
+    """issue 30 #5: `list_devices_and_contacts` (what a directory page reads) lists what `list_devices` lists (but
+    the resources), in pages longer and shorter than a store's read, and gives `get_contacts` of exactly the devices
+    it lists."""
     sensors = where(("endpoint_type", "eq", ("sensor",)))
     queries: list[tuple[DeviceQuery, dict[str, Any]]] = [
         (DeviceQuery(), {"limit": 1001}),
@@ -175,7 +194,9 @@ def test_a_page_with_contacts_lists_as_list_devices_with_the_stored_contact_of_e
 
     async def scenario(store: Store) -> None:
         devices = [
-            msgspec.structs.replace(directory_device(n % 12), id=f"d{n:04d}", endpoint_name=f"ep{n:04d}")
+            msgspec.structs.replace(
+                directory_device(n % 12), id=f"d{n:04d}", endpoint_name=f"ep{n:04d}", resources=LINKS[: n % 4]
+            )
             for n in range(250)
         ]
         await store.put_registered_devices(devices)
@@ -184,10 +205,50 @@ def test_a_page_with_contacts_lists_as_list_devices_with_the_stored_contact_of_e
         await store.put_contacts([(A, f"d{n:04d}", 5000.0 + n) for n in range(0, 250, 3)])
         await store.put_contacts([(B, "d99", 1.0), (A, "zz", 2.0)])
         for query, options in queries:
-            listed, contacts = await store.list_devices_and_contacts(A, query=query, **options)
-            assert listed == await store.list_devices(A, query=query, **options), (query, options)
-            assert contacts == await store.get_contacts(A, [d.id for d in listed]), (query, options)
+            await assert_page_lists_as_list_devices(store, query, **options)
         everything, contacts = await store.list_devices_and_contacts(A, limit=1001)
         assert len(everything) == 250 and len(contacts) == 84 and contacts["d0249"] == 5249.0
+        assert shown(everything) == shown(devices)
+
+    run(make_store, scenario)
+
+
+def test_every_write_of_a_device_shows_on_the_next_page_and_in_filtered_counts(make_store: StoreFactory) -> None:
+    """issue 30 #5: each store write that changes what the directory shows (a first registration and a registration
+    again: `put_registered_devices`; a registration update, a deregistration and `PUT /v3/devices/{id}`'s fields:
+    `put_device`; `DELETE`: `delete_device`) is on the next page and in the next filtered count (on Redis both read
+    the devices' directory summaries, which the record's own write keeps)."""
+    lights = where(("endpoint_type", "eq", ("light",)))
+    registered = where(("state", "eq", ("registered",)), ("endpoint_name", "nin", ("nothing",)))
+
+    async def page(store: Store) -> list[Device]:
+        for query in (DeviceQuery(), lights, registered):
+            await assert_page_lists_as_list_devices(store, query, limit=1001)
+        listed, _ = await store.list_devices_and_contacts(A, limit=1001)
+        return shown(listed)
+
+    async def scenario(store: Store) -> None:
+        first = [msgspec.structs.replace(directory_device(n), state="registered", resources=LINKS) for n in range(4)]
+        await store.put_registered_devices(first)
+        assert await page(store) == shown(first)
+        again = msgspec.structs.replace(first[0], endpoint_type="light", host_gateway="g2", updated_at=3000.0)
+        await store.put_registered_devices([again], unchanged=["d01"])
+        assert (await page(store))[0] == shown([again])[0]
+        assert await store.count_devices(A, query=lights) == 2
+        update = msgspec.structs.replace(first[1], lifetime=60, updated_at=3001.0, resources=LINKS[:1])
+        await store.put_device(update)
+        assert (await page(store))[1] == shown([update])[0]
+        gone = msgspec.structs.replace(first[2], state="deregistered", updated_at=3002.0, last_seen_at=3002.0)
+        await store.put_device(gone)
+        assert (await page(store))[2] == shown([gone])[0]
+        assert await store.count_devices(A, query=registered) == 3
+        edited = msgspec.structs.replace(
+            first[3], name="Boiler", description="basement", custom_attributes={"room": "b1"}, ca_id="ca-1"
+        )
+        await store.put_device(edited)
+        assert (await page(store))[3] == shown([edited])[0]
+        await store.delete_device("d01")
+        assert await page(store) == shown([again, gone, edited])
+        assert await store.count_devices(A, query=registered) == 2
 
     run(make_store, scenario)

@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 
+from devicehub.domain.model import Device, ResourceLink
+from devicehub.domain.storage.device_query import Condition, DeviceQuery
 from devicehub.store.redis.store import RedisStore
 from support.stores import A, device
 
@@ -71,5 +74,76 @@ def test_a_page_and_its_contacts_are_two_round_trips(redis_url: str) -> None:
         # later INFO's own read, and the earlier INFO's commandstats read)
         assert after[1] - before[1] == 1
         assert after[0] - before[0] - 2 == 2
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def _resourceful(n: int) -> Device:
+    """A device with a Pelion-sized object list (its record ~3x its directory summary)."""
+    links = tuple(ResourceLink(path=f"/3/0/{r}", rt="urn:oma:lwm2m:oma:3", obs=r % 2 == 0) for r in range(12))
+    return msgspec.structs.replace(device(f"d{n:04d}", f"ep{n}"), resources=links)
+
+
+def test_a_page_reads_the_devices_summaries_not_their_records(redis_url: str) -> None:
+    """Issue 30 #5: a page shows no resources, so it reads each device's directory summary (its record without
+    them, written beside it): redis-server sends less for the whole page than the records alone would take."""
+
+    async def main() -> None:
+        store = RedisStore(redis_url, prefix=f"pages{next(_prefixes)}:")
+        client = aioredis.Redis.from_url(redis_url)
+        await store.open()
+        try:
+            devices = [_resourceful(n) for n in range(300)]
+            await store.put_registered_devices(devices)
+            async with client.pipeline(transaction=False) as pipe:
+                for d in devices:
+                    pipe.strlen(store.keys.dev("device", d.id))
+                records = sum(await pipe.execute())
+            await store.list_devices_and_contacts(A, limit=1001)  # the store's connection is open before counting
+            before = int((await client.info("stats"))["total_net_output_bytes"])
+            listed, _ = await store.list_devices_and_contacts(A, limit=1001)
+            sent = int((await client.info("stats"))["total_net_output_bytes"]) - before
+        finally:
+            await store.close()
+            await client.aclose()
+        assert [d.id for d in listed] == [d.id for d in devices]
+        assert sent < records / 2, (sent, records)
+        assert all(d.resources == () for d in listed)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_records_of_a_previous_release_without_a_summary_are_listed_whole(redis_url: str) -> None:
+    """The upgrade path: a record written before summaries were has none; a page lists it from the record, in its
+    place, with its contact (one more read for that page), and a device deleted meanwhile stays out. A write of the
+    device gives it its summary."""
+
+    async def main() -> None:
+        store = RedisStore(redis_url, prefix=f"pages{next(_prefixes)}:")
+        client = aioredis.Redis.from_url(redis_url)
+        await store.open()
+        try:
+            devices = [_resourceful(n) for n in range(40)]
+            await store.put_registered_devices(devices)
+            await store.put_contacts([(A, d.id, 5000.0 + n) for n, d in enumerate(devices)])
+            old = [d.id for d in devices[::3]]
+            await client.delete(*(store.keys.dev("device_dir", i) for i in old))  # as the previous release wrote
+            await client.delete(store.keys.dev("device", "d0003"))  # deleted since the index was read
+            listed, contacts = await store.list_devices_and_contacts(A, limit=1001)
+            filtered = await store.list_devices_and_contacts(A, query=DeviceQuery(), limit=5, descending=True)
+            counted = await store.count_devices(
+                A, query=DeviceQuery((Condition("state", "eq", ("registered",)), Condition("id", "nin", ("x",))))
+            )
+            await store.put_device(devices[0])
+            rewritten = await client.exists(store.keys.dev("device_dir", devices[0].id))
+        finally:
+            await store.close()
+            await client.aclose()
+        kept = [d for d in devices if d.id != "d0003"]
+        assert [d.id for d in listed] == [d.id for d in kept]
+        assert [d.resources == () for d in listed] == [d.id not in old for d in kept]  # the old ones read whole
+        assert contacts == {d.id: 5000.0 + int(d.id[1:]) for d in kept}
+        assert [d.id for d in filtered[0]] == [d.id for d in kept[::-1][:5]]
+        assert counted == 39 and rewritten == 1
 
     asyncio.run(asyncio.wait_for(main(), 30))

@@ -17,7 +17,18 @@ def slot(key: str) -> int:
 def test_every_key_of_a_device_an_account_an_api_key_or_a_name_lies_in_one_slot() -> None:
     # ids and names are untrusted: a `}` or `{` inside them still gives every key of theirs the same tag
     for device in ("d1", "a" * 32, "we}ird{id"):
-        kinds = ("device", "reqs", "subscribers", "snap_paths", "snap_rep", "snap_des", "snap_sub", "reg", "reg_obs")
+        kinds = (
+            "device",
+            "device_dir",
+            "reqs",
+            "subscribers",
+            "snap_paths",
+            "snap_rep",
+            "snap_des",
+            "snap_sub",
+            "reg",
+            "reg_obs",
+        )
         assert len({slot(K.dev(kind, device)) for kind in kinds}) == 1
     for account in ("a" * 32, "x}y"):
         keys = [K.acc("devices", account), K.acc("devices", account, "registered"), K.acc("devix", account)]

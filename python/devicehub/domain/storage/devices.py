@@ -56,7 +56,9 @@ class DeviceStore(Protocol):
         descending: bool = False,
     ) -> tuple[list[Device], dict[str, float]]:
         """`list_devices`, with the stored last contact (`ContactStore.get_contacts`) of each device it lists, read
-        together: a directory page shows both (issue 30 #5: on Redis in the page's round trip, not one after it)."""
+        together: a directory page shows both (issue 30 #5: on Redis in the page's round trip, not one after it).
+        The devices are as `list_devices` gives them but that their `resources` may be left out (a page shows none:
+        on Redis a page reads each device's directory summary, not its whole record)."""
 
     async def count_devices(
         self, account_id: str, *, state: str | None = None, query: DeviceQuery | None = None

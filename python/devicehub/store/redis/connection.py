@@ -91,6 +91,7 @@ class RedisConnection:
         self._reindex_pending: dict[str, set[str]] = {}  # devices.py: account -> devices whose indexes are due
         self._reindex_locks: dict[str, asyncio.Lock] = {}
         self._device_record = DecodedRecords(Device, DEVICE_RECORDS_KEPT)  # devices.py
+        self._device_summary = DecodedRecords(Device, DEVICE_RECORDS_KEPT)  # devices.py: directory summaries
         # enrolment.py: the Registers arriving together
         self._admissions = ScriptCalls(self._eval_each, _ADMIT_EACH, merged=lambda: not self.cluster)
         self._reported = ReportedWriteBehind(self._write_reported, reported_flush_s)

@@ -10,6 +10,11 @@ generation is the one it read first, so that of two nodes writing one device the
 the newest. On one Redis (no slots to keep apart) a
 registration batch's device scripts, names and last-seen entries are one script call per group of devices
 (writes.py `WriteGroups`, issue 30 #5), the names and last-seen entries first.
+
+Beside each record, in the device's slot and written by the same script call, is its directory summary
+(`device_dir`): the record without its resources, which a directory page and a filtered count read instead of the
+whole record (issue 30 #5: the resources were ~60 % of a page's bytes and none of what it shows). A record a
+previous release wrote has no summary: a page reads those devices' records whole instead (`_read_page`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import heapq
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from devicehub.domain.model import Device, ReportedValue
 from devicehub.domain.storage.device_query import Condition, DeviceQuery
@@ -42,8 +49,20 @@ _MIN_PAGE = 100
 _MAX_PAGE = 1001
 
 
+def _summary(device: Device) -> bytes:
+    """The device's directory summary: its record without the resources (every field a page shows or a filter
+    names, and `last_seen_at`, which its last contact counts from)."""
+    return encode(msgspec.structs.replace(device, resources=()))
+
+
 class RedisDevices(RedisSnapshot):
     """`DeviceStore` on Redis."""
+
+    def _write_record(self, writes: Writes, device: Device, blob: bytes) -> None:
+        """Queue the device's record (a SWAP: the script hands back the one it replaced) and its directory summary,
+        in one script call: a page never reads a summary of another record than the one stored."""
+        writes.swap(self.keys.dev("device", device.id), blob)
+        writes.set(self.keys.dev("device_dir", device.id), _summary(device))
 
     def _device_indexes(self, device: Device) -> list[str]:
         """The lexicographic id indexes a device belongs to: its account's, and one per filterable value."""
@@ -191,7 +210,7 @@ class RedisDevices(RedisSnapshot):
 
     async def put_device(self, device: Device) -> None:
         writes = Writes()
-        writes.swap(self.keys.dev("device", device.id), encode(device))
+        self._write_record(writes, device, encode(device))
         ((replaced,),) = await self._eval_each([writes.script_args()], also=lambda p: self._name_and_seen(p, [device]))
         await self._after_device_writes([device], [replaced])
 
@@ -236,7 +255,7 @@ class RedisDevices(RedisSnapshot):
             writes = groups.next()
             blob = encode(device)
             self._device_record.keep(blob, device)  # the index step reads it back
-            writes.swap(k.dev("device", device.id), blob)
+            self._write_record(writes, device, blob)
             values = valued.pop(device.id, {})
             # its resources' paths and its values' (the same, as a rule) in one ZADD
             paths = dict.fromkeys(resource.path for resource in device.resources)
@@ -297,10 +316,17 @@ class RedisDevices(RedisSnapshot):
         return min(zip(sizes, indexes, strict=True))[1]
 
     async def _walk(
-        self, index: str, after: str | None, descending: bool, size: Callable[[], int], contacts_of: str | None = None
+        self,
+        index: str,
+        after: str | None,
+        descending: bool,
+        size: Callable[[], int],
+        contacts_of: str | None = None,
+        *,
+        summaries: bool = False,
     ) -> AsyncIterator[tuple[list[Device], dict[str, float]]]:
-        """The index's devices from `after` on, a page at a time (with `_read_page`'s contacts); `size()` is the next
-        page's length."""
+        """The index's devices from `after` on, a page at a time (`_read_page`'s devices and contacts); `size()` is
+        the next page's length."""
         cursor = after
         while True:
             page = size()
@@ -312,34 +338,63 @@ class RedisDevices(RedisSnapshot):
                 raw = await self.redis.zrangebylex(index, low, "+", start=0, num=page)
             ids = [text(i) for i in raw]
             if ids:
-                yield await self._read_page(ids, contacts_of)
+                yield await self._read_page(ids, contacts_of, summaries=summaries)
             if len(ids) < page:
                 return
             cursor = ids[-1]
 
-    async def _read_page(self, ids: list[str], contacts_of: str | None) -> tuple[list[Device], dict[str, float]]:
-        """The records of these ids (those that exist), and with `contacts_of` (their account) the ids' stored last
-        contacts, read in the same round trip: one pipeline (a cluster: the records' servers and the account's at
-        once), not a second round trip after the page (issue 30 #5)."""
-        keys = [self.keys.dev("device", i) for i in ids]
+    async def _read_page(
+        self, ids: list[str], contacts_of: str | None, *, summaries: bool = False
+    ) -> tuple[list[Device], dict[str, float]]:
+        """The records of these ids (those that exist), or with `summaries` their directory summaries (records
+        without resources); with `contacts_of` (their account) also the ids' stored last contacts, read in the same
+        round trip: one pipeline (a cluster: the records' servers and the account's at once), not a second round
+        trip after the page (issue 30 #5)."""
+        keys = [self.keys.dev("device_dir" if summaries else "device", i) for i in ids]
+        stamps: list[Any]
         if contacts_of is None:
-            return [self._device_record(data) for data in await self._mget(keys) if data is not None], {}
-        contacts = self.keys.acc("contacts", contacts_of)
-        if self.cluster:
+            records, stamps = await self._mget(keys), [None] * len(ids)
+        elif self.cluster:
+            contacts = self.keys.acc("contacts", contacts_of)
             records, stamps = await asyncio.gather(self._mget(keys), self.redis.hmget(contacts, ids))
         else:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.mget(keys)
-                pipe.hmget(contacts, ids)
+                pipe.hmget(self.keys.acc("contacts", contacts_of), ids)
                 records, stamps = await pipe.execute()
-        decoded = self._device_record
-        devices, found = [], {}
+        decoded = self._device_summary if summaries else self._device_record
+        listed: list[Any] = []  # Devices, and the ids of those without a summary (a previous release's record, or gone)
+        missing: list[str] = []
+        found: dict[str, float] = {}
         for device_id, data, stamp in zip(ids, records, stamps, strict=True):
-            if data is not None:  # gone since the index was read: neither listed nor its contact
-                devices.append(decoded(data))
-                if stamp is not None:
-                    found[device_id] = float(stamp)  # contacts.py: a time as its text
-        return devices, found
+            if data is not None:
+                listed.append(decoded(data))
+            elif summaries:
+                listed.append(device_id)
+                missing.append(device_id)
+            else:  # gone since the index was read: neither listed nor its contact
+                continue
+            if stamp is not None:
+                found[device_id] = float(stamp)  # contacts.py: a time as its text
+        if not missing:
+            return listed, found
+        devices = await self._with_records(listed, missing)
+        return devices, {d.id: found[d.id] for d in devices if d.id in found}
+
+    async def _with_records(self, listed: list[Any], missing: list[str]) -> list[Device]:
+        """`listed` with each of the `missing` ids (in it) replaced by its record read whole, or left out when there
+        is none (gone since the index was read): a record written before summaries were (issue 30 #5's upgrade
+        path), at one more round trip for its page."""
+        whole = dict(zip(missing, await self._mget([self.keys.dev("device", i) for i in missing]), strict=True))
+        devices = []
+        for entry in listed:
+            if isinstance(entry, str):
+                data = whole[entry]
+                if data is None:
+                    continue
+                entry = self._device_record(data)
+            devices.append(entry)
+        return devices
 
     async def list_devices(
         self,
@@ -363,7 +418,9 @@ class RedisDevices(RedisSnapshot):
         limit: int = 50,
         descending: bool = False,
     ) -> tuple[list[Device], dict[str, float]]:
-        return await self._list(account_id, DeviceQuery.of(query, None), after, limit, descending, account_id)
+        return await self._list(
+            account_id, DeviceQuery.of(query, None), after, limit, descending, account_id, summaries=True
+        )
 
     async def _list(
         self,
@@ -373,13 +430,15 @@ class RedisDevices(RedisSnapshot):
         limit: int,
         descending: bool,
         contacts_of: str | None,
+        *,
+        summaries: bool = False,
     ) -> tuple[list[Device], dict[str, float]]:
         direct = await self._direct_ids(account_id, full)
         if direct is not None:
             ids = sorted(direct, reverse=descending)
             if after is not None:
                 ids = [i for i in ids if (i < after if descending else i > after)]
-            devices, stamps = await self._read_page(ids, contacts_of)
+            devices, stamps = await self._read_page(ids, contacts_of, summaries=summaries)
             devices = [d for d in devices if d.account_id == account_id and full.matches(d)][:limit]
             return devices, {d.id: stamps[d.id] for d in devices if d.id in stamps}
         index = await self._narrowest_index(account_id, full)
@@ -389,7 +448,7 @@ class RedisDevices(RedisSnapshot):
         def size() -> int:  # what is still wanted, read in pages no smaller than _MIN_PAGE (a filter may skip some)
             return min(max(limit - len(found), _MIN_PAGE), _MAX_PAGE)
 
-        async for devices, page_stamps in self._walk(index, after, descending, size, contacts_of):
+        async for devices, page_stamps in self._walk(index, after, descending, size, contacts_of, summaries=summaries):
             if full.conditions:  # no condition: the index is the account's, every record of it is listed
                 devices = [d for d in devices if full.matches(d)]
                 page_stamps = {d.id: page_stamps[d.id] for d in devices if d.id in page_stamps}
@@ -412,7 +471,7 @@ class RedisDevices(RedisSnapshot):
         if not full.conditions or (len(full.conditions) == 1 and self._value_index(account_id, full.conditions[0])):
             return int(await self.redis.zcard(index))
         count = 0
-        async for devices, _ in self._walk(index, None, False, lambda: _MAX_PAGE):
+        async for devices, _ in self._walk(index, None, False, lambda: _MAX_PAGE, summaries=True):
             count += sum(1 for d in devices if full.matches(d))
         return count
 
@@ -448,4 +507,4 @@ class RedisDevices(RedisSnapshot):
 
 
 # the device's own keys; the first is the record, the second its request queue (delete_device.lua)
-_DEVICE_PARTS = ("device", "reqs", "subscribers", "snap_paths", "snap_rep", "snap_des", "snap_sub")
+_DEVICE_PARTS = ("device", "reqs", "device_dir", "subscribers", "snap_paths", "snap_rep", "snap_des", "snap_sub")
