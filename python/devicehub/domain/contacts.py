@@ -47,8 +47,20 @@ class ContactBook:
 
     def merged(self, devices: Sequence[Device], stored: dict[str, float]) -> dict[str, float]:
         """Device id -> last contact, from these devices' stored contacts (`get_contacts`, or a directory page's)."""
-        latest = self.latest
-        return {d.id: max(d.last_seen_at, stored.get(d.id, 0.0), latest.get(d.id, 0.0)) for d in devices}
+        # a loop with the lookups bound, not `max()` of three per device: a directory page merges 1 000 (issue 30 #5:
+        # 0.48 ms against 0.89 ms)
+        merged = {}
+        from_store, from_memory = stored.get, self.latest.get
+        for device in devices:
+            device_id, last = device.id, device.last_seen_at
+            other = from_store(device_id)
+            if other is not None and other > last:
+                last = other
+            other = from_memory(device_id)
+            if other is not None and other > last:
+                last = other
+            merged[device_id] = last
+        return merged
 
     async def write(self) -> None:
         if not self.pending:

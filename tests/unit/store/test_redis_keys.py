@@ -44,3 +44,9 @@ def test_a_global_index_is_at_least_16_buckets_each_its_own_key_and_a_member_alw
     assert len({slot(b) for b in buckets}) == BUCKETS  # spread: no two buckets share a slot
     assert {K.bucket("seen", f"d{n}") for n in range(1000)} == set(buckets)
     assert K.bucket("seen", "d7") == K.bucket("seen", "d7")
+
+
+def test_the_keys_of_many_devices_are_each_devices_key() -> None:
+    ids = ["d1", "a" * 32, "we}ird{id"]
+    assert K.devs("device_dir", ids) == [K.dev("device_dir", i) for i in ids]
+    assert K.devs("device", []) == []

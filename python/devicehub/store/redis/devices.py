@@ -23,7 +23,7 @@ import asyncio
 import heapq
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -336,7 +336,8 @@ class RedisDevices(RedisSnapshot):
             else:
                 low = f"({cursor}" if cursor is not None else "-"
                 raw = await self.redis.zrangebylex(index, low, "+", start=0, num=page)
-            ids = [text(i) for i in raw]
+            # bytes (decode_responses=False): decoded here, not through text() each (0.35 ms a page against 0.04)
+            ids = [i.decode() for i in cast(list[bytes], raw)]
             if ids:
                 yield await self._read_page(ids, contacts_of, summaries=summaries)
             if len(ids) < page:
@@ -350,7 +351,7 @@ class RedisDevices(RedisSnapshot):
         without resources); with `contacts_of` (their account) also the ids' stored last contacts, read in the same
         round trip: one pipeline (a cluster: the records' servers and the account's at once), not a second round
         trip after the page (issue 30 #5)."""
-        keys = [self.keys.dev("device_dir" if summaries else "device", i) for i in ids]
+        keys = self.keys.devs("device_dir" if summaries else "device", ids)
         stamps: list[Any]
         if contacts_of is None:
             records, stamps = await self._mget(keys), [None] * len(ids)
@@ -385,7 +386,7 @@ class RedisDevices(RedisSnapshot):
         """`listed` with each of the `missing` ids (in it) replaced by its record read whole, or left out when there
         is none (gone since the index was read): a record written before summaries were (issue 30 #5's upgrade
         path), at one more round trip for its page."""
-        whole = dict(zip(missing, await self._mget([self.keys.dev("device", i) for i in missing]), strict=True))
+        whole = dict(zip(missing, await self._mget(self.keys.devs("device", missing)), strict=True))
         devices = []
         for entry in listed:
             if isinstance(entry, str):
