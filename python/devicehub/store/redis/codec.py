@@ -32,6 +32,9 @@ class DecodedRecords(Generic[T]):
         self._kind = kind
         self._capacity = capacity
         self._kept: dict[Any, T] = {}
+        # the kept record of a blob, or None: a directory page looks up 1 001 blobs, most of them kept, and a bound
+        # dict.get is cheaper than a call of this object each (the dict is cleared, never replaced)
+        self.kept = self._kept.get
 
     def __len__(self) -> int:
         return len(self._kept)

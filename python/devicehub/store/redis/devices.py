@@ -364,12 +364,13 @@ class RedisDevices(RedisSnapshot):
                 pipe.hmget(self.keys.acc("contacts", contacts_of), ids)
                 records, stamps = await pipe.execute()
         decoded = self._device_summary if summaries else self._device_record
+        kept = decoded.kept
         listed: list[Any] = []  # Devices, and the ids of those without a summary (a previous release's record, or gone)
         missing: list[str] = []
         found: dict[str, float] = {}
         for device_id, data, stamp in zip(ids, records, stamps, strict=True):
             if data is not None:
-                listed.append(decoded(data))
+                listed.append(kept(data) or decoded(data))
             elif summaries:
                 listed.append(device_id)
                 missing.append(device_id)
