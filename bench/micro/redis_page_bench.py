@@ -7,7 +7,7 @@ Per call: this process's CPU (utime + stime), redis-server's CPU (`INFO cpu`, us
 before and after the `--calls` calls) and wall time; medians of `--runs` rounds. The store is whichever `devicehub`
 is first on PYTHONPATH, so two checkouts compare by running this twice with each's PYTHONPATH, alternately.
 Prints one summary line and writes bench/results/redis_page.json.
-Reproduce: `python bench/micro/redis_page_bench.py --devices 3000 --calls 200 --runs 5`. `--smoke`: a few seconds.
+Reproduce: `python bench/micro/redis_page_bench.py --calls 100 --runs 3`. `--smoke`: a few seconds.
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ _PATHS = ("/1/0/1", "/3/0/0", "/3/0/1", "/3/0/2", "/3/0/3", "/3/0/13", "/3/0/17"
 _LINKS = (
     ResourceLink(path="/1/0"),
     ResourceLink(path="/3/0"),
-    *(ResourceLink(path=p, obs=p.startswith("/3303"), rt="ucum:Cel" if p.startswith("/3303") else None) for p in _PATHS),
+    *(
+        ResourceLink(path=p, obs=p.startswith("/3303"), rt="ucum:Cel" if p.startswith("/3303") else None)
+        for p in _PATHS
+    ),
 )
 
 
