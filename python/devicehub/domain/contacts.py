@@ -1,7 +1,7 @@
 """Each device's last contact (issue 32 #2): Register, Update, a notification or a response to a request.
 
 The rule: a contact costs a dict write in memory; every WRITE_S seconds the devices contacted since the last write
-go to the store in one batch (one statement or pipeline), so a device costs at most one store write per WRITE_S
+go to the store, WRITE_BATCH to a statement or pipeline, so a device costs at most one store write per WRITE_S
 however often it talks, and a silent device none. Readers take the later of the stored time, this node's memory
 and the device record's `last_seen_at` (the Register/Update refresh): exact on the node that holds the device, at
 most WRITE_S old elsewhere (Redis: other nodes) and after a crash; a graceful stop writes what is pending.
@@ -21,6 +21,7 @@ from devicehub.domain.storage.store import Store
 log = logging.getLogger("devicehub.core")
 
 WRITE_S = 30.0
+WRITE_BATCH = 5_000  # devices whose contacts go to the store in one call (one statement or pipeline)
 
 
 class ContactBook:
@@ -67,14 +68,20 @@ class ContactBook:
             return
         batch, self.pending = self.pending, {}
         latest = self.latest
-        contacts = [(d.account_id, d.id, latest[d.id]) for d in batch.values() if d.id in latest]
-        try:
-            await self._store.put_contacts(contacts)
-        except Exception as error:
-            for device_id, device in batch.items():  # kept for the next write
-                self.pending.setdefault(device_id, device)
-            if not self._store.unavailable(error):
-                raise
+        devices = list(batch.values())
+        # issue 30 #2: WRITE_BATCH devices a store call, so that no more of their tuples are alive at once: a fleet's
+        # 50 000 in one list set off a young collection of the whole process and were promoted into the old ones
+        for start in range(0, len(devices), WRITE_BATCH):
+            part = devices[start : start + WRITE_BATCH]
+            contacts = [(d.account_id, d.id, latest[d.id]) for d in part if d.id in latest]
+            try:
+                await self._store.put_contacts(contacts)
+            except Exception as error:
+                for device in devices[start:]:  # kept for the next write
+                    self.pending.setdefault(device.id, device)
+                if not self._store.unavailable(error):
+                    raise
+                return
 
     async def _loop(self) -> None:
         while True:

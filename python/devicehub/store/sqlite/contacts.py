@@ -15,10 +15,10 @@ class SqliteContacts(SqliteWriter):
         if not contacts:
             return
         await self._write(
-            lambda db: db.executemany(
-                "INSERT INTO device_contacts (device_id, account_id, contact_at) VALUES (?, ?, ?)"
+            lambda db: db.executemany(  # the callers' tuples as they are (numbered parameters): no copy of each
+                "INSERT INTO device_contacts (device_id, account_id, contact_at) VALUES (?2, ?1, ?3)"
                 " ON CONFLICT (device_id) DO UPDATE SET contact_at = max(contact_at, excluded.contact_at)",
-                [(device_id, account_id, at) for account_id, device_id, at in contacts],
+                contacts,
             )
         )
 

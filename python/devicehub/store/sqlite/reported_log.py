@@ -106,14 +106,15 @@ def fold_values(db: sqlite3.Connection, folding: Folding) -> None:
     `snapshot` (encoded here, in key order for the B-tree's sake), and those rows deleted; rows after stay."""
     latest, upto = folding
     deleted = {str(device_id) for (device_id,) in db.execute(TOMBSTONES_AFTER, (upto,))}
-    rows = [
+    # rows made as `executemany` binds them, each gone before the next (issue 30 #2): a list of a fold's rows (50 000
+    # tuples at 50 000 devices) set off a young collection of the whole process and was promoted into the old ones
+    rows = (
         (device_id, path, encode(value))
         for device_id in sorted(latest)
         if device_id not in deleted
         for path, value in sorted(latest[device_id].items())
-    ]
-    if rows:
-        db.executemany(UPSERT, rows)
+    )
+    db.executemany(UPSERT, rows)
     db.execute(DELETE_UPTO, (upto,))
 
 
