@@ -6,7 +6,9 @@ contacts read after the page). Counted in the server's own statistics, on a real
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+from collections.abc import AsyncIterator
 
 import msgspec
 import pytest
@@ -22,6 +24,19 @@ pytestmark = pytest.mark.redis
 _prefixes = itertools.count()
 
 
+@contextlib.asynccontextmanager
+async def _store_and_client(redis_url: str) -> AsyncIterator[tuple[RedisStore, aioredis.Redis]]:
+    """A store under a prefix of its own, open, and a plain client of the same server to count what it sends."""
+    store = RedisStore(redis_url, prefix=f"pages{next(_prefixes)}:")
+    client = aioredis.Redis.from_url(redis_url)
+    await store.open()
+    try:
+        yield store, client
+    finally:
+        await store.close()
+        await client.aclose()
+
+
 async def _calls(client: aioredis.Redis, command: str) -> int:
     stats = await client.info("commandstats")
     return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
@@ -35,18 +50,12 @@ async def _reads(client: aioredis.Redis) -> int:
 
 def test_the_largest_page_and_its_has_more_row_are_one_read(redis_url: str) -> None:
     async def main() -> None:
-        store = RedisStore(redis_url, prefix=f"pages{next(_prefixes)}:")
-        client = aioredis.Redis.from_url(redis_url)
-        await store.open()
-        try:
+        async with _store_and_client(redis_url) as (store, client):
             await store.put_registered_devices([device(f"d{n:05d}", f"ep{n}") for n in range(2500)])
             before = await _calls(client, "mget"), await _calls(client, "zrangebylex")
             listed = await store.list_devices(A, limit=1001)
             after = await _calls(client, "mget"), await _calls(client, "zrangebylex")
             rest = await store.list_devices(A, after=listed[-1].id, limit=2000)  # pages of at most 1 001 walked on
-        finally:
-            await store.close()
-            await client.aclose()
         assert [d.id for d in listed] == [f"d{n:05d}" for n in range(1001)]
         assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
         assert [d.id for d in rest] == [f"d{n:05d}" for n in range(1001, 2500)]
@@ -56,19 +65,13 @@ def test_the_largest_page_and_its_has_more_row_are_one_read(redis_url: str) -> N
 
 def test_a_page_and_its_contacts_are_two_round_trips(redis_url: str) -> None:
     async def main() -> None:
-        store = RedisStore(redis_url, prefix=f"pages{next(_prefixes)}:")
-        client = aioredis.Redis.from_url(redis_url)
-        await store.open()
-        try:
+        async with _store_and_client(redis_url) as (store, client):
             await store.put_registered_devices([device(f"d{n:02d}", f"ep{n}") for n in range(20)])
             await store.put_contacts([(A, f"d{n:02d}", 1000.0 + n) for n in range(0, 20, 2)])
             await store.list_devices_and_contacts(A, limit=1001)  # the store's connection is open before counting
             before = await _reads(client), await _calls(client, "hmget")
             listed, contacts = await store.list_devices_and_contacts(A, limit=1001)
             after = await _reads(client), await _calls(client, "hmget")
-        finally:
-            await store.close()
-            await client.aclose()
         assert len(listed) == 20 and contacts == {f"d{n:02d}": 1000.0 + n for n in range(0, 20, 2)}
         # between the two INFO calls: the index's ZRANGEBYLEX, then the MGET and HMGET in one pipeline (and the
         # later INFO's own read, and the earlier INFO's commandstats read)
@@ -89,10 +92,7 @@ def test_a_page_reads_the_devices_summaries_not_their_records(redis_url: str) ->
     them, written beside it): redis-server sends less for the whole page than the records alone would take."""
 
     async def main() -> None:
-        store = RedisStore(redis_url, prefix=f"pages{next(_prefixes)}:")
-        client = aioredis.Redis.from_url(redis_url)
-        await store.open()
-        try:
+        async with _store_and_client(redis_url) as (store, client):
             devices = [_resourceful(n) for n in range(300)]
             await store.put_registered_devices(devices)
             async with client.pipeline(transaction=False) as pipe:
@@ -103,9 +103,6 @@ def test_a_page_reads_the_devices_summaries_not_their_records(redis_url: str) ->
             before = int((await client.info("stats"))["total_net_output_bytes"])
             listed, _ = await store.list_devices_and_contacts(A, limit=1001)
             sent = int((await client.info("stats"))["total_net_output_bytes"]) - before
-        finally:
-            await store.close()
-            await client.aclose()
         assert [d.id for d in listed] == [d.id for d in devices]
         assert sent < records / 2, (sent, records)
         assert all(d.resources == () for d in listed)
@@ -119,10 +116,7 @@ def test_records_of_a_previous_release_without_a_summary_are_listed_whole(redis_
     device gives it its summary."""
 
     async def main() -> None:
-        store = RedisStore(redis_url, prefix=f"pages{next(_prefixes)}:")
-        client = aioredis.Redis.from_url(redis_url)
-        await store.open()
-        try:
+        async with _store_and_client(redis_url) as (store, client):
             devices = [_resourceful(n) for n in range(40)]
             await store.put_registered_devices(devices)
             await store.put_contacts([(A, d.id, 5000.0 + n) for n, d in enumerate(devices)])
@@ -136,9 +130,6 @@ def test_records_of_a_previous_release_without_a_summary_are_listed_whole(redis_
             )
             await store.put_device(devices[0])
             rewritten = await client.exists(store.keys.dev("device_dir", devices[0].id))
-        finally:
-            await store.close()
-            await client.aclose()
         kept = [d for d in devices if d.id != "d0003"]
         assert [d.id for d in listed] == [d.id for d in kept]
         assert [d.resources == () for d in listed] == [d.id not in old for d in kept]  # the old ones read whole
