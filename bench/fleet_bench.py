@@ -149,6 +149,13 @@ async def _fleet(service: ServiceProcess, devices: int, args: argparse.Namespace
                     "--duration", str(round(args.runs * args.seconds)), "--rate", "200", "--threads",
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
+            elif args.perf:  # native frames of the event-loop thread (dict probes, the Rust lane, the kernel)
+                profiler = await asyncio.create_subprocess_exec(
+                    "perf", "record", "-F", "1999", "-g", "-t", str(pid),
+                    "-o", str(Path(args.perf) / f"fleet-{devices}.data"),
+                    "--", "sleep", str(round(args.runs * args.seconds)),
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
             collector.started = time.time()
             for _ in range(args.runs):
                 collector.count, collector.measuring = 0, True
@@ -224,6 +231,7 @@ def main() -> None:
     parser.add_argument("--no-relay", action="store_true", help="skip the bare relay baseline")
     parser.add_argument("--tag", default="", help="results file fleet-<tag>.json (old and new code side by side)")
     parser.add_argument("--profile", default="", help="a directory: py-spy's collapsed stacks of each run there")
+    parser.add_argument("--perf", default="", help="a directory: `perf record` of the event-loop thread, per fleet")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
