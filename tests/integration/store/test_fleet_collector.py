@@ -54,7 +54,7 @@ def collections() -> Iterator[list[int]]:
 
 def test_the_values_the_log_holds_of_each_device_are_out_of_the_collector() -> None:
     log = ReportedLog()
-    log.appended({f"d{n}": {"/3/0/9": VALUE} for n in range(3)}, 30, folded=False)
+    log.appended({"/3/0/9": {f"d{n}": VALUE for n in range(3)}}, 30, folded=False)
     held = log.values_for("d1")
     assert held == {"/3/0/9": VALUE}
     assert not gc.is_tracked(held)  # on main: tracked, so each fold period's 50 000 were the collector's work
@@ -63,7 +63,7 @@ def test_the_values_the_log_holds_of_each_device_are_out_of_the_collector() -> N
 def test_a_fold_of_more_devices_than_the_young_threshold_sets_off_no_collection(collections: list[int]) -> None:
     db = sqlite3.connect(":memory:", isolation_level=None)
     db.executescript(SCHEMA)
-    latest = {f"d{n:06d}": {"/3/0/9": VALUE} for n in range(FLEET)}
+    latest = {"/3/0/9": {f"d{n:06d}": VALUE for n in range(FLEET)}}
     rowid = db.execute("INSERT INTO reported_batches (data) VALUES (x'00')").lastrowid or 0
     gc.collect()
     collections.clear()

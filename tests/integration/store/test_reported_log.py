@@ -21,7 +21,8 @@ import msgspec
 
 from devicehub.domain.model import ReportedValue, ResourceLink, SnapshotResource
 from devicehub.store.sqlite.codec import encode
-from devicehub.store.sqlite.reported_log import FOLD_MAX_S, ReportedLog
+from devicehub.store.sqlite.reported_log import FOLD_MAX_S, ReportedLog, encode_batch, fold_values
+from devicehub.store.sqlite.schema import SCHEMA
 from devicehub.store.sqlite.store import SqliteStore
 from devicehub.store.sqlite.writer import DB_FILE
 from support.stores import device
@@ -224,6 +225,50 @@ def test_a_log_of_a_row_per_value_left_by_an_earlier_release_is_folded_on_open(t
     assert _on_reopen(tmp_path, "d1") == [[SnapshotResource(path="/3/0/9", reported=_value("new", 2.0))]]
     with _side(tmp_path) as side:
         assert side.execute("SELECT count(*) FROM reported_log").fetchone()[0] == 0
+
+
+def test_rows_of_the_release_before_keyed_by_device_fold_on_open_in_order_with_today_s(tmp_path: Path) -> None:
+    """A crash of the release before left rows `{device id: {path: value}}`; today's rows are keyed by path
+    (`encode_batch`). Both fold on open, in rowid order: a later row's value wins whatever its format, and a
+    tombstone after them keeps the device's values out."""
+    _on_reopen(tmp_path)  # the schema, as this release makes it
+    with _side(tmp_path) as side:
+        side.executemany(
+            "INSERT INTO reported_batches (data) VALUES (?)",
+            [
+                (encode({"d1": {"/3/0/9": _value("old"), "/3/0/0": _value("kept")}, "d2": {"/3/0/9": _value("x")}}),),
+                (encode_batch({"/3/0/9": {"d1": _value("new", 2.0)}, "/3/0/1": {"d3": _value("y")}}),),
+                (encode({"d3": {"/3/0/1": _value("newer", 3.0)}}),),
+            ],
+        )
+        side.execute("INSERT INTO reported_batches (deleted) VALUES ('d2')")
+    assert _on_reopen(tmp_path, "d1", "d2", "d3") == [
+        [
+            SnapshotResource(path="/3/0/0", reported=_value("kept")),
+            SnapshotResource(path="/3/0/9", reported=_value("new", 2.0)),
+        ],
+        [],
+        [SnapshotResource(path="/3/0/1", reported=_value("newer", 3.0))],
+    ]
+    with _side(tmp_path) as side:
+        assert side.execute("SELECT count(*) FROM reported_batches").fetchone()[0] == 0
+
+
+def test_a_fold_from_memory_writes_each_device_s_value_of_each_path_to_its_row(tmp_path: Path) -> None:
+    """The log keys its values by path (issue 30 #1); the fold writes them by (device, path), each to its row."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.executescript(SCHEMA)
+    latest = {
+        "/3/0/9": {"d2": _value("d2-9"), "d1": _value("d1-9")},
+        "/3/0/0": {"d1": _value("d1-0"), "d3": _value("d3-0")},
+    }
+    fold_values(db, (latest, 0))
+    assert db.execute("SELECT device_id, path, reported FROM snapshot").fetchall() == [
+        ("d1", "/3/0/0", encode(_value("d1-0"))),
+        ("d1", "/3/0/9", encode(_value("d1-9"))),
+        ("d2", "/3/0/9", encode(_value("d2-9"))),
+        ("d3", "/3/0/0", encode(_value("d3-0"))),
+    ]
 
 
 def _fold_due(store: SqliteStore) -> None:

@@ -21,7 +21,7 @@ class Clock:
 
 
 def _flush(devices: range) -> Pending:
-    return {f"d{n}": {"/3/0/9": VALUE} for n in devices}
+    return {"/3/0/9": {f"d{n}": VALUE for n in devices}}
 
 
 def test_a_fleet_that_notifies_rarely_folds_once_its_devices_sent_enough_values_not_every_fold_interval() -> None:
@@ -69,7 +69,7 @@ def test_a_fold_starts_the_count_again_and_the_log_holds_only_what_was_appended_
     assert log.holds("d1", "/3/0/9")
     assert log.due(1, 10)
     values, upto = log.start_fold()  # the flushes appended so far, from memory: the rows up to 1
-    assert (sorted(values), upto) == (["d0", "d1", "d2"], 1)
+    assert (sorted(values["/3/0/9"]), upto) == (["d0", "d1", "d2"], 1)
     assert log.holds("d1", "/3/0/9")  # until the fold commits
     assert not log.due(1, FOLD_BYTES)  # one fold at a time
     log.appended(_flush(range(5, 6)), 10, folded=True, rowid=2)  # the append that folded: its row is after the fold's
@@ -84,14 +84,14 @@ def test_a_fold_starts_the_count_again_and_the_log_holds_only_what_was_appended_
 def test_a_fold_that_did_not_commit_leaves_its_values_in_the_log_under_those_appended_since() -> None:
     log = ReportedLog(Clock())
     older = ReportedValue(value=b"old", content_type="text/plain", reported_at=0.0)
-    log.appended({"d1": {"/3/0/9": older, "/3/0/0": older}}, 10, folded=False, rowid=1)
+    log.appended({"/3/0/9": {"d1": older}, "/3/0/0": {"d1": older}}, 10, folded=False, rowid=1)
     log.start_fold()
     log.appended(_flush(range(1, 2)), 10, folded=False, rowid=2)  # a flush in flight completes meanwhile
     assert log.values_for("d1") == {"/3/0/9": VALUE, "/3/0/0": older}
     log.fold_failed()
     assert log.values_for("d1") == {"/3/0/9": VALUE, "/3/0/0": older}
     values, upto = log.start_fold()
-    assert (values, upto) == ({"d1": {"/3/0/9": VALUE, "/3/0/0": older}}, 2)
+    assert (values, upto) == ({"/3/0/9": {"d1": VALUE}, "/3/0/0": {"d1": older}}, 2)
 
 
 def test_fifty_thousand_devices_notifying_every_five_seconds_fold_after_their_share_not_at_a_bound() -> None:
@@ -108,3 +108,13 @@ def test_fifty_thousand_devices_notifying_every_five_seconds_fold_after_their_sh
         log.appended(_flush(range(first, first + per_flush)), size, folded=False)
         clock.now += interval
     assert log.due(per_flush, size)
+
+
+def test_a_forgotten_device_leaves_no_empty_path_behind() -> None:
+    """A deleted device's values out of the log (issue 30 #1: kept by path): a log of only its values is empty."""
+    log = ReportedLog(Clock())
+    log.appended({"/3/0/9": {"d1": VALUE}, "/3/0/0": {"d1": VALUE, "d2": VALUE}}, 10, folded=False, rowid=1)
+    log.forget("d1")
+    assert not log.logged("d1") and log.values_for("d1") == {} and log.values_for("d2") == {"/3/0/0": VALUE}
+    log.forget("d2")
+    assert not log.holds_any() and not log.due(1, FOLD_BYTES)

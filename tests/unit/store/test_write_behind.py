@@ -67,3 +67,59 @@ def test_values_announced_in_a_batch_split_into_free_ones_and_those_behind_a_hel
         await flushing
 
     asyncio.run(scenario())
+
+
+def _value(text: str) -> ReportedValue:
+    return ReportedValue(value=text.encode(), content_type="text/plain", reported_at=1.0)
+
+
+def test_a_failed_flush_keeps_its_values_under_those_put_meanwhile() -> None:
+    """Values are kept by path, then device (issue 30 #1): a failed flush's values go back under the newer ones."""
+    release = asyncio.Event()
+    attempts: list[Pending] = []
+
+    async def write(pending: Pending) -> None:
+        attempts.append(pending)
+        if len(attempts) == 1:
+            await release.wait()
+            raise StorageUnavailable("disk full")
+
+    async def scenario() -> None:
+        behind = ReportedWriteBehind(write, interval=3600)
+        behind.put("d1", "/3/0/9", _value("old"))
+        behind.put("d2", "/3/0/9", _value("kept"))
+        behind.put("d2", "/3/0/0", _value("kept"))
+        flushing = asyncio.ensure_future(behind.flush())
+        await asyncio.sleep(0)  # the flush took the values: they are being written now
+        behind.put("d1", "/3/0/9", _value("new"))
+        assert behind.pending_for("d1") == {"/3/0/9": _value("new")}
+        release.set()
+        with pytest.raises(StorageUnavailable):
+            await flushing
+        assert behind.pending_for("d1") == {"/3/0/9": _value("new")}
+        assert behind.pending_for("d2") == {"/3/0/9": _value("kept"), "/3/0/0": _value("kept")}
+        await behind.flush()
+        assert attempts[1] == {"/3/0/9": {"d1": _value("new"), "d2": _value("kept")}, "/3/0/0": {"d2": _value("kept")}}
+
+    asyncio.run(scenario())
+
+
+def test_a_discarded_device_leaves_nothing_to_flush_or_hold() -> None:
+    attempts: list[Pending] = []
+
+    async def write(pending: Pending) -> None:
+        attempts.append(pending)
+
+    async def scenario() -> None:
+        behind = ReportedWriteBehind(write, interval=3600)
+        behind.put("d1", "/3/0/9", _value("a"))
+        behind.put("d2", "/3/0/0", _value("b"))
+        behind.discard("d1")
+        assert not behind.holds("d1", "/3/0/9") and behind.pending_for("d1") == {}
+        assert behind.split_held([("d1", "/3/0/9", _value("c"))]) == ([("d1", "/3/0/9", _value("c"))], [])
+        await behind.flush()
+        behind.discard("d2")
+        await behind.flush()
+        assert attempts == [{"/3/0/0": {"d2": _value("b")}}]  # no flush of an empty batch
+
+    asyncio.run(scenario())

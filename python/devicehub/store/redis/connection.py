@@ -280,9 +280,18 @@ class RedisConnection:
         return list(await self.redis.mget(keys))
 
     async def _write_reported(self, pending: Pending) -> None:
+        # the write-behind keys values by path (write_behind.py): a device's go together, two commands a device
+        by_device: dict[str, dict[Any, bytes]] = {}  # device id → path → encoded (Any: redis-py types keys wide)
+        for path, devices in pending.items():
+            for device_id, value in devices.items():
+                values = by_device.get(device_id)
+                if values is None:
+                    by_device[device_id] = {path: encode(value)}
+                else:
+                    values[path] = encode(value)
         # not one MULTI: the devices' keys lie in as many slots (the path goes in before its value)
         async with self.redis.pipeline(transaction=False) as tx:
-            for device_id, values in pending.items():
-                tx.zadd(self.keys.dev("snap_paths", device_id), dict.fromkeys(values, 0))
-                tx.hset(self.keys.dev("snap_rep", device_id), mapping={p: encode(v) for p, v in values.items()})
+            for device_id, encoded in by_device.items():
+                tx.zadd(self.keys.dev("snap_paths", device_id), dict.fromkeys(encoded, 0))
+                tx.hset(self.keys.dev("snap_rep", device_id), mapping=encoded)
             await tx.execute()

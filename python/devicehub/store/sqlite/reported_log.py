@@ -11,7 +11,8 @@ the fold writes each touched snapshot page once for all the values of that time.
 Issue 30 #2: the log held a row per value (an `executemany` of one tuple and one encoded value each, then a
 `GROUP BY` over them all at each fold), which is a row per event when devices notify rarely and ~0.4 per event when
 a few devices' values coalesce within a flush: a flush is now one row, its `Pending` encoded whole by the store's
-codec (`reported_batches.data`: device id → path → the value, its bytes as the snapshot keeps them), and the fold
+codec (`reported_batches.data`: path → device id → the value since the sixteenth session's issue 30 #1 work, device
+id → path → the value before; its bytes as the snapshot keeps them), and the fold
 reads the rows back in order, keeps the latest value of each (device, path) and upserts only those, in key order.
 What a fold writes grows with the devices whose values the log holds, not with the values: it falls due once the
 log holds `FOLD_PER_DEVICE` flushed entries per such device (and `FOLD_S` passed), so each snapshot page it writes
@@ -36,9 +37,11 @@ folds what a crash left from the rows (`fold`), `close` folds the rest from memo
 
 from __future__ import annotations
 
+import heapq
 import sqlite3
 import time
 from collections.abc import Callable
+from itertools import repeat
 
 import msgspec
 
@@ -71,19 +74,38 @@ LEGACY_FOLD = (
     " ON CONFLICT (device_id, path) DO UPDATE SET reported = excluded.reported"
 )
 
+# Issue 30 #1: a row is `[ROW_FORMAT, {path: {device id: value}}]` (the write-behind's `Pending`, keyed by path); a
+# row of an earlier release is the map `{device id: {path: value}}`, which a data directory may hold after a crash
+ROW_FORMAT = 2
 # each value left encoded (msgspec.Raw: a slice of the row, the bytes `codec.encode` gives the value alone), so the
 # fold writes a value's bytes without decoding them
-_BATCH = msgspec.msgpack.Decoder(dict[str, dict[str, msgspec.Raw]])
+_Values = dict[str, dict[str, msgspec.Raw]]
+_BATCH = msgspec.msgpack.Decoder(tuple[int, _Values] | _Values)
+
+
+def encode_batch(pending: Pending) -> bytes:
+    """A flush's row: one call into msgspec, a map per path (not per device) whatever the fleet."""
+    return encode((ROW_FORMAT, pending))
 
 
 def fold(db: sqlite3.Connection) -> None:
     """Writer thread, inside a transaction: the log's latest values into `snapshot`, the log emptied."""
-    latest: dict[str, dict[str, msgspec.Raw]] = {}
+    latest: _Values = {}  # device id → path → value
     for data, deleted in db.execute("SELECT data, deleted FROM reported_batches ORDER BY rowid"):
         if data is None:
             latest.pop(deleted, None)  # the device was deleted after these values: none goes back
             continue
-        for device_id, values in _BATCH.decode(data).items():
+        batch = _BATCH.decode(data)
+        if isinstance(batch, tuple):  # path → device id → value
+            for path, devices in batch[1].items():
+                for device_id, value in devices.items():
+                    held = latest.get(device_id)
+                    if held is None:
+                        latest[device_id] = {path: value}
+                    else:
+                        held[path] = value
+            continue
+        for device_id, values in batch.items():  # an earlier release's row: device id → path → value
             held = latest.get(device_id)
             if held is None:
                 latest[device_id] = values
@@ -101,7 +123,7 @@ def fold(db: sqlite3.Connection) -> None:
     db.execute("DELETE FROM reported_batches")
 
 
-Folding = tuple[Pending, int]  # the latest values of the log's rows up to a rowid, and that rowid
+Folding = tuple[Pending, int]  # the latest values of the log's rows up to a rowid (path → device id), and that rowid
 
 
 def fold_values(db: sqlite3.Connection, folding: Folding) -> None:
@@ -109,14 +131,11 @@ def fold_values(db: sqlite3.Connection, folding: Folding) -> None:
     `snapshot` (encoded here, in key order for the B-tree's sake), and those rows deleted; rows after stay."""
     latest, upto = folding
     deleted = {str(device_id) for (device_id,) in db.execute(TOMBSTONES_AFTER, (upto,))}
+    # in (device id, path) order: each path's devices sorted (a list of the strings held already), merged
+    keys = heapq.merge(*(zip(sorted(devices), repeat(path)) for path, devices in sorted(latest.items())))
     # rows made as `executemany` binds them, each gone before the next (issue 30 #2): a list of a fold's rows (50 000
     # tuples at 50 000 devices) set off a young collection of the whole process and was promoted into the old ones
-    rows = (
-        (device_id, path, encode(value))
-        for device_id in sorted(latest)
-        if device_id not in deleted
-        for path, value in sorted(latest[device_id].items())
-    )
+    rows = ((device_id, path, encode(latest[path][device_id])) for device_id, path in keys if device_id not in deleted)
     db.executemany(UPSERT, rows)
     db.execute(DELETE_UPTO, (upto,))
 
@@ -128,19 +147,21 @@ def fold_legacy(db: sqlite3.Connection) -> None:
 
 
 class ReportedLog:
-    """What the log holds and when it folds, on the event loop; `append` and the fold are the writer thread's work."""
+    """What the log holds and when it folds, on the event loop; `append` and the fold are the writer thread's work.
+    Its values are the write-behind's layout, path → device id → value (write_behind.py): a flush merges into them
+    with a `dict.update` per path, and a read of one device looks under each path."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._unfolded: Pending = {}  # device id → path → latest value appended and not folded yet
+        self._unfolded: Pending = {}  # path → device id → latest value appended and not folded yet
         self._folding: Pending | None = None  # the values of a fold in flight (older than `_unfolded`'s)
         self._upto = 0  # the rowid of the last append in `_unfolded` (appends complete in rowid order)
-        self._entries = 0  # (device, flush) entries appended since the last fold
+        self._entries = 0  # (device, path, flush) entries appended since the last fold
         self._bytes = 0  # encoded bytes appended since the last fold
         self._folded_at = clock()
 
     def due(self, entries: int, size: int) -> bool:
-        """Whether the append of a flush of `entries` devices' values, `size` bytes encoded, folds the log too."""
+        """Whether the append of a flush of `entries` values, `size` bytes encoded, folds the log too."""
         if self._folding is not None or not self._unfolded:  # one fold at a time; nothing to fold
             return False
         if self._bytes + size >= FOLD_BYTES:
@@ -148,22 +169,27 @@ class ReportedLog:
         elapsed = self._clock() - self._folded_at
         if elapsed >= FOLD_MAX_S:
             return True
-        return elapsed >= FOLD_S and self._entries + entries >= FOLD_PER_DEVICE * len(self._unfolded)
+        # the (device, path) pairs a fold would write: a device that sends its paths together counts each flush
+        # once per path, as it counts once per path here
+        held = sum(map(len, self._unfolded.values()))
+        return elapsed >= FOLD_S and self._entries + entries >= FOLD_PER_DEVICE * held
 
     def start_fold(self) -> Folding:
         """The fold of what the log holds, for the writer thread; appends completing meanwhile start a new count."""
         folding = self._folding = self._unfolded
         self._unfolded, self._entries, self._bytes = {}, 0, 0
-        # a copy for the thread (C speed): `forget` takes a deleted device out of `_folding` meanwhile. The inner
-        # dicts are shared and left alone: `appended` only updates `_unfolded`'s, which are new from here on
-        return dict(folding), self._upto
+        # a copy for the thread (C speed, once a fold): `forget` takes a deleted device out of `_folding` meanwhile
+        return {path: dict(devices) for path, devices in folding.items()}, self._upto
 
     def fold_failed(self) -> None:
         """The fold's transaction did not commit: its values are the log's again, under those appended since."""
         folding, self._folding = self._folding or {}, None
-        for device_id, values in self._unfolded.items():
-            held = folding.get(device_id)
-            folding[device_id] = values if held is None else {**held, **values}  # held may still be the thread's
+        for path, devices in self._unfolded.items():
+            held = folding.get(path)
+            if held is None:
+                folding[path] = devices
+            else:
+                held.update(devices)  # `_folding`'s own dicts: the thread was given copies
         self._unfolded = folding
 
     @staticmethod
@@ -180,15 +206,15 @@ class ReportedLog:
         if folded:
             self._folding, self._folded_at = None, self._clock()
         self._upto = max(self._upto, rowid)
-        self._entries += len(pending)
         self._bytes += size
         unfolded = self._unfolded
-        for device_id, values in pending.items():
-            held = unfolded.get(device_id)
+        for path, devices in pending.items():
+            self._entries += len(devices)
+            held = unfolded.get(path)
             if held is None:
-                unfolded[device_id] = values  # the write-behind let go of it: a flushed batch is not used again
+                unfolded[path] = devices  # the write-behind let go of it: a flushed batch is not used again
             else:
-                held.update(values)
+                held.update(devices)  # the flush's values of the path at once, in C
 
     def folded(self) -> None:
         """After a fold of the whole log committed (open's from the rows, close's from memory): it is empty."""
@@ -196,32 +222,37 @@ class ReportedLog:
         self._entries, self._bytes, self._folded_at = 0, 0, self._clock()
 
     def values_for(self, device_id: str) -> dict[str, ReportedValue]:
-        folding = self._folding
-        if folding is None or device_id not in folding:
-            return self._unfolded.get(device_id, {})
-        return {**folding[device_id], **self._unfolded.get(device_id, {})}  # the fold's values are the older
+        values: dict[str, ReportedValue] = {}
+        for layer in (self._folding or {}, self._unfolded):  # the fold's values are the older
+            for path, devices in layer.items():
+                value = devices.get(device_id)
+                if value is not None:
+                    values[path] = value
+        return values
 
     def holds(self, device_id: str, path: str) -> bool:
         """A value of (device, path) is in the log: a newer one must go through the log too, or the fold would put
         the older one back over it (or, while it is in flight, the read would)."""
-        values = self._unfolded.get(device_id)
-        if values is not None and path in values:
+        if device_id in self._unfolded.get(path, ()):
             return True
         folding = self._folding
-        return folding is not None and path in folding.get(device_id, ())
+        return folding is not None and device_id in folding.get(path, ())
 
     def holds_any(self) -> bool:
         return bool(self._unfolded) or bool(self._folding)
 
     def logged(self, device_id: str) -> bool:
         """The log holds values of the device (its delete appends a tombstone so that no fold puts them back)."""
-        return device_id in self._unfolded or (self._folding is not None and device_id in self._folding)
+        return any(
+            device_id in devices for layer in (self._unfolded, self._folding or {}) for devices in layer.values()
+        )
 
     def forget(self, device_id: str) -> None:
         """After the device's tombstone was appended with its delete."""
-        self._unfolded.pop(device_id, None)
-        if self._folding is not None:
-            self._folding.pop(device_id, None)
+        for layer in (self._unfolded, self._folding or {}):
+            for path, devices in list(layer.items()):
+                if devices.pop(device_id, None) is not None and not devices:
+                    del layer[path]  # no empty dict left: `holds_any` and `due` see an empty log as empty
 
     def covering(self) -> Folding:
         """`close`'s fold, nothing in flight: what the log holds, to its last append."""

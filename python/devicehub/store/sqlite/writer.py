@@ -13,11 +13,11 @@ from typing import Any
 
 from devicehub.errors import StorageUnavailable
 from devicehub.store.record_upgrades import decode
-from devicehub.store.sqlite.codec import T, encode
+from devicehub.store.sqlite.codec import T
 from devicehub.store.sqlite.endpoint_directory import EndpointDirectory
 from devicehub.store.sqlite.health import WriteHealth
 from devicehub.store.sqlite.read_cache import ReadCache
-from devicehub.store.sqlite.reported_log import ReportedLog, fold, fold_legacy, fold_values
+from devicehub.store.sqlite.reported_log import ReportedLog, encode_batch, fold, fold_legacy, fold_values
 from devicehub.store.sqlite.request_file import REQUESTS_FILE, RequestFile
 from devicehub.store.sqlite.schema import DEVICE_INDEXES, SCHEMA, add_channel_columns, add_device_columns
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
@@ -288,9 +288,10 @@ class SqliteWriter:
         await self._write(lambda db: db.execute("DROP TABLE requests"))
 
     async def _write_reported(self, pending: Pending) -> None:
-        batch = encode(pending)  # one row, one call into msgspec: no Python work per value (reported_log.py)
+        batch = encode_batch(pending)  # one row, one call into msgspec: no Python work per value (reported_log.py)
         # a fold is written from the values the log holds in memory (reported_log.py), not read back from its rows
-        folding = self._log.start_fold() if self._log.due(len(pending), len(batch)) else None
+        entries = sum(map(len, pending.values()))
+        folding = self._log.start_fold() if self._log.due(entries, len(batch)) else None
         try:
             rowid: int = await self._read(lambda db: ReportedLog.append(db, batch, folding))
         except BaseException:
