@@ -145,7 +145,8 @@ def main() -> None:
             f" fold {r[first]['fold_ns']:.0f} / {r[last]['fold_ns']:.0f} ns ({fold_ratio:.2f}x)"
         )
     if not args.smoke:
-        RESULTS.write_text(json.dumps({"args": vars(args), "results": results}, indent=2) + "\n")
+        stored = {**vars(args), "old": "given" if args.old else None}  # no machine path in the results
+        RESULTS.write_text(json.dumps({"args": stored, "results": results}, indent=2) + "\n")
     print(f"reported layout (ns per value, {first} / {last} devices, medians of {args.runs}): " + "; ".join(cells))
 
 
