@@ -256,4 +256,5 @@ class ReportedLog:
 
     def covering(self) -> Folding:
         """`close`'s fold, nothing in flight: what the log holds, to its last append."""
-        return dict(self._unfolded), self._upto
+        # copies, as `start_fold`'s: the thread looks values up while a delete may `forget` one meanwhile
+        return {path: dict(devices) for path, devices in self._unfolded.items()}, self._upto
