@@ -52,7 +52,7 @@ CREATE INDEX IF NOT EXISTS bootstrap_configs_account ON bootstrap_configs (accou
 CREATE TABLE IF NOT EXISTS lwm2m_objects (
     account_id TEXT NOT NULL, object_id INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, object_id));
 CREATE TABLE IF NOT EXISTS device_contacts (
-    device_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, contact_at REAL NOT NULL);
+    device_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, contact_at REAL NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS firmware_images (
     account_id TEXT NOT NULL, id TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (account_id, id));
 CREATE TABLE IF NOT EXISTS firmware_manifests (
@@ -124,6 +124,36 @@ def add_device_columns(db: sqlite3.Connection) -> None:
                 "UPDATE devices SET endpoint_type = ?, host_gateway = ?, created_at = ?, updated_at = ? WHERE id = ?",
                 (device.endpoint_type, device.host_gateway, device.created_at, device.updated_at, device_id),
             )
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+# issue 30 #1: `device_contacts` was a rowid table with its primary key in an index of its own, so each contact
+# upserted looked the device up in the index, then its row in the table, and dirtied a page of each. WITHOUT ROWID
+# keeps the rows in one B-tree keyed by device id (contacts.py). The same columns and key: an earlier release reads
+# and writes the new table unchanged.
+_CONTACTS_COPY = (
+    "CREATE TABLE device_contacts_keyed ("
+    " device_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, contact_at REAL NOT NULL) WITHOUT ROWID",
+    "INSERT INTO device_contacts_keyed (device_id, account_id, contact_at)"
+    " SELECT device_id, account_id, contact_at FROM device_contacts ORDER BY device_id",
+    "DROP TABLE device_contacts",
+    "ALTER TABLE device_contacts_keyed RENAME TO device_contacts",
+)
+
+
+def key_contacts_by_device(db: sqlite3.Connection) -> None:
+    """A database made before issue 30 has the rowid table: its rows move to the keyed one in one transaction, so a
+    crash midway leaves the old table whole and the next open moves them again."""
+    keyed = db.execute("SELECT wr FROM pragma_table_list WHERE name = 'device_contacts' AND schema = 'main'").fetchone()
+    if keyed is None or keyed[0]:
+        return
+    db.execute("BEGIN IMMEDIATE")  # the connection is in autocommit mode here: one explicit transaction
+    try:
+        for statement in _CONTACTS_COPY:
+            db.execute(statement)
     except BaseException:
         db.execute("ROLLBACK")
         raise

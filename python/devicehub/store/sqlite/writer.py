@@ -19,7 +19,13 @@ from devicehub.store.sqlite.health import WriteHealth
 from devicehub.store.sqlite.read_cache import ReadCache
 from devicehub.store.sqlite.reported_log import ReportedLog, encode_batch, fold, fold_legacy, fold_values
 from devicehub.store.sqlite.request_file import REQUESTS_FILE, RequestFile
-from devicehub.store.sqlite.schema import DEVICE_INDEXES, SCHEMA, add_channel_columns, add_device_columns
+from devicehub.store.sqlite.schema import (
+    DEVICE_INDEXES,
+    SCHEMA,
+    add_channel_columns,
+    add_device_columns,
+    key_contacts_by_device,
+)
 from devicehub.store.write_behind import DEFAULT_INTERVAL_S, Pending, ReportedWriteBehind
 
 log = logging.getLogger("devicehub.store")
@@ -226,6 +232,7 @@ class SqliteWriter:
             db.executescript(SCHEMA)
             add_device_columns(db)
             add_channel_columns(db)
+            key_contacts_by_device(db)
             db.executescript(DEVICE_INDEXES)
             db.isolation_level = "DEFERRED"
             self._db = db
