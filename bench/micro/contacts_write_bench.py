@@ -7,11 +7,9 @@ opens a real `SqliteStore` in a fresh data directory, stores `--devices` devices
 `IdSource.ordered` gives, one account), then `--rounds` times hands it every device's later contact, shuffled, in
 calls of `--batch`, each awaited as ContactBook does. Per round: the writer thread's CPU (its
 `/proc/self/task/<tid>/schedstat`: time on a CPU) and the event loop's (`time.thread_time` of the main thread) over
-the calls; making the tuples is ContactBook's and is not counted. Meanwhile the event loop is busy about half the
-time, as a fleet keeps it (chunks of look-ups in a 50 000-entry dict, ~0.4 ms each, then ~0.4 ms idle), so the writer
-thread contends for the GIL as in the service (each statement step hands it back and forth); the loop's figure is
-its CPU over the calls less those chunks' cost measured with no write running: what the writes cost it
-(`--quiet`: an idle loop).
+the calls; making the tuples is ContactBook's and is not counted. The event loop does nothing else meanwhile: its
+figure is what the calls cost it (the hand-over to the writer thread and back), not the GIL it waits for while the
+writer binds rows (a busy loop's extra CPU, its work less the same work measured alone, was noise at this size).
 
 Two trees compare in one run: this file's own (`python/` next to `bench/`) and `--baseline DIR` (another checkout's
 `python/`, e.g. main's), each run in a child process with its `PYTHONPATH`, alternately (ABBA) `--runs` times; the
@@ -62,37 +60,6 @@ def _schedstat_ns(tid: int) -> int:
         return int(stat.read().split()[0])
 
 
-_TABLE = {n: n for n in range(50_000)}  # a fleet-sized dict, looked up as the event path does
-_KEYS = random.Random(2).sample(range(50_000), 2_000)
-
-
-def _chunk() -> None:
-    for key in _KEYS:
-        _TABLE.get(key)
-
-
-async def _busy(stop: asyncio.Event, chunks: list[int]) -> None:
-    """The event loop busy about half the time, as at 10 000 events/s: a chunk of work, then ~as long idle."""
-    while not stop.is_set():
-        _chunk()
-        chunks[0] += 1
-        await asyncio.sleep(0.0004)
-
-
-async def _quiet_chunk_ms() -> float:
-    """One chunk's CPU on the event loop while no write runs (the busy work's own cost, taken out of `loop_ms`)."""
-    spent = []
-    for _ in range(5):
-        stop, chunks = asyncio.Event(), [0]
-        started = time.thread_time()
-        busy = asyncio.create_task(_busy(stop, chunks))
-        await asyncio.sleep(0.2)
-        stop.set()
-        await busy
-        spent.append((time.thread_time() - started) * 1e3 / chunks[0])
-    return statistics.median(spent)
-
-
 async def _child(args: argparse.Namespace) -> dict[str, list[float]]:
     from devicehub.store.sqlite.store import SqliteStore
 
@@ -107,23 +74,16 @@ async def _child(args: argparse.Namespace) -> dict[str, list[float]]:
                 await store.put_contacts([(ACCOUNT, d, START) for d in ids[start : start + args.batch]])
             await store._read(lambda db: db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
             writer = await asyncio.get_running_loop().run_in_executor(store._thread, threading.get_native_id)
-            chunk_ms = await _quiet_chunk_ms() if args.busy else 0.0
             for n in range(args.rounds):
                 contacts = [(ACCOUNT, d, START + 30.0 * (n + 1) + rng.random()) for d in ids]
                 rng.shuffle(contacts)
                 calls = [contacts[s : s + args.batch] for s in range(0, len(contacts), args.batch)]
-                stop, chunks = asyncio.Event(), [0]
-                busy = asyncio.create_task(_busy(stop, chunks)) if args.busy else None
                 wall, loop, thread = time.perf_counter(), time.thread_time(), _schedstat_ns(writer)
                 for call in calls:
                     await store.put_contacts(call)
-                stop.set()
-                if busy is not None:
-                    await busy
-                loop_ms = (time.thread_time() - loop) * 1e3
+                rounds["loop_ms"].append((time.thread_time() - loop) * 1e3)
                 rounds["writer_ms"].append((_schedstat_ns(writer) - thread) / 1e6)
                 rounds["wall_ms"].append((time.perf_counter() - wall) * 1e3)
-                rounds["loop_ms"].append(loop_ms - chunks[0] * chunk_ms)  # the busy work's own cost taken out
             stored = await store.get_contacts(ACCOUNT, ids[:1000])
             assert all(t > START + 30.0 * args.rounds for t in stored.values()) and len(stored) == 1000
         finally:
@@ -138,7 +98,6 @@ def _trees(args: argparse.Namespace) -> dict[str, dict[str, object]]:
     for run in range(args.runs):
         for name in order if run % 2 == 0 else order[::-1]:  # ABBA: neither tree always runs first
             child = [sys.executable, __file__, "--child", "--devices", str(args.devices), "--batch", str(args.batch)]
-            child += [] if args.busy else ["--quiet"]
             env = os.environ | {"PYTHONPATH": trees[name]}
             out = subprocess.run([*child, "--rounds", str(args.rounds)], env=env, check=True, capture_output=True)
             for key, values in json.loads(out.stdout).items():
@@ -239,7 +198,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4, help="child processes per tree, alternately")
     parser.add_argument("--baseline", help="another checkout's python/ directory, run alternately with this one's")
     parser.add_argument("--options", action="store_true", help="time the choices on plain SQLite instead")
-    parser.add_argument("--quiet", dest="busy", action="store_false", help="the event loop idle during the writes")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
