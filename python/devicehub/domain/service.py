@@ -22,6 +22,7 @@ from devicehub.domain.device_records import (
 )
 from devicehub.domain.events import AsyncResponseEvent, DeregistrationEvent, RegistrationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceHolders, DeviceWork
+from devicehub.domain.held import Held
 from devicehub.domain.model import Device, DeviceRequest, PresubscriptionRule, Registration, ReportedValue, ResourceLink
 from devicehub.domain.object_catalog import ObjectCatalog
 from devicehub.domain.paths import normalise
@@ -72,18 +73,26 @@ class DeviceService:
         self._gateway: DeviceGateway | None = None
         self._router: SubscriptionRouter | None = None
         self._requests: RequestQueue | None = None
-        self._devices: dict[str, Device] = {}  # device-id → record of registered devices (hot path)
+        # device-id → registered device, with its last contact and routing answers (hot path; issue 30 #1: a value
+        # costs this one fleet-sized look-up in the domain, the contact book and the router read the entry found)
+        self._devices: dict[str, Held] = {}
         # values on their way to the snapshot and the channels, in arrival order; one task drains them, so a
         # notification costs no task of its own and values of one resource can never overtake each other
-        self._inbox: list[tuple[Device, str, int | None, bytes]] = []
+        self._inbox: list[tuple[Held, str, int | None, bytes]] = []
         self._drainer: asyncio.Task[None] | None = None
         self.objects = ObjectCatalog(store, clock)  # issue 32 #1: the LwM2M object model of each account
-        self.contacts = ContactBook(store, clock)  # issue 32 #2: each device's last contact
+        self.contacts = ContactBook(store, clock, held=self._devices)  # issue 32 #2: each device's last contact
 
     async def start(self, gateway: DeviceGateway) -> None:
         self._gateway = gateway
         self._router = SubscriptionRouter(
-            self._store, self._clock, gateway, self._sink, holders=self._holders, objects=self.objects
+            self._store,
+            self._clock,
+            gateway,
+            self._sink,
+            holders=self._holders,
+            objects=self.objects,
+            held=self._devices,
         )
         self._requests = RequestQueue(
             self._store, self._clock, gateway, self._sink, self._router, holders=self._holders, answered=self._answered
@@ -102,9 +111,9 @@ class DeviceService:
 
     def _answered(self, device_id: str) -> None:
         """A device answered a request: a contact."""
-        device = self._devices.get(device_id)
-        if device is not None:
-            self.contacts.seen(device)
+        held = self._devices.get(device_id)
+        if held is not None:
+            self.contacts.touch(held)
 
     @property
     def router(self) -> SubscriptionRouter:
@@ -177,8 +186,7 @@ class DeviceService:
         waiting = await self._took([d.id for d in devices])
         rules: dict[str, list[tuple[str, list[PresubscriptionRule]]]] = {}
         for device in devices:
-            self._devices[device.id] = device
-            self.contacts.seen(device, now)
+            self.contacts.touch(self._hold(device), now)
             try:
                 if device.account_id not in rules:
                     rules[device.account_id] = await self._store.account_presubscriptions(device.account_id)
@@ -197,13 +205,13 @@ class DeviceService:
     async def resumed(self, registration: Registration) -> None:
         device = await self._store.get_device(registration.device_id)
         if device is not None and device.state == "registered":
-            self._devices[device.id] = device
+            self._hold(device)
             await self.router.load_device(device.id)
             await self.router.apply_presubscriptions(device, [])  # routes only: its observations still stand
 
     async def updated(self, registration: Registration, added: tuple[ResourceLink, ...]) -> None:
         device = await self._save(registration)
-        self.contacts.seen(device)
+        self.contacts.touch(self._hold(device))
         waiting = await self._took([device.id])  # from memory when this node holds it already: no store write
         await self._store_link_values(device, added)
         await self.router.load_device(device.id)
@@ -235,7 +243,27 @@ class DeviceService:
 
     def registered_record(self, device_id: str) -> Device | None:
         """The record this node keeps in memory for a registered device (what notifications are routed with)."""
-        return self._devices.get(device_id)
+        held = self._devices.get(device_id)
+        return held.device if held is not None else None
+
+    def _hold(self, device: Device) -> Held:
+        """`device` is the record of a device registered here: its entry, kept (with its contact) if it had one.
+        Its routing answers are worked out again (the router's load or presubscription step follows, and drops them
+        too: this does not count on it)."""
+        held = self._devices.get(device.id)
+        if held is None:
+            held = self._devices[device.id] = self.contacts.adopt(device)  # perhaps the entry it left, routes and all
+        else:
+            held.device = device
+        held.routes = None
+        return held
+
+    def _release(self, device_id: str) -> None:
+        """The device is no longer registered here: no value of it is taken, none of its cached routes served."""
+        held = self._devices.pop(device_id, None)
+        if held is not None:
+            held.routes = None  # a value of it still in the inbox is routed from the routes left (none, once forgotten)
+            self.contacts.released(held)
 
     async def expired(self, registration: Registration) -> None:
         await self._gone(registration, expired=True)
@@ -248,14 +276,16 @@ class DeviceService:
     def notifications(self, values: Sequence[tuple[str, str, int | None, bytes, int | None]]) -> None:
         devices = self._devices
         inbox = self._inbox
-        latest, pending = self.contacts.latest, self.contacts.pending  # issue 32 #2: the contact, in memory
+        pending = self.contacts.pending  # issue 32 #2: the contact, on the held entry (ContactBook.touch, inlined)
         now = self._clock.now()
         for device_id, path, content_format, payload, _ in values:
-            device = devices.get(device_id)
-            if device is not None:
-                inbox.append((device, path, content_format, payload))
-                latest[device_id] = now
-                pending[device_id] = device
+            held = devices.get(device_id)  # issue 30 #1: the one fleet-sized look-up of the value in the domain
+            if held is not None:
+                inbox.append((held, path, content_format, payload))
+                held.contact = now
+                if not held.pending:
+                    held.pending = True
+                    pending.append(held)
         if inbox and (self._drainer is None or self._drainer.done()):
             self._drainer = asyncio.ensure_future(self._drain_inbox())
 
@@ -263,13 +293,14 @@ class DeviceService:
         while self._inbox:
             batch, self._inbox = self._inbox, []
             try:
-                await self.router.deliver_values(batch)
+                await self.router.deliver_held(batch)
             except Exception:  # the store or the hub failed for the whole batch: said once, the next one goes on
                 log.exception("delivering %d value(s) failed", len(batch))
 
     async def _save(self, registration: Registration) -> Device:
         now = self._clock.now()
-        cached = self._devices.get(registration.device_id)
+        held = self._devices.get(registration.device_id)
+        cached = held.device if held is not None else None
         resources = resources_of(registration.links)
         if (
             cached is not None
@@ -281,7 +312,7 @@ class DeviceService:
         device = device_record(registration, previous, now, await self._host_gateway(registration), resources)
         await self._store.put_device(device)
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
-        self._devices[device.id] = device
+        self._hold(device)
         return device
 
     async def _host_gateway(self, registration: Registration) -> str:
@@ -322,7 +353,8 @@ class DeviceService:
         if work.kind == REQUESTS:
             self.requests.kick(work.device_id)  # reads the queue the other node wrote to
         elif work.kind == OBSERVE:
-            device = self._devices.get(work.device_id) or await self._store.get_device(work.device_id)
+            held = self._devices.get(work.device_id)
+            device = held.device if held is not None else await self._store.get_device(work.device_id)
             if device is not None:
                 await self.router.observe_handed(device, work, waited=waited)
         elif work.kind == CANCEL:
@@ -337,7 +369,7 @@ class DeviceService:
             except Exception:
                 log.exception("releasing the holder record of %s failed", registration.device_id)
         device = await self._store.get_device(registration.device_id)
-        self._devices.pop(registration.device_id, None)
+        self._release(registration.device_id)
         # no notification comes while it is away; a Register or Update rebuilds its routes
         self.router.forget(registration.device_id)
         if device is None:
@@ -379,8 +411,9 @@ class DeviceService:
         values = {name: changes[name] for name in DIRECTORY_FIELDS if name in changes}
         updated = msgspec.structs.replace(device, **values)
         await self._store.put_device(updated)
-        if device_id in self._devices:
-            self._devices[device_id] = updated
+        held = self._devices.get(device_id)
+        if held is not None:
+            held.device = updated
         return updated
 
     async def delete_device(self, principal: Principal, device_id: str) -> None:
@@ -389,7 +422,7 @@ class DeviceService:
         connected = self._gateway is not None and await self._gateway.drop(device_id)
         if self._holders is not None:  # its record goes with it (another node's stays: it drops its registration)
             await self._holders.released(device_id)
-        self._devices.pop(device_id, None)
+        self._release(device_id)
         waiting = await self.requests.forget(device_id)
         self.router.forget(device_id)
         self.contacts.forget(device_id)

@@ -12,6 +12,7 @@ from devicehub.domain.device_results import DeviceError, DeviceResponse
 from devicehub.domain.device_results import http_status as coap_http_status
 from devicehub.domain.events import AsyncResponseEvent, NotificationEvent
 from devicehub.domain.handover import CANCEL, OBSERVE, DeviceHolders, DeviceWork
+from devicehub.domain.held import Held
 from devicehub.domain.model import Device, PresubscriptionRule, ReportedValue
 from devicehub.domain.object_catalog import ObjectCatalog
 from devicehub.domain.object_model import object_id
@@ -23,6 +24,7 @@ from devicehub.domain.usage import OBSERVATIONS, TRANSACTIONS, UsageMeter
 from devicehub.errors import Unavailable
 
 DeliveredValue = tuple[Device, str, int | None, bytes]  # (device, path, content format, payload)
+HeldValue = tuple[Held, str, int | None, bytes]  # the same, of a device found in the held map (DeviceService)
 
 _TLV_FORMATS = frozenset(cf for cf in (TLV, 99, 1541, 1542, 1543, 1544) if canonical_cf(cf) == TLV)  # and aliases
 log = logging.getLogger("devicehub.subscriptions")
@@ -59,6 +61,7 @@ class SubscriptionRouter:
         *,
         holders: DeviceHolders | None = None,
         objects: ObjectCatalog | None = None,
+        held: dict[str, Held] | None = None,
     ) -> None:
         self._store = store
         self._objects = objects  # issue 32 #1: types TLV values of the resources it knows
@@ -69,7 +72,9 @@ class SubscriptionRouter:
         self._routes: dict[str, list[tuple[str, str]]] = {}  # device-id → [(key-id, pattern)]
         self._presub: dict[str, list[tuple[str, str]]] = {}  # device-id → presubscription (key, pattern)
         self._index: dict[str, PatternIndex] = {}  # device-id → both of the above, indexed by path
-        self._route_cache: dict[str, dict[str, tuple[str, ...]]] = {}  # device-id → path → keys
+        # device-id → held entry (DeviceService's registered devices), whose `routes` caches path → keys (issue 30
+        # #1: found with the value's one look-up, not in a fleet-sized dict of its own); a device not held is not cached
+        self._held = held if held is not None else {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.usage: UsageMeter | None = None  # issue 32 #3: notifications counted per batch by account (node.py)
 
@@ -86,28 +91,43 @@ class SubscriptionRouter:
 
     def tracked(self) -> int:
         """Devices with routing state in memory (routes, presubscription routes, index or cache)."""
-        return len({*self._routes, *self._presub, *self._index, *self._route_cache})
+        cached = (device_id for device_id, held in self._held.items() if held.routes is not None)
+        return len({*self._routes, *self._presub, *self._index, *cached})
 
     def _drop_cache(self, device_id: str) -> None:
+        """The device's routes changed: every path to its keys is worked out again (each change comes here)."""
         self._index.pop(device_id, None)
-        self._route_cache.pop(device_id, None)
+        held = self._held.get(device_id)
+        if held is not None:
+            held.routes = None
 
     def keys_for(self, device_id: str, path: str) -> tuple[str, ...]:
-        cache = self._route_cache.get(device_id)
+        held = self._held.get(device_id)
+        if held is not None:
+            return self.keys_of(held, path)
+        return self._index_of(device_id).owners(path)
+
+    def keys_of(self, held: Held, path: str) -> tuple[str, ...]:
+        """The keys a value of `path` reaches, from the held device's cache."""
+        cache = held.routes
         if cache is None:
-            cache = self._route_cache[device_id] = {}
-        cached = cache.get(path)
-        if cached is not None:
-            return cached
+            cache = held.routes = {}
+        else:
+            cached = cache.get(path)
+            if cached is not None:
+                return cached
+            if len(cache) >= MAX_CACHED_PATHS:
+                cache.clear()  # a device announcing ever new paths cannot grow the cache without bound
+        result = cache[path] = self._index_of(held.device.id).owners(path)
+        return result
+
+    def _index_of(self, device_id: str) -> PatternIndex:
         index = self._index.get(device_id)
         if index is None:
             index = self._index[device_id] = PatternIndex(
                 (*self._routes.get(device_id, ()), *self._presub.get(device_id, ()))
             )
-        if len(cache) >= MAX_CACHED_PATHS:
-            cache.clear()  # a device announcing ever new paths cannot grow the cache without bound
-        result = cache[path] = index.owners(path)
-        return result
+        return index
 
     # --- resource subscriptions ----------------------------------------------------------------
     async def subscribe(self, key_id: str, device: Device, pattern: str, async_id: str) -> None:
@@ -303,15 +323,27 @@ class SubscriptionRouter:
         await self.deliver_values([(device, path, content_format, payload)])
 
     async def deliver_values(self, values: Sequence[DeliveredValue]) -> None:
+        """Values from devices, as `deliver_held`; a device record that is not the held one is routed uncached."""
+        held = self._held.get
+        entries = []
+        for device, path, content_format, payload in values:
+            entry = held(device.id)
+            if entry is None or entry.device is not device:
+                entry = Held(device)
+            entries.append((entry, path, content_format, payload))
+        await self.deliver_held(entries)
+
+    async def deliver_held(self, values: Sequence[HeldValue]) -> None:
         """Values from devices, in their order: every snapshot first, then the events to every subscribed key
         (spec §3.2 steps 3–4), in one store call and one publish for all of them (issue 15 #2: a loop turn's
         notifications go through here together). A value that fails to split or route is logged and skipped; the
-        others go on."""
+        others go on. Each device comes with its held entry (issue 30 #1): its routing answers are read from it."""
         now = self._clock.now()
         reported: list[tuple[str, str, ReportedValue]] = []
         events: list[tuple[tuple[str, ...], NotificationEvent]] = []
         per_account: dict[str, int] = {}
-        for device, path, content_format, payload in values:
+        for held, path, content_format, payload in values:
+            device = held.device
             per_account[device.account_id] = per_account.get(device.account_id, 0) + 1
             try:
                 content_type = mime_for(content_format)
@@ -324,7 +356,10 @@ class SubscriptionRouter:
                     reported.append(
                         (device.id, resource_path, ReportedValue(value=value, content_type=value_type, reported_at=now))
                     )
-                keys = self.keys_for(device.id, path)
+                routes = held.routes
+                keys = routes.get(path) if routes is not None else None
+                if keys is None:
+                    keys = self.keys_of(held, path)
                 if keys:
                     event = NotificationEvent(
                         device_id=device.id,
