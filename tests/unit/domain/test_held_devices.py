@@ -153,7 +153,9 @@ def test_merged_reads_this_nodes_contact_from_the_held_entry_and_takes_the_lates
     run(scenario)
 
 
-def test_a_write_the_store_fails_keeps_every_unwritten_contact_for_the_next_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_write_the_store_fails_keeps_every_unwritten_contact_for_the_next_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(contacts_module, "WRITE_BATCH", 1)  # one device a store call: the outage comes mid-write
 
     async def scenario(s: Service) -> None:
