@@ -18,6 +18,15 @@ class Held(msgspec.Struct, gc=False):
     fleet of them is not walked by every collection."""
 
     device: Device  # the record notifications are routed with
+    # the last path routed and the keys it reaches: most devices notify one path, whose answer is then read here
+    # without a look-up in `routes`
+    path: str | None = None
+    keys: tuple[str, ...] = ()
     contact: float = 0.0  # last contact seen by this node; 0.0: none (or forgotten: the device was deleted)
     pending: bool = False  # the contact waits for the ContactBook's next write (the held is in its `pending` list)
     routes: dict[str, tuple[str, ...]] | None = None  # path -> keys it reaches; None: to be rebuilt (routes changed)
+
+    def drop_routes(self) -> None:
+        """Its routes changed (or it left): every answer is worked out again."""
+        self.path = None
+        self.routes = None

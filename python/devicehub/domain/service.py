@@ -255,14 +255,14 @@ class DeviceService:
             held = self._devices[device.id] = self.contacts.adopt(device)  # perhaps the entry it left, routes and all
         else:
             held.device = device
-        held.routes = None
+        held.drop_routes()
         return held
 
     def _release(self, device_id: str) -> None:
         """The device is no longer registered here: no value of it is taken, none of its cached routes served."""
         held = self._devices.pop(device_id, None)
         if held is not None:
-            held.routes = None  # a value of it still in the inbox is routed from the routes left (none, once forgotten)
+            held.drop_routes()  # a value of it still in the inbox is routed from the routes left (none, once forgotten)
             self.contacts.released(held)
 
     async def expired(self, registration: Registration) -> None:

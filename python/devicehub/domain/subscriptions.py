@@ -75,6 +75,8 @@ class SubscriptionRouter:
         # device-id → held entry (DeviceService's registered devices), whose `routes` caches path → keys (issue 30
         # #1: found with the value's one look-up, not in a fleet-sized dict of its own); a device not held is not cached
         self._held = held if held is not None else {}
+        # each answer's tuple, one object for all the devices it is the answer of: read hot by every value's publish
+        self._answers: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.usage: UsageMeter | None = None  # issue 32 #3: notifications counted per batch by account (node.py)
 
@@ -99,7 +101,7 @@ class SubscriptionRouter:
         self._index.pop(device_id, None)
         held = self._held.get(device_id)
         if held is not None:
-            held.routes = None
+            held.drop_routes()
 
     def keys_for(self, device_id: str, path: str) -> tuple[str, ...]:
         held = self._held.get(device_id)
@@ -108,17 +110,22 @@ class SubscriptionRouter:
         return self._index_of(device_id).owners(path)
 
     def keys_of(self, held: Held, path: str) -> tuple[str, ...]:
-        """The keys a value of `path` reaches, from the held device's cache."""
+        """The keys a value of `path` reaches, from the held device's cache (and kept as its last answer)."""
+        if path == held.path:
+            return held.keys
         cache = held.routes
         if cache is None:
             cache = held.routes = {}
-        else:
-            cached = cache.get(path)
-            if cached is not None:
-                return cached
+        result = cache.get(path)
+        if result is None:
             if len(cache) >= MAX_CACHED_PATHS:
                 cache.clear()  # a device announcing ever new paths cannot grow the cache without bound
-        result = cache[path] = self._index_of(held.device.id).owners(path)
+            result = self._index_of(held.device.id).owners(path)
+            answers = self._answers
+            if len(answers) >= MAX_CACHED_PATHS:
+                answers.clear()
+            result = cache[path] = answers.setdefault(result, result)
+        held.path, held.keys = path, result
         return result
 
     def _index_of(self, device_id: str) -> PatternIndex:
@@ -356,10 +363,7 @@ class SubscriptionRouter:
                     reported.append(
                         (device.id, resource_path, ReportedValue(value=value, content_type=value_type, reported_at=now))
                     )
-                routes = held.routes
-                keys = routes.get(path) if routes is not None else None
-                if keys is None:
-                    keys = self.keys_of(held, path)
+                keys = held.keys if path == held.path else self.keys_of(held, path)
                 if keys:
                     event = NotificationEvent(
                         device_id=device.id,
