@@ -312,8 +312,7 @@ class DeviceService:
         device = device_record(registration, previous, now, await self._host_gateway(registration), resources)
         await self._store.put_device(device)
         await self._store.ensure_resources(device.id, [r.path for r in device.resources])
-        self._hold(device)
-        return device
+        return device  # held by the caller (updated), with no await between
 
     async def _host_gateway(self, registration: Registration) -> str:
         """The device-id of the gateway a child names with `gw=` (its endpoint name): a device of the same account."""

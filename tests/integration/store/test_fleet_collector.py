@@ -123,7 +123,7 @@ def test_a_write_cut_by_an_outage_keeps_the_devices_not_written_for_the_next() -
             book.seen(d, 5.0)
         await book.write()
         assert [len(call) for call in store.calls] == [WRITE_BATCH, WRITE_BATCH]  # the third batch not tried
-        assert list(book.pending) == [d.id for d in devices[WRITE_BATCH:]]  # the refused and the untried ones
+        assert [h.device.id for h in book.pending] == [d.id for d in devices[WRITE_BATCH:]]  # refused and untried
         await book.write()
         assert store.calls[2] == [d.id for d in devices[WRITE_BATCH:]][:WRITE_BATCH]
 
