@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 from collections.abc import Sequence
 
 from devicehub.clock import Clock
@@ -28,6 +29,7 @@ from devicehub.domain.storage.store import Store
 log = logging.getLogger("devicehub.core")
 
 WRITE_S = 30.0
+_DEVICE_ID = operator.attrgetter("device.id")
 WRITE_BATCH = 5_000  # devices whose contacts go to the store in one call (one statement or pipeline)
 
 
@@ -113,6 +115,10 @@ class ContactBook:
             if held.pending:  # not forgotten since
                 held.pending = False  # a contact from now on makes it pending again, for the next write
                 due.append(held)
+        # in device id order: each call of WRITE_BATCH then lands on a tenth of the embedded store's keyed table, not
+        # on nearly all its pages (bench/micro/contacts_write_bench.py --options: 223 -> 109 ms of its writer thread
+        # for 50 000 devices); ~10 ms here every WRITE_S
+        due.sort(key=_DEVICE_ID)
         # issue 30 #2: WRITE_BATCH devices a store call, so that no more of their tuples are alive at once: a fleet's
         # 50 000 in one list set off a young collection of the whole process and were promoted into the old ones
         for start in range(0, len(due), WRITE_BATCH):

@@ -174,6 +174,23 @@ def test_a_write_the_store_fails_keeps_every_unwritten_contact_for_the_next_once
     run(scenario)
 
 
+def test_a_write_hands_the_store_its_contacts_in_device_id_order_across_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded store's contacts table is keyed by device id: calls in key order touch each page once."""
+    monkeypatch.setattr(contacts_module, "WRITE_BATCH", 3)
+    ids = [f"{n:02d}" * 16 for n in (7, 3, 9, 1, 8, 2, 5)]  # contacted in an order that is not theirs
+
+    async def scenario(s: Service) -> None:
+        await s.service.registered_many([s.registration(i) for i in ids])
+        await s.clock.advance(10)
+        for device_id in ids:
+            await s.notify(device_id)
+        await s.service.contacts.write()
+        assert [len(w) for w in s.store.contact_writes] == [3, 3, 1]
+        assert [row[1] for w in s.store.contact_writes for row in w] == sorted(ids)
+
+    run(scenario)
+
+
 def test_a_graceful_stop_writes_the_pending_contacts() -> None:
     async def main() -> None:
         s = Service()
