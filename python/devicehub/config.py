@@ -143,16 +143,6 @@ class ServeSettings:
     coap_host_rate_burst: float = field(
         default=2000.0, metadata={"help": "CoAP requests one host may make at once (see --coap-host-rate-limit)"}
     )
-    # issue 30 #1: a fleet's sparse arrivals woke the loop for every few datagrams; pausing the reader after a small
-    # read lets them be read (and their values delivered) in batches, for at most this much more latency
-    coap_read_coalesce_ms: float = field(
-        default=1.0,
-        metadata={
-            "range": (0.0, 100.0),
-            "help": "milliseconds the plain CoAP listener waits after a read of few datagrams, so that what "
-            "arrives meanwhile is read and handled as one batch; 0: read at once",
-        },
-    )
     http_header_timeout: float = field(
         default=20.0,
         metadata={

@@ -137,7 +137,6 @@ class Node:
             request_burst=2 * settings.coap_rate_limit,
             host_requests_per_second=settings.coap_host_rate_limit,
             host_request_burst=settings.coap_host_rate_burst,
-            read_coalesce_s=settings.coap_read_coalesce_ms / 1000,
         )
         self.lwm2m = LwM2MServer(
             self.devices,

@@ -108,8 +108,7 @@ class Listeners:
         )
         if RECV_BATCHES and self._allow_nosec:  # the lane runs in the batch reader; plain CoAP only where allowed
             self._add_lane(endpoint)
-        # recvmmsg batches on Linux (issue 15 #2), sparse arrivals read together (issue 30 #1)
-        await open_udp(endpoint, host, port, coalesce_s=self._limits.read_coalesce_s)
+        await open_udp(endpoint, host, port)  # recvmmsg batches on Linux (issue 15 #2)
         self.plain = endpoint
 
     async def start_secure(self, host: str, port: int, certificate: tuple[bytes, bytes], **options: Any) -> None:

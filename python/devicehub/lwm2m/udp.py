@@ -8,11 +8,6 @@ its end. With an `ObserveLane` attached (the server's plain listener), the recei
 armed observations' notifications and hands their values (and the CON ones' ACKs, which leave with the turn's
 other datagrams) to `lane_took`; only the rest reach `datagrams_received`. More than `batch` waiting stay for the
 next turn (the poll is level-triggered), so one peer's flood cannot hold the loop.
-Issue 30 #1: a fleet's sparse arrivals (many devices, each notifying rarely) woke the loop for every few datagrams:
-1 700 reads a second at 10 000 values/s from 50 000 devices against 900 from 200 devices, each wake-up's loop turn,
-receive call and drain of the values paid for fewer values. With `coalesce_s` (the node's `--coap-read-coalesce-ms`),
-a read that took less than half a batch pauses the reader that long, so what arrives meanwhile is read as one batch:
-at most `coalesce_s` more latency per datagram, and none while the reads come full (a storm, a burst).
 The socket's errors (an ICMP port unreachable reported as ECONNREFUSED) go to `error_received`; reading goes on.
 IP_RECVERR stays unset, so Linux does not report ICMP errors on this unconnected socket at all: with it, the socket
 would poll as POLLERR, and libuv stops a poll handle (uvloop's `add_reader`) that reports POLLERR.
@@ -63,12 +58,7 @@ class BatchedUdpTransport(asyncio.DatagramTransport):
     would block waits in a bounded queue for the socket to be writable, in order)."""
 
     def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        sock: socket.socket,
-        protocol: BatchProtocol,
-        batch: int = RECV_BATCH,
-        coalesce_s: float = 0.0,
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: BatchProtocol, batch: int = RECV_BATCH
     ) -> None:
         super().__init__(extra={"socket": sock, "sockname": sock.getsockname()})
         self._loop = loop
@@ -80,9 +70,6 @@ class BatchedUdpTransport(asyncio.DatagramTransport):
         self._pending: collections.deque[tuple[bytes, Any]] = collections.deque()
         self._pending_bytes = 0
         self._closing = False
-        self._coalesce_s = coalesce_s
-        self._coalesce_below = max(1, batch // 2)  # a read of fewer datagrams pauses the reader for `coalesce_s`
-        self._resuming: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         self._protocol.connection_made(self)
@@ -99,20 +86,10 @@ class BatchedUdpTransport(asyncio.DatagramTransport):
         except OSError as error:  # the socket's pending error, reported once; the next turn reads on
             protocol.error_received(error)
             return
-        taken = len(batch)
         if lane is not None and counts[0]:
-            taken += counts[0]
             protocol.lane_took(values, acks, counts)
         if batch:
             protocol.datagrams_received(batch)
-        if self._coalesce_s and taken < self._coalesce_below and not self._closing:
-            self._loop.remove_reader(self._fd)
-            self._resuming = self._loop.call_later(self._coalesce_s, self._resume_reading)
-
-    def _resume_reading(self) -> None:
-        self._resuming = None
-        if not self._closing:
-            self._loop.add_reader(self._fd, self._read_ready)
 
     # ---- sending ------------------------------------------------------------------------------------
     def sendto(self, data: bytes | bytearray | memoryview, addr: Any = None) -> None:
@@ -159,9 +136,6 @@ class BatchedUdpTransport(asyncio.DatagramTransport):
             return
         self._closing = True
         self._loop.remove_reader(self._fd)
-        if self._resuming is not None:
-            self._resuming.cancel()
-            self._resuming = None
         if self._pending:
             self._loop.remove_writer(self._fd)
             self._pending.clear()
@@ -183,12 +157,9 @@ def widen_receive_buffer(sock: socket.socket) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
 
 
-async def open_udp(
-    endpoint: CoapEndpoint, host: str, port: int, *, batch: int = RECV_BATCH, coalesce_s: float = 0.0
-) -> None:
-    """Bind a UDP socket on (host, port) under `endpoint`: batched reads on Linux (a read of less than half a batch
-    pausing the reader `coalesce_s`), the loop's transport elsewhere; either way the replies of a loop turn go out
-    together (`send_in_batches`)."""
+async def open_udp(endpoint: CoapEndpoint, host: str, port: int, *, batch: int = RECV_BATCH) -> None:
+    """Bind a UDP socket on (host, port) under `endpoint`: batched reads on Linux, the loop's transport elsewhere;
+    either way the replies of a loop turn go out together (`send_in_batches`)."""
     loop = asyncio.get_running_loop()
     if not RECV_BATCHES:
         transport, _ = await loop.create_datagram_endpoint(lambda: endpoint, local_addr=(host, port))
@@ -207,7 +178,7 @@ async def open_udp(
             sock.close()
             failure = error
             continue
-        BatchedUdpTransport(loop, sock, endpoint, batch, coalesce_s).start()
+        BatchedUdpTransport(loop, sock, endpoint, batch).start()
         endpoint.send_in_batches()
         return
     raise failure

@@ -52,7 +52,7 @@ class Recording(CoapEndpoint):
         super().error_received(exc)
 
 
-async def _listen(batch: int, coalesce_s: float = 0.0) -> Recording:
+async def _listen(batch: int) -> Recording:
     def on_notification(message: CoapMessage, remote: Address) -> bool:
         if message.token == BROKEN:
             raise RuntimeError("handler bug")
@@ -63,7 +63,7 @@ async def _listen(batch: int, coalesce_s: float = 0.0) -> Recording:
 
     endpoint = Recording(SystemClock(), on_request, on_notification)
     endpoint.batches, endpoint.errors, endpoint.errored = [], [], asyncio.Event()
-    await open_udp(endpoint, "127.0.0.1", 0, batch=batch, coalesce_s=coalesce_s)
+    await open_udp(endpoint, "127.0.0.1", 0, batch=batch)
     return endpoint
 
 
@@ -307,63 +307,3 @@ def test_the_lanes_ack_of_a_con_notification_goes_to_the_address_its_observation
     finally:
         device.close()
         server.close()
-
-
-async def _turns(count: int) -> None:
-    """`count` loop turns: a registered reader of a socket with datagrams waiting runs in the first."""
-    for _ in range(count):
-        await asyncio.sleep(0)
-
-
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_after_a_small_read_what_arrives_waits_the_coalescing_pause_and_is_read_as_one_batch(loop: LoopKind) -> None:
-    """Issue 30 #1: a read of less than half a batch pauses the reader for `coalesce_s`: five GETs sent one by one
-    meanwhile are not read in the loop turns that follow (each would have been a wake-up of its own), then all five
-    come as one batch and each is answered. Closing while paused leaves no reader behind."""
-
-    async def scenario() -> None:
-        endpoint = await _listen(batch=16, coalesce_s=0.5)
-        peer = _peer()
-        try:
-            peer.sendto(_get(1, "first"), endpoint.address)
-            assert len(await _replies(peer, 1)) == 1
-            assert [len(b) for b in endpoint.batches] == [1]
-            for mid in range(2, 7):
-                peer.sendto(_get(mid, f"p{mid}"), endpoint.address)
-                await _turns(5)
-            assert [len(b) for b in endpoint.batches] == [1]  # paused: nothing read yet
-            replies = await _replies(peer, 5)
-            assert sorted(r.mid for r in replies) == [2, 3, 4, 5, 6]
-            assert [len(b) for b in endpoint.batches] == [1, 5]
-            peer.sendto(_get(7, "last"), endpoint.address)
-            await eventually(lambda: len(endpoint.batches) == 3, what="the read after the pause")
-        finally:
-            peer.close()
-            await endpoint.close()  # paused again after the last small read: the pending resume is cancelled
-        await _turns(5)
-        assert endpoint.errors == []
-
-    _run(loop, scenario)
-
-
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_a_read_of_half_a_batch_or_more_does_not_pause_the_reader(loop: LoopKind) -> None:
-    """Full reads (a storm, a burst) never wait: eight datagrams waiting (half of a batch of 16) are read at once,
-    and the next one is read in the loop turns that follow, well within a pause of 60 s that would otherwise come."""
-
-    async def scenario() -> None:
-        endpoint = await _listen(batch=16, coalesce_s=60.0)
-        peer = _peer()
-        try:
-            for mid in range(8):
-                peer.sendto(_get(mid, "burst"), endpoint.address)
-            assert len(await _replies(peer, 8)) == 8
-            assert [len(b) for b in endpoint.batches] == [8]
-            peer.sendto(_get(8, "next"), endpoint.address)
-            await _turns(20)
-            assert [len(b) for b in endpoint.batches] == [8, 1]
-        finally:
-            peer.close()
-            await endpoint.close()
-
-    _run(loop, scenario)

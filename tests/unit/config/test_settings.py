@@ -41,11 +41,3 @@ def test_bad_environment_value_names_the_variable() -> None:
 def test_a_flush_interval_out_of_range_is_refused_naming_the_flag(value: str) -> None:
     with pytest.raises(ValueError, match="--flush-interval-ms must be between 1 and 60000"):
         parse(ServeSettings, ["--flush-interval-ms", value], {})
-
-
-def test_the_read_coalescing_pause_is_1_ms_by_default_0_switches_it_off_and_past_100_ms_is_refused() -> None:
-    assert parse(ServeSettings, [], {}).coap_read_coalesce_ms == 1.0
-    assert parse(ServeSettings, [], {"DEVICEHUB_COAP_READ_COALESCE_MS": "0"}).coap_read_coalesce_ms == 0.0
-    for value in ("-1", "101"):
-        with pytest.raises(ValueError, match=r"--coap-read-coalesce-ms must be between 0\.0 and 100\.0"):
-            parse(ServeSettings, ["--coap-read-coalesce-ms", value], {})

@@ -50,8 +50,6 @@ class Limits:
     # (responses) of observations this server armed for that very address and port, never a request
     host_requests_per_second: float = 0.0
     host_request_burst: float = 0.0
-    # seconds the plain UDP listener's reader pauses after a read of less than half a batch (udp.py; 0: never)
-    read_coalesce_s: float = 0.0
 
 
 DEFAULT_LIMITS = Limits()
