@@ -28,19 +28,18 @@ from devicehub.domain.object_catalog import ObjectCatalog
 from devicehub.domain.paths import normalise
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.registration import Admission
-from devicehub.domain.request_checks import check_operation, checked_rules, known_path
+from devicehub.domain.request_checks import check_operation
 from devicehub.domain.requests import RequestQueue
 from devicehub.domain.storage.store import Store
+from devicehub.domain.subscription_calls import SubscriptionCalls
 from devicehub.domain.subscriptions import SubscriptionRouter
 from devicehub.errors import (
     BadRequest,
     DeviceNotFound,
     FieldError,
-    NotFound,
-    ResourceNotFound,
     ValidationFailed,
 )
-from devicehub.ids import new_device_id, new_id
+from devicehub.ids import new_device_id
 
 log = logging.getLogger("devicehub.core")
 
@@ -53,7 +52,7 @@ SNAPSHOT_RETENTION = 183 * 86400  # spec §2.4 rule 4: six months after the last
 SEEN_REFRESH_S = 3600.0
 
 
-class DeviceService:
+class DeviceService(SubscriptionCalls):
     """Implements domain.ports.DeviceEvents; knows neither HTTP nor CoAP."""
 
     def __init__(
@@ -438,39 +437,6 @@ class DeviceService:
             await self._sink.publish_account(
                 device.account_id, DeregistrationEvent(device_id=device.id, endpoint_name=device.endpoint_name)
             )
-
-    async def subscribe(self, principal: Principal, device_id: str, raw_path: str) -> str:
-        device = await self.device_for(principal, device_id)
-        pattern = normalise(raw_path, wildcard=True)
-        if not pattern.endswith("*") and not known_path(device, pattern):
-            raise ResourceNotFound(f"{device_id} has no resource {pattern}")
-        async_id = new_id()
-        await self.router.subscribe(principal.key_id, device, pattern, async_id)
-        return async_id
-
-    async def subscription_exists(self, principal: Principal, device_id: str, raw_path: str) -> bool:
-        await self.device_for(principal, device_id)
-        return normalise(raw_path, wildcard=True) in await self._store.list_subscriptions(principal.key_id, device_id)
-
-    async def unsubscribe(self, principal: Principal, device_id: str, raw_path: str) -> None:
-        await self.device_for(principal, device_id)
-        if not await self.router.unsubscribe(principal.key_id, device_id, normalise(raw_path, wildcard=True)):
-            raise NotFound("no such subscription")
-
-    async def subscriptions(self, principal: Principal, device_id: str) -> list[str]:
-        await self.device_for(principal, device_id)
-        return await self._store.list_subscriptions(principal.key_id, device_id)
-
-    async def unsubscribe_device(self, principal: Principal, device_id: str) -> None:
-        await self.device_for(principal, device_id)
-        await self.router.unsubscribe_device(principal.key_id, device_id)
-
-    async def set_presubscriptions(self, principal: Principal, rules: Sequence[PresubscriptionRule]) -> None:
-        clean = checked_rules(rules)
-        await self._store.set_presubscriptions(principal.key_id, principal.account_id, clean)
-
-    async def presubscriptions(self, principal: Principal) -> list[PresubscriptionRule]:
-        return await self._store.get_presubscriptions(principal.key_id)
 
     async def device_request(
         self,
