@@ -3,6 +3,7 @@ caller's first (another account's device is 404), then asks the router or the st
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from devicehub.domain.accounts import Principal
@@ -15,17 +16,17 @@ from devicehub.errors import NotFound, ResourceNotFound
 from devicehub.ids import new_id
 
 
-class SubscriptionCalls:
-    """What DeviceService (service.py) gives these calls: its store, its router and its account check."""
+class SubscriptionCalls(ABC):
+    """The calls; DeviceService (service.py) gives them its store, its router and its account check."""
 
     _store: Store
 
     @property
-    def router(self) -> SubscriptionRouter:
-        raise NotImplementedError
+    @abstractmethod
+    def router(self) -> SubscriptionRouter: ...
 
-    async def device_for(self, principal: Principal, device_id: str) -> Device:
-        raise NotImplementedError
+    @abstractmethod
+    async def device_for(self, principal: Principal, device_id: str) -> Device: ...
 
     async def subscribe(self, principal: Principal, device_id: str, raw_path: str) -> str:
         device = await self.device_for(principal, device_id)
