@@ -37,6 +37,9 @@ class ReportedWriteBehind:
         self._retry_interval = max(interval, 1.0)
         self._pending: Pending = {}
         self._writing: list[Pending] = []  # taken by a flush, not committed yet (oldest first)
+        # devices discarded while a flush held their values: if it fails, theirs are not put back (a delete's
+        # tombstone went after that flush; its retry would write them again). Cleared once nothing is in flight
+        self._discarded_in_flight: set[str] = set()
         self.completed = 0  # flushes finished (committed or failed): a reader that saw it move re-reads
         self._timer: asyncio.TimerHandle | None = None
         self._completion: asyncio.Future[None] | None = None  # resolved at the next flush's end (`settle` waits on it)
@@ -84,11 +87,14 @@ class ReportedWriteBehind:
             await asyncio.shield(self._completion)  # a cancelled waiter leaves it for the others
 
     def discard(self, device_id: str) -> None:
-        """The device's pending values dropped (it is being deleted: a later flush would write them back)."""
+        """The device's pending values dropped (it is being deleted: a later flush would write them back), and its
+        values in a flush in flight not put back if that flush fails."""
         pending = self._pending
         for path, devices in list(pending.items()):
             if devices.pop(device_id, None) is not None and not devices:
                 del pending[path]  # an empty batch is no batch: nothing to flush, nothing held
+        if self._writing:  # the batch in flight is the writer thread's to read: not changed, only not put back
+            self._discarded_in_flight.add(device_id)
 
     def split_held(self, values: Sequence[Reported]) -> tuple[list[Reported], list[Reported]]:
         """`values` in two: those free to be written now, and those `holds` says must come after a held one. A
@@ -136,6 +142,10 @@ class ReportedWriteBehind:
             await self._write(pending)
         except BaseException:
             for path, devices in pending.items():  # keep what failed, unless a newer value arrived meanwhile
+                for device_id in self._discarded_in_flight.intersection(devices):
+                    del devices[device_id]
+                if not devices:
+                    continue
                 newer = self._pending.get(path)
                 if newer:
                     devices.update(newer)
@@ -143,6 +153,8 @@ class ReportedWriteBehind:
             raise
         finally:
             self._writing.remove(pending)
+            if not self._writing:
+                self._discarded_in_flight.clear()
             self.completed += 1
             completion, self._completion = self._completion, None
             if completion is not None:

@@ -123,3 +123,36 @@ def test_a_discarded_device_leaves_nothing_to_flush_or_hold() -> None:
         assert attempts == [{"/3/0/0": {"d2": _value("b")}}]  # no flush of an empty batch
 
     asyncio.run(scenario())
+
+
+def test_a_device_discarded_while_its_flush_is_in_flight_is_not_put_back_when_that_flush_fails() -> None:
+    """The SQLite delete drops the device's pending values and appends a tombstone after a flush in flight; if that
+    flush then fails, its values go back to pending, and without this rule the deleted device's would be written on
+    the retry, after its tombstone: a deleted device's values back in the snapshot. Values of the device put after the
+    discard (a newer life) are kept, and the other devices of the failed flush are retried."""
+    attempts: list[Pending] = []
+    release = asyncio.Event()
+
+    async def write(pending: Pending) -> None:
+        attempts.append(pending)
+        if len(attempts) == 1:
+            await release.wait()
+            raise StorageUnavailable("disk full")
+
+    async def scenario() -> None:
+        behind = ReportedWriteBehind(write, interval=3600)
+        behind.put("d1", "/3/0/9", _value("deleted"))
+        behind.put("d2", "/3/0/9", _value("kept"))
+        flushing = asyncio.ensure_future(behind.flush())
+        await eventually(lambda: len(attempts) == 1)
+        behind.discard("d1")
+        behind.put("d1", "/3/0/0", _value("newer life"))
+        release.set()
+        with pytest.raises(StorageUnavailable):
+            await flushing
+        assert behind.pending_for("d1") == {"/3/0/0": _value("newer life")}
+        assert behind.pending_for("d2") == {"/3/0/9": _value("kept")}
+        await behind.flush()
+        assert attempts[1] == {"/3/0/9": {"d2": _value("kept")}, "/3/0/0": {"d1": _value("newer life")}}
+
+    asyncio.run(scenario())
