@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,8 +20,16 @@ from devicehub.channels.introspection import ChannelState
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.removals import ChannelRemoval
 from devicehub.channels.view import ChannelView, view_of
-from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
-from devicehub.errors import BadRequest, FieldError, NotFound, Unauthorized, ValidationFailed
+from devicehub.channels.websocket import (
+    POLICY_VIOLATION,
+    SUBPROTOCOL,
+    UNEXPECTED,
+    UpgradeRequired,
+    key_from_protocols,
+)
+from devicehub.errors import BadRequest, DevicehubError, FieldError, NotFound, Unauthorized, ValidationFailed
+
+log = logging.getLogger("devicehub.api.notification_routes")
 
 _DELIVERY_MECHANISMS = {CALLBACK: "CALLBACK", WEBSOCKET: "WEB_SOCKET", PULL: "LONG_POLLING"}
 
@@ -247,8 +256,24 @@ async def websocket_connect(request: web.Request) -> web.StreamResponse:
     except Unauthorized:
         await ws.close(code=POLICY_VIOLATION, message=b"invalid or missing API key")  # spec §5 rule 3, §7
         return ws
-    await services(request).hub.serve_websocket(caller, ws, cursor)
+    try:
+        await services(request).hub.serve_websocket(caller, ws, cursor)
+    except Exception as error:
+        # After the 101 the connection carries RFC 6455 frames only: an error raised here must not reach the API
+        # edge, whose error response aiohttp would write into the frame stream (the client reads "HTTP/1.1 503" as
+        # a frame header with RSV1 set and fails the connection, RFC 6455 §5.2). Spec §7: 1011 with a reason
+        if not isinstance(error, DevicehubError):
+            log.exception("websocket of key %s failed", caller.key_id)
+        if not ws.closed:
+            await ws.close(code=UNEXPECTED, message=_close_reason(error))
     return ws
+
+
+def _close_reason(error: Exception) -> bytes:
+    """The close frame's reason: the error's token and message, within RFC 6455 §5.5's 123 bytes."""
+    if isinstance(error, DevicehubError):
+        return f"{error.token}: {error.message}".encode()[:123]
+    return b"INTERNAL_ERROR"
 
 
 async def get_channel(request: web.Request) -> web.Response:
