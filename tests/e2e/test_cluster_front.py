@@ -69,18 +69,9 @@ def test_devices_behind_the_front_spread_over_the_nodes_and_every_one_is_reached
                 for device in devices:
                     await asyncio.wait_for(device.registered.wait(), ANSWER_WITHIN)
                 seen: set[str] = set()
-                try:
-                    await events.wait_for(
-                        "registrations", lambda e: seen.add(e["original-ep"]) or seen >= names, ANSWER_WITHIN
-                    )
-                except AssertionError as error:
-                    # an open defect (issue 30's sixteenth-session note): about one run in six, the channel's
-                    # WebSocket through nginx delivers a frame the client cannot parse while the three nodes' first
-                    # registrations arrive; it fails on the code before that session too. Only that symptom is
-                    # excused, and it shows as xfail; any other failure here still fails
-                    if "non-zero reserved bits" in str(error):
-                        pytest.xfail(f"known defect, WebSocket frame through the front: {error}")
-                    raise
+                await events.wait_for(
+                    "registrations", lambda e: seen.add(e["original-ep"]) or seen >= names, ANSWER_WITHIN
+                )
                 holders = three_nodes.holders()
                 assert set(holders) == {device.device_id for device in devices}
                 assert set(holders.values()) == {"node-a", "node-b", "node-c"}  # spread by source address

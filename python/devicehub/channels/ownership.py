@@ -34,6 +34,9 @@ log = logging.getLogger("devicehub.channels")
 
 VIEW = "view"  # the control verb asking the owner for a channel's view (view.py)
 VIEW_WAIT_S = 2.0  # an owner answers in a round trip or two; an operator's GET waits no longer than this
+# a node taking a channel over asks its holder to release it this often while the lease stays taken (an owner answers
+# in a round trip or two; a lease upkeep turn, LEASE_TTL / 3, can adopt the released channel before we take it)
+RELEASE_ASK_S = 0.5
 
 
 class ClusterOwnership:
@@ -176,13 +179,16 @@ class ClusterOwnership:
                 return channel
             loop = asyncio.get_running_loop()
             deadline = loop.time() + LEASE_TTL + 2
-            asked = False
+            ask_at = loop.time()
             while not await self._store.acquire_lease(_lease(key_id), self.cluster.node_id, LEASE_TTL, time.time()):
                 if not take_over:
                     return None
-                if not asked:
+                if loop.time() >= ask_at:
+                    # asked again while the lease stays taken: the owner that released it may not be the one holding
+                    # it now (another node's lease upkeep, or the old owner's, adopts an ownerless channel between
+                    # our polls) and that one was never asked; asked once, the socket failed with CHANNEL_BUSY
                     await self.cluster.send("release", key_id)
-                    asked = True
+                    ask_at = loop.time() + RELEASE_ASK_S
                 if loop.time() > deadline:
                     raise Unavailable("the channel's owner node did not hand it over", token="CHANNEL_BUSY")
                 await asyncio.sleep(0.05)  # the owner answers by releasing, or its lease runs out
