@@ -14,6 +14,7 @@ from devicehub.api.console_feed import HEARTBEAT_S, TRY_AGAIN_LATER, Tap
 from devicehub.api.context import authenticate, bearer_token, services
 from devicehub.api.errors import V3Error
 from devicehub.api.route_spec import Reply, Route
+from devicehub.api.streamed_errors import upgrade
 from devicehub.channels.removals import ChannelRemoval
 from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
 from devicehub.domain.content_formats import cf_for
@@ -123,7 +124,7 @@ async def feed(request: web.Request) -> web.StreamResponse:
     if not ws.can_prepare(request).ok:
         raise BadRequest("WebSocket handshake headers are missing or invalid")
     raw_key = key_from_protocols(request.headers.get("Sec-WebSocket-Protocol", "")) or bearer_token(request)
-    await ws.prepare(request)
+    await upgrade(request, ws)
     hub = services(request).feed
     try:
         caller = await authenticate(request, raw_key)

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from devicehub.api.errors import Handler, error_response
 from devicehub.api.rate_limit import check_rate
+from devicehub.api.streamed_errors import answered_in_stream
 from devicehub.logs import request_id, request_id_for
 
 access_log = logging.getLogger("devicehub.api.access")
@@ -37,7 +38,7 @@ def edge_middleware(record: Callable[[web.Request, int, float], None]) -> Any:
                 await check_rate(request)
                 response = await handler(request)
             except Exception as error:  # an HTTPException without an error object is raised again, to aiohttp
-                response = error_response(request, error)
+                response = await answered_in_stream(request, error) or error_response(request, error)
             status = response.status
             if not response.prepared:
                 response.headers["X-Request-Id"] = rid

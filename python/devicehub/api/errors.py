@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 from aiohttp import web
 
+from devicehub.api.streamed_errors import answered_in_stream
 from devicehub.errors import (
     DevicehubError,
     MethodNotAllowed,
@@ -119,4 +120,4 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except Exception as error:
-        return error_response(request, error)
+        return await answered_in_stream(request, error) or error_response(request, error)

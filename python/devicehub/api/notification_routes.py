@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +10,7 @@ from aiohttp import web
 
 from devicehub.api.body import decode, json_reply, read_body
 from devicehub.api.context import SERVICES, authenticate, bearer_token, principal, services
+from devicehub.api.streamed_errors import upgrade
 from devicehub.channels import delivery, signing
 from devicehub.channels.callback import parse_registration
 from devicehub.channels.channel import CALLBACK, PULL, WEBSOCKET
@@ -20,16 +20,8 @@ from devicehub.channels.introspection import ChannelState
 from devicehub.channels.options import ChannelOptions
 from devicehub.channels.removals import ChannelRemoval
 from devicehub.channels.view import ChannelView, view_of
-from devicehub.channels.websocket import (
-    POLICY_VIOLATION,
-    SUBPROTOCOL,
-    UNEXPECTED,
-    UpgradeRequired,
-    key_from_protocols,
-)
-from devicehub.errors import BadRequest, DevicehubError, FieldError, NotFound, Unauthorized, ValidationFailed
-
-log = logging.getLogger("devicehub.api.notification_routes")
+from devicehub.channels.websocket import POLICY_VIOLATION, SUBPROTOCOL, UpgradeRequired, key_from_protocols
+from devicehub.errors import BadRequest, FieldError, NotFound, Unauthorized, ValidationFailed
 
 _DELIVERY_MECHANISMS = {CALLBACK: "CALLBACK", WEBSOCKET: "WEB_SOCKET", PULL: "LONG_POLLING"}
 
@@ -250,30 +242,14 @@ async def websocket_connect(request: web.Request) -> web.StreamResponse:
         raise BadRequest("WebSocket handshake headers are missing or invalid")
     cursor = _cursor(request)  # checked before the upgrade: a bad one is a 400
     raw_key = key_from_protocols(request.headers.get("Sec-WebSocket-Protocol", "")) or bearer_token(request)
-    await ws.prepare(request)
+    await upgrade(request, ws)
     try:
         caller = await authenticate(request, raw_key)
     except Unauthorized:
         await ws.close(code=POLICY_VIOLATION, message=b"invalid or missing API key")  # spec §5 rule 3, §7
         return ws
-    try:
-        await services(request).hub.serve_websocket(caller, ws, cursor)
-    except Exception as error:
-        # After the 101 the connection carries RFC 6455 frames only: an error raised here must not reach the API
-        # edge, whose error response aiohttp would write into the frame stream (the client reads "HTTP/1.1 503" as
-        # a frame header with RSV1 set and fails the connection, RFC 6455 §5.2). Spec §7: 1011 with a reason
-        if not isinstance(error, DevicehubError):
-            log.exception("websocket of key %s failed", caller.key_id)
-        if not ws.closed:
-            await ws.close(code=UNEXPECTED, message=_close_reason(error))
+    await services(request).hub.serve_websocket(caller, ws, cursor)
     return ws
-
-
-def _close_reason(error: Exception) -> bytes:
-    """The close frame's reason: the error's token and message, within RFC 6455 §5.5's 123 bytes."""
-    if isinstance(error, DevicehubError):
-        return f"{error.token}: {error.message}".encode()[:123]
-    return b"INTERNAL_ERROR"
 
 
 async def get_channel(request: web.Request) -> web.Response:
