@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import pytest
@@ -50,7 +51,7 @@ async def _plain_error(request: web.Request) -> web.StreamResponse:
     raise StorageUnavailable("the store does not answer; retry later")
 
 
-async def _serve(scenario: object) -> None:
+async def _serve(scenario: Callable[[aiohttp.ClientSession], Awaitable[None]]) -> None:
     app = web.Application(middlewares=[edge_middleware(lambda request, status, started: None)])
     app[RATE_LIMITS] = TokenBuckets(SystemClock(), 0, 0)  # no limit: the edge asks its buckets first
     app.router.add_get("/socket-typed", _socket_then_typed_error)
@@ -66,7 +67,7 @@ async def _serve(scenario: object) -> None:
     await site.start()
     try:
         async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
-            await scenario(http)  # type: ignore[operator]
+            await scenario(http)
     finally:
         await runner.cleanup()
 
