@@ -33,7 +33,7 @@ async def upgrade(request: web.Request, ws: web.WebSocketResponse) -> None:
 async def answered_in_stream(request: web.Request, error: Exception) -> web.WebSocketResponse | None:
     """The request's WebSocket, closed 1011 with the error's token and message, when it was upgraded; None when no
     response began (the error is answered as one). The error itself when the response's bytes are on their way."""
-    ws = request.get(_UPGRADED)
+    ws: web.WebSocketResponse | None = request.get(_UPGRADED)
     if ws is None:
         if request.writer.output_size > 0:
             raise error
