@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -78,11 +79,7 @@ def test_a_failed_flush_keeps_its_values_under_those_put_meanwhile() -> None:
     release = asyncio.Event()
     attempts: list[Pending] = []
 
-    async def write(pending: Pending) -> None:
-        attempts.append(pending)
-        if len(attempts) == 1:
-            await release.wait()
-            raise StorageUnavailable("disk full")
+    write = _first_write_fails_when_released(attempts, release)
 
     async def scenario() -> None:
         behind = ReportedWriteBehind(write, interval=3600)
@@ -133,11 +130,7 @@ def test_a_device_discarded_while_its_flush_is_in_flight_is_not_put_back_when_th
     attempts: list[Pending] = []
     release = asyncio.Event()
 
-    async def write(pending: Pending) -> None:
-        attempts.append(pending)
-        if len(attempts) == 1:
-            await release.wait()
-            raise StorageUnavailable("disk full")
+    write = _first_write_fails_when_released(attempts, release)
 
     async def scenario() -> None:
         behind = ReportedWriteBehind(write, interval=3600)
@@ -156,3 +149,18 @@ def test_a_device_discarded_while_its_flush_is_in_flight_is_not_put_back_when_th
         assert attempts[1] == {"/3/0/9": {"d2": _value("kept")}, "/3/0/0": {"d1": _value("newer life")}}
 
     asyncio.run(scenario())
+
+
+def _first_write_fails_when_released(
+    attempts: list[Pending], release: asyncio.Event
+) -> Callable[[Pending], Awaitable[None]]:
+    """A store write that records each batch; the first waits for `release` and then fails (a flush in flight that
+    fails), the later ones succeed."""
+
+    async def write(pending: Pending) -> None:
+        attempts.append(pending)
+        if len(attempts) == 1:
+            await release.wait()
+            raise StorageUnavailable("disk full")
+
+    return write
