@@ -360,10 +360,11 @@ class _NodeCollector(Collector):
             "outcome: sent to its holder, orphaned (the holder is gone: it waits for the device's next contact), "
             "work other nodes handed to this node, taken, and work handed to a node that died before doing it, "
             "salvaged (done here, the node that took the device next), and an observe or cancel that waited for a "
-            "device no live node held, waited (done here, the node the device reached next)",
+            "device no live node held, waited (done here, the node the device reached next), or expired (answered "
+            "REQUEST_EXPIRED here: the device did not come back in time)",
             labels=["outcome"],
         )
-        for outcome in ("sent", "orphaned", "taken", "salvaged", "waited"):
+        for outcome in ("sent", "orphaned", "taken", "salvaged", "waited", "expired"):
             handovers.add_metric([outcome], v(lw, f"handover_{outcome}"))
         yield handovers
 

@@ -56,6 +56,12 @@ class DeviceHolders(Protocol):
     async def released(self, device_id: str) -> None:
         """The device de-registered or expired here: this node holds it no more."""
 
+    async def expired_waiting(self, now: float) -> list[DeviceWork]:
+        """Work left waiting for a device no live node holds (`hand_over`) that is past its expiry at `now`
+        (wall-clock seconds), taken out of the wait by this node, for the caller to answer: each piece is returned by
+        one node only, and never also to the node that takes the device."""
+        ...
+
     async def hand_over(self, work: DeviceWork) -> bool:
         """Give `work` to the live node that holds its device, or, when its holder is gone, leave an observe or a
         cancel waiting for the device: the node it reaches next takes it with the device (`took`). False when this

@@ -14,7 +14,7 @@ from devicehub.clock import Clock
 from devicehub.domain.content_formats import TEXT, known_cf, mime_for
 from devicehub.domain.device_results import DeviceError
 from devicehub.domain.events import AsyncResponseEvent
-from devicehub.domain.handover import REQUESTS, DeviceHolders, DeviceWork
+from devicehub.domain.handover import OBSERVE, REQUESTS, DeviceHolders, DeviceWork
 from devicehub.domain.model import DesiredValue, DeviceRequest, LastSuccess
 from devicehub.domain.ports import DeviceGateway, EventSink
 from devicehub.domain.storage.store import Store
@@ -330,7 +330,9 @@ class RequestQueue:
 
         With several nodes (issue 31 #4) each node expires the requests of the devices it holds: another node may be
         delivering one at this moment, and both would answer. The requests of a device no live node holds (its node
-        died, the device has not come back) are expired by one node, the holder of the EXPIRY_LEASE."""
+        died, the device has not come back) are expired by one node, the holder of the EXPIRY_LEASE. A subscription's
+        observe that waits for such a device (`DeviceHolders.hand_over`) is answered the same way past its expiry, by
+        whichever node's pass takes it out of the wait."""
         now = self._clock.now()
         expired = [r for r in await self._store.all_pending_requests() if r.expires_at <= now]
         holders = self._holders
@@ -346,6 +348,10 @@ class RequestQueue:
                 if not orphans or await holders.held_elsewhere(device_id):
                     continue  # its holder expires it
             await self._fail(request, 429, "REQUEST_EXPIRED")
+        if holders is not None:  # subscriptions that waited for a device no live node holds (issue 31 #4)
+            for work in await holders.expired_waiting(now):
+                if work.kind == OBSERVE:  # a cancel that waited is owed no answer
+                    await self._router.not_observed(work, "REQUEST_EXPIRED")
 
     def draining(self) -> set[str]:
         """The devices whose queue a worker is delivering now (a worker leaves when it is done)."""

@@ -161,13 +161,19 @@ class SubscriptionRouter:
                 error = "REQUEST_EXPIRED"
             elif work.pattern not in await self._store.list_subscriptions(key_id, device.id):
                 error = "DEVICE_REMOVED_REGISTRATION"
-            if error:  # wire-format.md: not delivered, 429 with its reason
-                if async_id:
-                    event = AsyncResponseEvent(async_id=async_id, status=429, error=error, device_id=device.id)
-                    await self._sink.publish([key_id], event)
+            if error:
+                await self.not_observed(work, error)
                 return
         await self.load_device(device.id)
         self._spawn(self._observe(device, [work.pattern], key_id, async_id or None))
+
+    async def not_observed(self, work: DeviceWork, error: str) -> None:
+        """A subscription's observe that waited for its device is not made: answered as a queued request is when it
+        cannot be done (wire-format.md: not delivered, 429 with its reason), REQUEST_EXPIRED past its expiry also
+        when the device never came back (the expiry pass, requests.py)."""
+        if work.async_id:
+            event = AsyncResponseEvent(async_id=work.async_id, status=429, error=error, device_id=work.device_id)
+            await self._sink.publish([work.key_id], event)
 
     async def unsubscribe(self, key_id: str, device_id: str, pattern: str) -> bool:
         removed = await self._store.remove_subscription(key_id, device_id, pattern)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ import redis.asyncio as aioredis
 
 from devicehub.clock import ManualClock
 from devicehub.domain.events import AsyncResponseEvent
+from devicehub.domain.handover import OBSERVE, DeviceWork
 from devicehub.domain.model import DeviceRequest, StoredEvent
 from support.apps import websocket_app
 from support.node import run, running_node
@@ -62,6 +64,40 @@ def test_an_expired_request_is_expired_by_its_devices_holder_or_for_a_dead_holde
             assert await b.store.pending_requests("held-by-dead") == []  # no live holder: B (the lease) expires it
             await a.devices.requests._expire()
             assert await a.store.pending_requests("held-by-a") == []
+
+    run(scenario())
+
+
+def test_a_subscription_waiting_for_a_device_that_never_comes_back_is_answered_429_at_its_expiry(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Issue 31 #4's leftover: an observe left waiting for a device no live node holds (its node died) was never
+    answered when the device did not come back. The nodes' own expiry passes (once a second each) answer it
+    REQUEST_EXPIRED past its expiry, on the application's channel, once, and leave nothing waiting."""
+
+    async def scenario() -> None:
+        async with (
+            running_node(tmp_path / "a", redis_url=redis_url, node_id="node-a") as a,
+            running_node(tmp_path / "b", redis_url=redis_url, node_id="node-b") as b,
+            websocket_app(b) as (_, events),
+        ):
+            assert a.holders is not None and b.holders is not None
+            key_id = (await b.accounts.authenticate(b.dev_api_key)).key_id
+            client = aioredis.Redis.from_url(redis_url)
+            try:
+                await client.set("devicehub:holder:{dev:held-by-dead}", "node-dead")  # its node's heartbeat is gone
+                observe = DeviceWork(OBSERVE, "held-by-dead", key_id, "/3/0/9", "s1", time.time() + 1.5)
+                assert await b.holders.hand_over(observe)  # it waits for the device
+                assert await client.llen("devicehub:pending:{dev:held-by-dead}") == 1
+                answer = await events.wait_for("async-responses", lambda e: e["id"] == "s1")
+                assert time.time() >= observe.expires_at  # not before its expiry
+                assert (answer["status"], answer["error"]) == (429, "REQUEST_EXPIRED")
+                swept = [node.holders.metrics()["handover_expired"] for node in (a, b) if node.holders]
+                assert sorted(swept) == [0, 1]  # by one node, whichever's pass came first
+                assert await client.llen("devicehub:pending:{dev:held-by-dead}") == 0
+                assert await client.zcard("devicehub:waiting:{waiting}") == 0  # nothing left to answer again
+            finally:
+                await client.aclose()
 
     run(scenario())
 

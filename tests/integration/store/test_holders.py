@@ -18,7 +18,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from devicehub.domain.handover import CANCEL, OBSERVE, REQUESTS, DeviceWork
 from devicehub.store.redis.connection import is_cluster
-from devicehub.store.redis.holders import GROUP, HolderLink
+from devicehub.store.redis.holders import GROUP, SWEEP_GRACE_S, HolderLink
 from devicehub.store.redis.writes import GROUP_DEVICES
 from support.waiting import eventually
 
@@ -162,8 +162,9 @@ def test_an_observe_for_a_device_whose_holder_is_gone_waits_for_the_node_that_ta
                 assert await a.link.hand_over(cancel)
                 assert not await a.link.hand_over(DeviceWork(REQUESTS, "d1"))  # a request's queue waits in the store
                 assert (a.link.sent, a.link.orphaned) == (0, 3)
-                # kept as long as its latest work may wait: the cancel's default (a device request's, 2 h)
-                assert 60_000 < await client.pttl(f"{prefix}pending:{{dev:d1}}") <= 7200 * 1000
+                # kept as long as its latest work may wait: the cancel's default (a device request's, 2 h), and the
+                # sweep's grace
+                assert 60_000 < await client.pttl(f"{prefix}pending:{{dev:d1}}") <= (7200 + SWEEP_GRACE_S) * 1000
                 assert await c.link.took(["d2"]) == []  # another device brings nothing
                 assert await c.link.took(["d1"]) == [observe, cancel]  # d1's next contact reached node C
                 assert not await client.exists(f"{prefix}pending:{{dev:d1}}")  # taken once
@@ -173,6 +174,48 @@ def test_an_observe_for_a_device_whose_holder_is_gone_waits_for_the_node_that_ta
                 await c.link.took(["d1"])
                 assert await a.link.hand_over(observe)  # held by a live node again: handed to C
                 assert await c.received(1) == [observe]
+            finally:
+                for node in (a, c):
+                    await node.link.close()
+
+    run(scenario)
+
+
+def test_an_observe_that_waited_past_its_expiry_is_taken_out_of_the_wait_by_exactly_one_node(redis_url: str) -> None:
+    """Issue 31 #4's leftover: a device that never comes back left its waiting observe unanswered. Past the observe's
+    expiry the nodes' expiry passes take it out of the device's list, one node only however many sweep at once; what
+    has not expired (or names no expiry) keeps waiting for the device, and an observe the device's next node took
+    first is not returned by the sweep as well."""
+
+    async def scenario() -> None:
+        async with database(redis_url) as (client, prefix):
+            a, b, c = Node(client, prefix, "node-a"), Node(client, prefix, "node-b"), Node(client, prefix, "node-c")
+            for node in (a, b, c):
+                await node.link.start(node.handle)
+            await b.link.took(["d1", "d2"])
+            await b.link.close()  # gone
+            try:
+                now = time.time()
+                soon = DeviceWork(OBSERVE, "d1", key_id="k1", pattern="/3/0/9", async_id="x1", expires_at=now + 60)
+                later = DeviceWork(OBSERVE, "d1", key_id="k1", pattern="/3/0/7", async_id="x2", expires_at=now + 600)
+                cancel = DeviceWork(CANCEL, "d1", key_id="k1", pattern="/3/0/8")  # no expiry of its own
+                other = DeviceWork(OBSERVE, "d2", key_id="k2", pattern="/3/0/9", async_id="x3", expires_at=now + 60)
+                for work in (soon, later, cancel, other):
+                    assert await a.link.hand_over(work)
+                assert await a.link.expired_waiting(now + 59) == []  # nothing expired yet
+                assert await c.link.took(["d2"]) == [other]  # d2 came back first: its observe is made there
+                swept = await asyncio.gather(a.link.expired_waiting(now + 61), c.link.expired_waiting(now + 61))
+                assert sorted(swept, key=len) == [[], [soon]]  # one node has it, whichever swept first
+                assert (a.link.expired + c.link.expired) == 1
+                assert await a.link.expired_waiting(now + 61) == []  # once
+                waiting = f"{prefix}pending:{{dev:d1}}"
+                assert [msgspec.msgpack.decode(e, type=DeviceWork) for e in await client.lrange(waiting, 0, -1)] == [
+                    later,
+                    cancel,
+                ]
+                assert await c.link.took(["d1"]) == [later, cancel]  # the rest comes with the device
+                assert await a.link.expired_waiting(now + 601) == []  # taken with the device: not answered twice
+                assert await client.zcard(f"{prefix}waiting:{{waiting}}") == 0  # and the index is left empty
             finally:
                 for node in (a, c):
                     await node.link.close()

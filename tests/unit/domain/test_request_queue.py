@@ -4,11 +4,13 @@ values, on fakes of the store, the gateway and the channel layer, with a manual 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from domain_fakes import DEVICE, START, FakeGateway, FakeSink, FakeStore, request
 
 from devicehub.clock import ManualClock
 from devicehub.domain.device_results import DeviceResponse, DeviceTimeout
+from devicehub.domain.handover import CANCEL, OBSERVE, DeviceWork
 from devicehub.domain.requests import FAILURE, PENDING, SUCCESS, RequestQueue
 from devicehub.domain.subscriptions import SubscriptionRouter
 from support.waiting import eventually
@@ -131,6 +133,70 @@ def test_a_request_past_its_expiry_is_failed_429_by_the_expiry_pass_of_the_clock
             assert (answer.status, answer.error) == (429, "REQUEST_EXPIRED") and q.store.requests == []
         finally:
             await q.queue.stop()
+
+    asyncio.run(main())
+
+
+class WaitingWork:
+    """The DeviceHolders port with work left waiting for devices no live node holds (store/redis/holders.py keeps it
+    in Redis): the expiry pass takes out what is past its expiry."""
+
+    node_id = "node-a"
+
+    def __init__(self, *waiting: DeviceWork) -> None:
+        self.waiting = list(waiting)
+
+    def holds(self, device_id: str) -> bool:
+        return False
+
+    async def held_elsewhere(self, device_id: str) -> bool:
+        return False
+
+    async def took(self, device_ids: Sequence[str]) -> list[DeviceWork]:
+        return []
+
+    async def released(self, device_id: str) -> None:
+        pass
+
+    async def hand_over(self, work: DeviceWork) -> bool:
+        return False
+
+    async def expired_waiting(self, now: float) -> list[DeviceWork]:
+        expired = [w for w in self.waiting if w.expires_at and w.expires_at <= now]
+        self.waiting = [w for w in self.waiting if w not in expired]
+        return expired
+
+
+def test_a_subscription_that_waited_for_a_device_that_never_came_back_is_answered_429_at_its_expiry() -> None:
+    """Issue 31 #4's leftover: such an observe was never answered. The expiry pass answers it REQUEST_EXPIRED to its
+    key, as an expired request is; a cancel that waited is owed no answer, and what has not expired keeps waiting."""
+
+    async def main() -> None:
+        clock = ManualClock()
+        store, gateway, sink = FakeStore(), FakeGateway(), FakeSink()
+        router = SubscriptionRouter(store.as_store(), clock, gateway, sink)
+        observe = DeviceWork(OBSERVE, DEVICE, key_id="k1", pattern="/3/0/9", async_id="s1", expires_at=START + 10)
+        cancel = DeviceWork(CANCEL, DEVICE, key_id="k1", pattern="/3/0/7", expires_at=START + 10)
+        later = DeviceWork(OBSERVE, DEVICE, key_id="k2", pattern="/3/0/9", async_id="s2", expires_at=START + 100)
+        holders = WaitingWork(observe, cancel, later)
+        queue = RequestQueue(store.as_store(), clock, gateway, sink, router, holders=holders)
+        await queue.start()
+        try:
+            await clock.advance(9)
+            assert sink.published == []
+            await clock.advance(2)
+            await eventually(lambda: sink.published)
+            [(keys, answer)] = sink.published
+            assert keys == ("k1",)
+            assert (answer.async_id, answer.status, answer.error, answer.device_id) == (  # type: ignore[attr-defined]
+                "s1",
+                429,
+                "REQUEST_EXPIRED",
+                DEVICE,
+            )
+            assert holders.waiting == [later] and gateway.calls == []  # nothing was sent to the device
+        finally:
+            await queue.stop()
 
     asyncio.run(main())
 

@@ -17,7 +17,10 @@ queued in the store until answered, and the device's next node delivers its queu
 once the holder's heartbeat has run out waits in the device's list `pending:<device>` (park_work.lua, while the
 holder record still names the gone node), and the node that takes the device next takes the list with its holder
 record in one step (take_holder.lua) and does it: the subscription is answered when the device is back, as a queued
-request is, not with an error from a node that cannot reach the device behind the front.
+request is, not with an error from a node that cannot reach the device behind the front. Work that names an expiry
+is also indexed by it (`waiting`): when the device has not come back by then, the node whose LREM takes the entry out
+of the device's list (`expired_waiting`) answers it, as an expired request is answered, and the list is kept
+`SWEEP_GRACE_S` past the latest expiry so that no entry runs out unanswered before the sweep meets it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ RELEASE = "release"  # internal: another node took the device; never reaches the
 WAITING_KINDS = frozenset({OBSERVE, CANCEL})  # what waits for a device no live node holds (a request's queue waits
 # in the store already; a firmware update is handed again by its campaign)
 WAIT_S = 7200.0  # how long such work waits when it names no expiry (a device request's default, service.py)
+SWEEP_GRACE_S = 300.0  # a waiting list outlives its latest expiry by this much: the sweep (once a second) answers it
 
 _LUA = Path(__file__).with_name("lua")
 _HAND_OVER = (_LUA / "hand_over.lua").read_text()
@@ -94,6 +98,7 @@ class HolderLink:
         self.taken = 0  # work other nodes handed to this one, done
         self.salvaged = 0  # work handed to a node that died before doing it, done here
         self.waited = 0  # work that waited for a device no live node held, taken here with the device
+        self.expired = 0  # work that waited for such a device past its expiry, taken out here to be answered
 
     # hash tags (store/redis/keys.py): the holder record in its device's slot; a node's heartbeat and stream in one
     # slot of their own, which hand_over.lua checks and adds to in one step
@@ -108,6 +113,10 @@ class HolderLink:
 
     def _alive(self, node_id: str) -> str:
         return f"{self._prefix}alive:{{node:{node_id}}}"
+
+    def _waiting(self) -> str:
+        # one key, not a bucketed index (keys.py): it holds only work left for devices whose holder died, a handful
+        return f"{self._prefix}waiting:{{waiting}}"
 
     # ---- lifecycle ------------------------------------------------------------------------------
     async def start(self, handler: WorkHandler) -> None:
@@ -151,6 +160,7 @@ class HolderLink:
             "handover_taken": self.taken,
             "handover_salvaged": self.salvaged,
             "handover_waited": self.waited,
+            "handover_expired": self.expired,
         }
 
     # ---- DeviceHolders ----------------------------------------------------------------------------
@@ -245,9 +255,43 @@ class HolderLink:
         device meanwhile), kept until the work expires (service-spec §4: a command waits until the device can
         receive it, up to its expiry)."""
         expires_at = work.expires_at or time.time() + WAIT_S
-        keep_ms = max(1, int((expires_at - time.time()) * 1000))
+        keep_ms = max(1, int((expires_at + SWEEP_GRACE_S - time.time()) * 1000))
         keys = [self._holder_key(work.device_id), self._pending(work.device_id)]
-        return bool(await self._park(keys=keys, args=[gone, _encode(work), keep_ms]))
+        entry = _encode(work)
+        if not await self._park(keys=keys, args=[gone, entry, keep_ms]):
+            return False
+        if work.expires_at:  # indexed after it is parked: a sweep in between finds nothing yet, not a lost entry
+            await self._redis.zadd(self._waiting(), {entry: work.expires_at})
+        return True
+
+    async def expired_waiting(self, now: float) -> list[DeviceWork]:
+        """Work left waiting for its device past its expiry (`now`, wall-clock seconds), each taken out of the device's
+        list by this node: LREM removes an entry once, so of the nodes sweeping and the node taking the device
+        (take_holder.lua) exactly one has it. An entry whose device was taken first is only dropped from the index."""
+        index = self._waiting()
+        try:
+            entries: list[Any] = list(await self._redis.zrangebyscore(index, "-inf", now, start=0, num=READ_COUNT))
+            if not entries:
+                return []
+            works: list[DeviceWork | None] = []
+            for entry in entries:
+                try:
+                    works.append(_decode(entry))
+                except msgspec.DecodeError:
+                    log.warning("malformed waiting work dropped from the index: %r", entry)
+                    works.append(None)
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for entry, work in zip(entries, works, strict=True):
+                    if work is not None:
+                        pipe.lrem(self._pending(work.device_id), 1, entry)
+                removed = iter(await pipe.execute())
+            taken = [work for work in works if work is not None and next(removed)]
+            await self._redis.zrem(index, *entries)
+        except RedisError as error:  # swept on a later pass (the list outlives its expiry by SWEEP_GRACE_S)
+            log.info("waiting work not swept: %s", error)
+            return []
+        self.expired += len(taken)
+        return taken
 
     async def _salvage(self, node: str, gone: bool) -> None:
         """Issue 31 #4: `node` held the devices in `_to_salvage[node]` until this node took them. Once it is gone (its
