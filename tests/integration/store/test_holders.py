@@ -140,6 +140,23 @@ def test_work_for_a_holder_that_is_gone_is_not_handed_over_and_is_counted(redis_
     run(scenario)
 
 
+@asynccontextmanager
+async def holder_of_d1_d2_gone(redis_url: str) -> AsyncIterator[tuple[Any, str, Node, Node]]:
+    """Nodes A and C on one database, devices d1 and d2 held by node B, which is gone (a graceful stop ends its
+    heartbeat at once; a killed node's runs out the same way, ALIVE_TTL_S later)."""
+    async with database(redis_url) as (client, prefix):
+        a, b, c = Node(client, prefix, "node-a"), Node(client, prefix, "node-b"), Node(client, prefix, "node-c")
+        for node in (a, b, c):
+            await node.link.start(node.handle)
+        await b.link.took(["d1", "d2"])
+        await b.link.close()
+        try:
+            yield client, prefix, a, c
+        finally:
+            for node in (a, c):
+                await node.link.close()
+
+
 def test_an_observe_for_a_device_whose_holder_is_gone_waits_for_the_node_that_takes_the_device_next(
     redis_url: str,
 ) -> None:
@@ -147,36 +164,27 @@ def test_an_observe_for_a_device_whose_holder_is_gone_waits_for_the_node_that_ta
     come with the device to the node it reaches next (not to the node that took them, nor to another node)."""
 
     async def scenario() -> None:
-        async with database(redis_url) as (client, prefix):
-            a, b, c = Node(client, prefix, "node-a"), Node(client, prefix, "node-b"), Node(client, prefix, "node-c")
-            for node in (a, b, c):
-                await node.link.start(node.handle)
-            await b.link.took(["d1", "d2"])
-            await b.link.close()  # gone (a killed node's heartbeat runs out the same way, ALIVE_TTL_S later)
-            try:
-                observe = DeviceWork(
-                    OBSERVE, "d1", key_id="k1", pattern="/3/0/9", async_id="x1", expires_at=time.time() + 60
-                )
-                cancel = DeviceWork(CANCEL, "d1", key_id="k1", pattern="/3/0/7")
-                assert await a.link.hand_over(observe)  # taken: it waits for the device, not done at A
-                assert await a.link.hand_over(cancel)
-                assert not await a.link.hand_over(DeviceWork(REQUESTS, "d1"))  # a request's queue waits in the store
-                assert (a.link.sent, a.link.orphaned) == (0, 3)
-                # kept as long as its latest work may wait: the cancel's default (a device request's, 2 h), and the
-                # sweep's grace
-                assert 60_000 < await client.pttl(f"{prefix}pending:{{dev:d1}}") <= (7200 + SWEEP_GRACE_S) * 1000
-                assert await c.link.took(["d2"]) == []  # another device brings nothing
-                assert await c.link.took(["d1"]) == [observe, cancel]  # d1's next contact reached node C
-                assert not await client.exists(f"{prefix}pending:{{dev:d1}}")  # taken once
-                assert await client.get(f"{prefix}holder:{{dev:d1}}") == b"node-c"
-                assert (a.done, c.done, c.link.waited) == ([], [], 2)  # returned to the caller, not handed
-                await c.link.released("d1")
-                await c.link.took(["d1"])
-                assert await a.link.hand_over(observe)  # held by a live node again: handed to C
-                assert await c.received(1) == [observe]
-            finally:
-                for node in (a, c):
-                    await node.link.close()
+        async with holder_of_d1_d2_gone(redis_url) as (client, prefix, a, c):
+            observe = DeviceWork(
+                OBSERVE, "d1", key_id="k1", pattern="/3/0/9", async_id="x1", expires_at=time.time() + 60
+            )
+            cancel = DeviceWork(CANCEL, "d1", key_id="k1", pattern="/3/0/7")
+            assert await a.link.hand_over(observe)  # taken: it waits for the device, not done at A
+            assert await a.link.hand_over(cancel)
+            assert not await a.link.hand_over(DeviceWork(REQUESTS, "d1"))  # a request's queue waits in the store
+            assert (a.link.sent, a.link.orphaned) == (0, 3)
+            # kept as long as its latest work may wait: the cancel's default (a device request's, 2 h), and the
+            # sweep's grace
+            assert 60_000 < await client.pttl(f"{prefix}pending:{{dev:d1}}") <= (7200 + SWEEP_GRACE_S) * 1000
+            assert await c.link.took(["d2"]) == []  # another device brings nothing
+            assert await c.link.took(["d1"]) == [observe, cancel]  # d1's next contact reached node C
+            assert not await client.exists(f"{prefix}pending:{{dev:d1}}")  # taken once
+            assert await client.get(f"{prefix}holder:{{dev:d1}}") == b"node-c"
+            assert (a.done, c.done, c.link.waited) == ([], [], 2)  # returned to the caller, not handed
+            await c.link.released("d1")
+            await c.link.took(["d1"])
+            assert await a.link.hand_over(observe)  # held by a live node again: handed to C
+            assert await c.received(1) == [observe]
 
     run(scenario)
 
@@ -188,37 +196,28 @@ def test_an_observe_that_waited_past_its_expiry_is_taken_out_of_the_wait_by_exac
     first is not returned by the sweep as well."""
 
     async def scenario() -> None:
-        async with database(redis_url) as (client, prefix):
-            a, b, c = Node(client, prefix, "node-a"), Node(client, prefix, "node-b"), Node(client, prefix, "node-c")
-            for node in (a, b, c):
-                await node.link.start(node.handle)
-            await b.link.took(["d1", "d2"])
-            await b.link.close()  # gone
-            try:
-                now = time.time()
-                soon = DeviceWork(OBSERVE, "d1", key_id="k1", pattern="/3/0/9", async_id="x1", expires_at=now + 60)
-                later = DeviceWork(OBSERVE, "d1", key_id="k1", pattern="/3/0/7", async_id="x2", expires_at=now + 600)
-                cancel = DeviceWork(CANCEL, "d1", key_id="k1", pattern="/3/0/8")  # no expiry of its own
-                other = DeviceWork(OBSERVE, "d2", key_id="k2", pattern="/3/0/9", async_id="x3", expires_at=now + 60)
-                for work in (soon, later, cancel, other):
-                    assert await a.link.hand_over(work)
-                assert await a.link.expired_waiting(now + 59) == []  # nothing expired yet
-                assert await c.link.took(["d2"]) == [other]  # d2 came back first: its observe is made there
-                swept = await asyncio.gather(a.link.expired_waiting(now + 61), c.link.expired_waiting(now + 61))
-                assert sorted(swept, key=len) == [[], [soon]]  # one node has it, whichever swept first
-                assert (a.link.expired + c.link.expired) == 1
-                assert await a.link.expired_waiting(now + 61) == []  # once
-                waiting = f"{prefix}pending:{{dev:d1}}"
-                assert [msgspec.msgpack.decode(e, type=DeviceWork) for e in await client.lrange(waiting, 0, -1)] == [
-                    later,
-                    cancel,
-                ]
-                assert await c.link.took(["d1"]) == [later, cancel]  # the rest comes with the device
-                assert await a.link.expired_waiting(now + 601) == []  # taken with the device: not answered twice
-                assert await client.zcard(f"{prefix}waiting:{{waiting}}") == 0  # and the index is left empty
-            finally:
-                for node in (a, c):
-                    await node.link.close()
+        async with holder_of_d1_d2_gone(redis_url) as (client, prefix, a, c):
+            now = time.time()
+            soon = DeviceWork(OBSERVE, "d1", key_id="k1", pattern="/3/0/9", async_id="x1", expires_at=now + 60)
+            later = DeviceWork(OBSERVE, "d1", key_id="k1", pattern="/3/0/7", async_id="x2", expires_at=now + 600)
+            cancel = DeviceWork(CANCEL, "d1", key_id="k1", pattern="/3/0/8")  # no expiry of its own
+            other = DeviceWork(OBSERVE, "d2", key_id="k2", pattern="/3/0/9", async_id="x3", expires_at=now + 60)
+            for work in (soon, later, cancel, other):
+                assert await a.link.hand_over(work)
+            assert await a.link.expired_waiting(now + 59) == []  # nothing expired yet
+            assert await c.link.took(["d2"]) == [other]  # d2 came back first: its observe is made there
+            swept = await asyncio.gather(a.link.expired_waiting(now + 61), c.link.expired_waiting(now + 61))
+            assert sorted(swept, key=len) == [[], [soon]]  # one node has it, whichever swept first
+            assert (a.link.expired + c.link.expired) == 1
+            assert await a.link.expired_waiting(now + 61) == []  # once
+            waiting = f"{prefix}pending:{{dev:d1}}"
+            assert [msgspec.msgpack.decode(e, type=DeviceWork) for e in await client.lrange(waiting, 0, -1)] == [
+                later,
+                cancel,
+            ]
+            assert await c.link.took(["d1"]) == [later, cancel]  # the rest comes with the device
+            assert await a.link.expired_waiting(now + 601) == []  # taken with the device: not answered twice
+            assert await client.zcard(f"{prefix}waiting:{{waiting}}") == 0  # and the index is left empty
 
     run(scenario)
 
