@@ -9,9 +9,10 @@ updates and de-registrations of its devices, the async-responses of requests mad
 the removal of any of the account's notification channels by the service (issue 34 #4: `channel-removed`).
 Notification values are decoded with the object model (TLV typed by the resource's type) into `values`. A slow
 reader loses the oldest events beyond QUEUE_EVENTS (counted in `dropped` of the next line), never blocks the
-devices. In a Redis cluster each node taps its own events and relays the account's ones (not the key-bound
-async-responses) to the nodes serving a feed of the account (channels/console_relay.py), only while one does: a feed
-sees the devices every node holds.
+devices. In a Redis cluster each node taps its own events and relays the account's ones, and the async-responses
+for the devices it holds with the keys they are for, to the nodes serving a feed of the account
+(channels/console_relay.py), only while one does: a feed sees the devices every node holds, and the answers to its
+key's requests whichever node answered them (the device's holder).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from devicehub.channels.console_relay import ConsoleRelay
 from devicehub.channels.removals import ChannelRemoval
 from devicehub.domain.events import (
+    AsyncResponseEvent,
     Event,
     NotificationEvent,
 )
@@ -97,10 +99,11 @@ class ConsoleFeed:
                 if self.relay is not None:
                     self.relay.release(tap.account_id)
 
-    def relayed(self, account_id: str, event: Event) -> None:
-        """An event of the account from another node (Redis mode)."""
+    def relayed(self, account_id: str, event: Event, keys: tuple[str, ...] = ()) -> None:
+        """An event of the account from another node (Redis mode); one for `keys` only goes to their feeds."""
         for tap in self._taps.get(account_id, ()):
-            tap.put(event)
+            if not keys or tap.key_id in keys:
+                tap.put(event)
 
     def channel_removed(self, account_id: str, key_id: str, removal: ChannelRemoval) -> None:
         """issue 34 #4: the service removed one of the account's channels (a 410 from its receiver, 24 h of
@@ -121,6 +124,11 @@ class ConsoleFeed:
             for tap in taps:
                 if tap.key_id in key_ids:
                     tap.put(event)
+        if relayed and isinstance(event, AsyncResponseEvent) and event.device_id:
+            device_account = self.account_of(event.device_id)  # held here: the request was answered here
+            if device_account is not None and device_account in relayed:
+                assert self.relay is not None
+                self.relay.publish(device_account, event, tuple(key_ids))
 
     def _relayed(self) -> frozenset[str]:
         return self.relay.open_accounts if self.relay is not None else self._none

@@ -6,7 +6,9 @@ time it stops counting: OPEN_TTL_S after its last refresh, every REFRESH_S, so a
 itself) and subscribes to A's sharded pub/sub channel (`console:{acc:A}`, SSUBSCRIBE: on Redis Cluster only A's
 slot's shard carries it). Every node reads the set every CHECK_S into `open_accounts`; only for the accounts in it
 does it publish the feed's events (the account's notifications, registrations, updates, de-registrations and
-firmware-update events) to the account's channel, batched per loop turn, one pipeline. With no console open
+firmware-update events, and the async-responses to its keys, which carry the keys whose feeds show them: a request
+taken by one node is answered by the node holding the device) to the account's channel, batched per loop turn, one
+pipeline. With no console open
 anywhere the hot path pays one test of an empty set. A message carries its origin node: a node does not take back
 its own events (its own feeds got them locally). Delivery is best-effort, as the feed's own queue is: an event
 published while a subscriber reconnects is lost to that feed; an event published in the CHECK_S after the first
@@ -27,6 +29,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from devicehub.domain.events import (
+    AsyncResponseEvent,
     DeregistrationEvent,
     Event,
     FirmwareUpdateEvent,
@@ -47,13 +50,24 @@ _KINDS: dict[str, type[Any]] = {
     "r": RegistrationEvent,
     "d": DeregistrationEvent,
     "f": FirmwareUpdateEvent,
+    "a": AsyncResponseEvent,
 }
 _TAGS = {cls: tag for tag, cls in _KINDS.items()}
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(tuple[str, str, bytes]).decode  # (origin node, kind tag, the event)
+
+
+class _Message(msgspec.Struct, array_like=True, frozen=True):
+    origin: str  # the node that published it
+    tag: str  # the event's kind (_KINDS)
+    body: bytes  # the event
+    keys: tuple[str, ...] = ()  # an async-response's: the keys whose feeds show it (absent: the account's feeds)
+
+
+_decode = msgspec.msgpack.Decoder(_Message).decode
 _decoders = {tag: msgspec.msgpack.Decoder(cls) for tag, cls in _KINDS.items()}
 
-Deliver = Callable[[str, Event], None]  # (account id, event): to this node's taps of the account
+# (account id, event, keys): to this node's taps of the account, those of `keys` only when it names some
+Deliver = Callable[[str, Event, tuple[str, ...]], None]
 
 
 class ConsoleRelay:
@@ -170,20 +184,22 @@ class ConsoleRelay:
         if not isinstance(data, bytes):
             return
         try:
-            origin, tag, body = _decode(data)
-            if origin == self.node_id:
+            message = _decode(data)
+            if message.origin == self.node_id:
                 return
-            self._deliver(account_id, _decoders[tag].decode(body))
+            self._deliver(account_id, _decoders[message.tag].decode(message.body), message.keys)
         except (msgspec.DecodeError, KeyError):
             log.warning("console relay: an unreadable message on %s dropped", account_id)
 
     # ---- publishing ---------------------------------------------------------------------------------
-    def publish(self, account_id: str, event: Event) -> None:
-        """To the account's channel (the caller checked `open_accounts`); sent with the loop turn's others."""
+    def publish(self, account_id: str, event: Event, keys: tuple[str, ...] = ()) -> None:
+        """To the account's channel (the caller checked `open_accounts`); sent with the loop turn's others. `keys`:
+        the keys an async-response is for (only their feeds show it)."""
         tag = _TAGS.get(type(event))
         if tag is None:
-            return  # an async-response is the asking key's, not the account's
-        self._outbox.setdefault(account_id, []).append(_encode((self.node_id, tag, _encode(event))))
+            return
+        message = _Message(self.node_id, tag, _encode(event), keys)
+        self._outbox.setdefault(account_id, []).append(_encode(message))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.ensure_future(self._flush())
 

@@ -1,6 +1,7 @@
 """The console's feed in Redis mode (issue 32 #2): a feed served by node A shows the registrations, notifications
-and de-registrations of a device held by node B — two nodes in this process on one real Redis (and on a Redis
-Cluster). B relays the account's events only while some node has a feed of the account open."""
+and de-registrations of a device held by node B, and the answer B gave to a request the feed's key made through A
+(not to another key's feed) — two nodes in this process on one real Redis (and on a Redis Cluster). B relays the
+account's events only while some node has a feed of the account open."""
 
 from __future__ import annotations
 
@@ -34,9 +35,13 @@ def test_a_feed_on_one_node_shows_the_devices_another_node_holds(tmp_path: Path,
             account = (await a.accounts.authenticate(a.dev_api_key)).account_id
             assert relay(b).open_accounts == frozenset()  # no console open anywhere: B publishes nothing
             headers = {"Authorization": f"Bearer {a.dev_api_key}"}
+            other = (await a.accounts.create_key(account, "other"))[1]  # another key of the account: its own feed
             async with aiohttp.ClientSession(f"http://127.0.0.1:{a.http_port}", headers=headers) as http:
-                async with http.ws_connect("/v3/console/feed") as ws:
-                    feed = Feed(ws)
+                async with (
+                    http.ws_connect("/v3/console/feed") as ws,
+                    http.ws_connect("/v3/console/feed", headers={"Authorization": f"Bearer {other}"}) as other_ws,
+                ):
+                    feed, other_feed = Feed(ws), Feed(other_ws)
                     await eventually(lambda: account in relay(b).open_accounts)  # within CHECK_S
                     async with device(b, "far-1", flavor="oma") as sim, websocket_app(b) as (app, _):
                         device_id = sim.device_id or ""
@@ -50,7 +55,15 @@ def test_a_feed_on_one_node_shows_the_devices_another_node_holds(tmp_path: Path,
                             "notification", lambda e: any(v["value"] == "36.5" for v in e["values"])
                         )
                         assert notified["device_id"] == device_id and notified["path"] == TEMPERATURE
+                        # a request with the feed's key through A is answered by B (the holder): the feed shows it
+                        body = {"method": "GET", "uri": "/3/0/0"}
+                        async with http.post(f"/v2/device-requests/{device_id}?async-id=via-a", json=body) as r:
+                            assert r.status == 202, await r.text()
+                        answered = await feed.wait_for("async-response", lambda e: e["id"] == "via-a")
+                        assert answered["status"] == 200
                     await feed.wait_for("de-registration", lambda e: e["device_id"] == device_id)
+                    await other_feed.wait_for("de-registration", lambda e: e["device_id"] == device_id)
+                    assert not [e for e in other_feed.seen if e["kind"] == "async-response"]  # the asking key's only
                     assert len([e for e in feed.seen if e["kind"] == "registration"]) == 1  # not twice
             # the last feed closed: the claim is withdrawn and B stops relaying
             await eventually(lambda: account not in relay(b).open_accounts)
