@@ -261,7 +261,10 @@ class HolderLink:
         if not await self._park(keys=keys, args=[gone, entry, keep_ms]):
             return False
         if work.expires_at:  # indexed after it is parked: a sweep in between finds nothing yet, not a lost entry
-            await self._redis.zadd(self._waiting(), {entry: work.expires_at})
+            try:
+                await self._redis.zadd(self._waiting(), {entry: work.expires_at})
+            except RedisError as error:  # it waits all the same (parked): only its answer at expiry is lost
+                log.warning("%s of %s waits unindexed, unanswered if it expires: %s", work.kind, work.device_id, error)
         return True
 
     async def expired_waiting(self, now: float) -> list[DeviceWork]:
