@@ -10,6 +10,12 @@ certificate (TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8, a P-256 client certificate). Me
 connections kept, their clients dropped and the allocator trimmed (`malloc_trim`), each engine in a fresh process:
 the server's RSS growth per connection. Engines alternate within a run (`--runs` pairs); medians are printed and
 the ratio OpenSSL / mbedtls. python-mbedtls not installed: its columns are absent.
+
+The engines are compared without session tickets (python-mbedtls had none). `serve` runs the OpenSSL server with a
+ticket key ring (issue 31 #5): a full handshake then also seals a NewSessionTicket, and a device that offers its
+session back resumes with an abbreviated handshake. The `tickets` figures time both on a server configured so (a
+ring key, the client certificate's issuer trusted for resumption): each full handshake, then the same client
+credential offering the session it got (`TlsConnector.connect(session=...)`), which must resume.
 Prints one summary line and writes bench/results/tls.json.
 Reproduce: `python bench/tls_bench.py --handshakes 300 --sessions 2000 --runs 3`. `--smoke`: seconds.
 """
@@ -21,6 +27,7 @@ import ctypes
 import gc
 import json
 import multiprocessing
+import os
 import platform
 import statistics
 import sys
@@ -58,11 +65,14 @@ def _pem(pair: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
 
 
 class _OpenSslServer:
-    def __init__(self, certificate: tuple[bytes, bytes]) -> None:
+    def __init__(self, certificate: tuple[bytes, bytes], ticket_issuer: bytes | None = None) -> None:
         from devicehub._core import TlsServer
 
         self.server = TlsServer(*certificate)
         self.server.set_psk(IDENTITY.encode(), KEY)
+        if ticket_issuer is not None:  # as `serve` runs it (lwm2m/tls_stream.py): a ring key, trusted issuers
+            self.server.set_ticket_keys([os.urandom(80)])
+            self.server.set_ticket_issuers([ticket_issuer])
 
     def accept(self) -> Any:
         return self.server.accept()
@@ -142,13 +152,14 @@ def _handshake(server: Any, client: Any) -> tuple[Any, float]:
     return session, spent
 
 
-def _clients(mode: str, client_pem: tuple[bytes, bytes]) -> Callable[[], Any]:
+def _clients(mode: str, client_pem: tuple[bytes, bytes]) -> Callable[..., Any]:
+    """A new client connection each call, offering the session given (a resumption), if any."""
     from devicehub._core import TlsConnector
 
     connector = TlsConnector()
     if mode == "psk":
-        return lambda: connector.connect(psk_identity=IDENTITY.encode(), psk_key=KEY)
-    return lambda: connector.connect(certificate=client_pem[0], key=client_pem[1])
+        return lambda session=None: connector.connect(psk_identity=IDENTITY.encode(), psk_key=KEY, session=session)
+    return lambda session=None: connector.connect(certificate=client_pem[0], key=client_pem[1], session=session)
 
 
 def handshake_cpu(engine: str, mode: str, count: int, pairs: Any) -> float:
@@ -159,6 +170,26 @@ def handshake_cpu(engine: str, mode: str, count: int, pairs: Any) -> float:
     _handshake(server, connect())  # warm up
     spent = [_handshake(server, connect())[1] for _ in range(count)]
     return statistics.median(spent) * 1e6
+
+
+def ticketed_cpu(mode: str, count: int, pairs: Any) -> tuple[float, float]:
+    """Median server CPU µs per full handshake and per resumed one, the OpenSSL server with tickets (as `serve`)."""
+    from cryptography import x509
+
+    server_pair, client_pem = pairs
+    issuer = x509.load_pem_x509_certificate(client_pem[0]).issuer.public_bytes()
+    server = _OpenSslServer(server_pair, ticket_issuer=issuer)
+    connect = _clients(mode, client_pem)
+    _handshake(server, connect())  # warm up
+    full, resumed = [], []
+    for _ in range(count):
+        client = connect()
+        full.append(_handshake(server, client)[1])
+        again = connect(client.resumable())
+        resumed.append(_handshake(server, again)[1])
+        if not again.session_reused():
+            raise RuntimeError("the session offered back did not resume")
+    return statistics.median(full) * 1e6, statistics.median(resumed) * 1e6
 
 
 def _rss() -> int:
@@ -218,12 +249,23 @@ def main() -> None:
     runs: dict[str, dict[str, list[float]]] = {
         engine: {"psk_us": [], "cert_us": [], "idle_bytes": []} for engine in engines
     }
+    tickets: dict[str, list[float]] = {
+        "psk_full_us": [],
+        "psk_resumed_us": [],
+        "cert_full_us": [],
+        "cert_resumed_us": [],
+    }
     for _ in range(args.runs):
         for engine in engines:  # alternating, same run
             runs[engine]["psk_us"].append(handshake_cpu(engine, "psk", args.handshakes, pairs))
             runs[engine]["cert_us"].append(handshake_cpu(engine, "cert", args.handshakes, pairs))
             runs[engine]["idle_bytes"].append(idle_memory(engine, args.sessions, pairs))
+        for mode in ("psk", "cert"):
+            full, resumed = ticketed_cpu(mode, args.handshakes, pairs)
+            tickets[f"{mode}_full_us"].append(full)
+            tickets[f"{mode}_resumed_us"].append(resumed)
     medians = {engine: {k: statistics.median(v) for k, v in figures.items()} for engine, figures in runs.items()}
+    ticket_medians = {k: statistics.median(v) for k, v in tickets.items()}
     result: dict[str, Any] = {
         "bench": "tls",
         "machine": platform.machine(),
@@ -232,11 +274,14 @@ def main() -> None:
         "sessions": args.sessions,
         "runs": runs,
         "medians": medians,
+        "tickets": {"runs": tickets, "medians": ticket_medians},
     }
     ssl = medians["openssl"]
     line = (
         f"tls: OpenSSL server CPU per handshake PSK {ssl['psk_us']:.0f} µs, cert {ssl['cert_us']:.0f} µs, "
-        f"idle connection {ssl['idle_bytes'] / 1024:.1f} KiB"
+        f"idle connection {ssl['idle_bytes'] / 1024:.1f} KiB; with tickets as serve: full / resumed PSK "
+        f"{ticket_medians['psk_full_us']:.0f} / {ticket_medians['psk_resumed_us']:.0f} µs, cert "
+        f"{ticket_medians['cert_full_us']:.0f} / {ticket_medians['cert_resumed_us']:.0f} µs"
     )
     if "mbedtls" in medians:
         mbed = medians["mbedtls"]

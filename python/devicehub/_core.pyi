@@ -609,6 +609,11 @@ class TlsSession:
     @property
     def peer_certificate(self) -> bytes | None:
         """The peer's certificate as DER."""
+    def session_reused(self) -> bool:
+        """The handshake resumed an earlier session (abbreviated: a ticket the server took)."""
+    def resumable(self) -> bytes | None:
+        """A client's established session as DER, with the server's ticket when it gave one, to offer again
+        (`TlsConnector.connect(session=...)`); None before the handshake is over."""
 
 @final
 class TlsConnector:
@@ -617,9 +622,16 @@ class TlsConnector:
 
     def __new__(cls) -> Self: ...
     def connect(
-        self, *, psk_identity: bytes = b"", psk_key: bytes = b"", certificate: bytes = b"", key: bytes = b""
+        self,
+        *,
+        psk_identity: bytes = b"",
+        psk_key: bytes = b"",
+        certificate: bytes = b"",
+        key: bytes = b"",
+        session: bytes | None = None,
     ) -> TlsSession:
-        """A new connection proving itself with a PSK, or a certificate and key (PEM); `start()` gives its
+        """A new connection proving itself with a PSK, or a certificate and key (PEM), offering to resume `session`
+        (`TlsSession.resumable()` of an earlier one; one that does not decode is not offered); `start()` gives its
         ClientHello. DtlsError for an unreadable or mismatched certificate and key, or an empty or over-long PSK."""
 
 @final

@@ -109,6 +109,15 @@ impl PyTlsSession {
     fn peer_certificate<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         peer_certificate(py, &self.inner)
     }
+
+    fn session_reused(&self) -> bool {
+        self.inner.session_reused()
+    }
+
+    /// A client's established session as DER, to offer again (`TlsConnector.connect(session=...)`).
+    fn resumable<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner.resumable().map(|der| PyBytes::new(py, &der))
+    }
 }
 
 fn credential<'a>(
@@ -145,8 +154,8 @@ impl PyTlsConnector {
     }
 
     #[pyo3(
-        signature = (*, psk_identity = b"".as_slice(), psk_key = b"".as_slice(), certificate = b"".as_slice(), key = b"".as_slice()),
-        text_signature = "(self, *, psk_identity=b'', psk_key=b'', certificate=b'', key=b'')"
+        signature = (*, psk_identity = b"".as_slice(), psk_key = b"".as_slice(), certificate = b"".as_slice(), key = b"".as_slice(), session = None),
+        text_signature = "(self, *, psk_identity=b'', psk_key=b'', certificate=b'', key=b'', session=None)"
     )]
     fn connect(
         &self,
@@ -154,9 +163,13 @@ impl PyTlsConnector {
         psk_key: &[u8],
         certificate: &[u8],
         key: &[u8],
+        session: Option<&[u8]>,
     ) -> PyResult<PyTlsSession> {
         let credential = credential(psk_identity, psk_key, certificate, key);
-        let inner = self.inner.connect(&credential).map_err(to_py)?;
+        let inner = self
+            .inner
+            .connect_offering(&credential, session)
+            .map_err(to_py)?;
         Ok(PyTlsSession { inner })
     }
 }

@@ -128,8 +128,24 @@ impl TlsConnector {
 
     /// A new connection proving itself with `credential`; [`TlsSession::start`] gives its ClientHello.
     pub fn connect(&self, credential: &ClientCredential<'_>) -> Result<TlsSession, DtlsError> {
+        self.connect_offering(credential, None)
+    }
+
+    /// As [`Self::connect`], offering to resume `offer` ([`TlsSession::resumable`] of an earlier connection of this
+    /// connector: the server's ticket, RFC 5077) if given. An offer that does not decode is not made: the handshake
+    /// is a full one.
+    pub fn connect_offering(
+        &self,
+        credential: &ClientCredential<'_>,
+        offer: Option<&[u8]>,
+    ) -> Result<TlsSession, DtlsError> {
         let mut ssl = self.contexts.ssl(credential)?;
         ssl.set_connect_state();
+        if let Some(session) = offer.and_then(|der| SslSession::from_der(der).ok()) {
+            if ffi::offer_session(&mut ssl, &session).is_err() {
+                let _ = ErrorStack::get();
+            }
+        }
         Ok(TlsSession::new(ssl)?)
     }
 }

@@ -124,6 +124,24 @@ impl TlsSession {
         std::mem::take(&mut self.stream.get_mut().outbox)
     }
 
+    /// This connection resumed an earlier session (an abbreviated handshake: a ticket the server took).
+    pub fn session_reused(&self) -> bool {
+        self.stream.ssl().session_reused()
+    }
+
+    /// A client's established session as DER, to offer again on a later connection
+    /// ([`super::TlsConnector::connect_offering`]), the server's ticket with it when it gave one. None before the
+    /// handshake is over.
+    pub fn resumable(&self) -> Option<Vec<u8>> {
+        if !self.established || self.failure.is_some() {
+            return None;
+        }
+        self.stream
+            .ssl()
+            .session()
+            .and_then(|session| session.to_der().ok())
+    }
+
     /// The handshake is over.
     pub fn established(&self) -> bool {
         self.established

@@ -195,3 +195,50 @@ fn a_dtls_client_handshakes_with_the_dtls_server_and_retransmits_a_lost_flight()
     let record = client.send(b"coap").unwrap();
     assert_eq!(session.feed(&record[0]).records, [b"coap".to_vec()]);
 }
+
+fn ring_key(seed: u8) -> Vec<u8> {
+    (0..80u8).map(|i| i.wrapping_mul(31) ^ seed).collect()
+}
+
+#[test]
+fn a_tls_client_offering_its_session_resumes_by_ticket_on_a_server_sharing_the_ring() {
+    // issue 31 #5: the TLS listener's tickets, now offered by this client too (the bench times the abbreviated
+    // handshake); a server without the ring's key answers a full handshake
+    let ring = ring_key(7);
+    let (first, second, stranger) = (server(), server(), server());
+    first.set_ticket_keys(&[&ring]).unwrap();
+    second.set_ticket_keys(&[&ring]).unwrap();
+    stranger.set_ticket_keys(&[&ring_key(8)]).unwrap();
+    let connector = TlsConnector::new().unwrap();
+    let credential = ClientCredential::Psk {
+        identity: IDENTITY,
+        key: KEY,
+    };
+    let (mut client, mut session) = (
+        connector.connect(&credential).unwrap(),
+        first.accept().unwrap(),
+    );
+    assert_eq!(client.resumable(), None); // before the handshake
+    run(&mut client, &mut session);
+    assert!(client.established() && !client.session_reused());
+    let offer = client.resumable().expect("a session with its ticket");
+    for (tls, resumes) in [(&second, true), (&stranger, false)] {
+        let mut client = connector
+            .connect_offering(&credential, Some(&offer))
+            .unwrap();
+        let mut session = tls.accept().unwrap();
+        run(&mut client, &mut session);
+        assert!(client.established() && session.established());
+        assert_eq!(
+            (client.session_reused(), session.session_reused()),
+            (resumes, resumes)
+        );
+        assert_eq!(session.psk_identity(), Some(IDENTITY));
+    }
+    let mut client = connector
+        .connect_offering(&credential, Some(b"not a session"))
+        .unwrap();
+    let mut session = second.accept().unwrap();
+    run(&mut client, &mut session);
+    assert!(client.established() && !client.session_reused()); // an offer that does not decode is not made
+}
