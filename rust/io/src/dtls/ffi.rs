@@ -329,3 +329,12 @@ pub(crate) fn offer_session(ssl: &mut SslRef, session: &SslSessionRef) -> Result
     // session decoded from DER only, and OpenSSL checks its version against the method (a mismatch is an error)
     unsafe { ssl.set_session(session) }
 }
+
+/// A client's session as DER once its handshake is over (`established`, not `failed`), the server's ticket (RFC 5077)
+/// with it when the server gave one: what [`offer_session`] offers on a later connection, DTLS or TLS.
+pub(crate) fn session_to_offer(ssl: &SslRef, established: bool, failed: bool) -> Option<Vec<u8>> {
+    if !established || failed {
+        return None;
+    }
+    ssl.session().and_then(|session| session.to_der().ok())
+}

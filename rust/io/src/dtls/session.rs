@@ -207,13 +207,7 @@ impl DtlsSession {
     /// A client's established session as DER, to offer again on a later connection ([`crate::tls::DtlsConnector`]):
     /// the server's ticket (RFC 5077) with it when the server gave one. None before the handshake is over.
     pub fn resumable(&self) -> Option<Vec<u8>> {
-        if !self.established || self.failure.is_some() {
-            return None;
-        }
-        self.stream
-            .ssl()
-            .session()
-            .and_then(|session| session.to_der().ok())
+        ffi::session_to_offer(self.stream.ssl(), self.established, self.failure.is_some())
     }
 
     /// Tags this session's cache entry with the credential that proved it, for [`DtlsServer::forget`].

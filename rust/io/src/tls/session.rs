@@ -133,13 +133,7 @@ impl TlsSession {
     /// ([`super::TlsConnector::connect_offering`]), the server's ticket with it when it gave one. None before the
     /// handshake is over.
     pub fn resumable(&self) -> Option<Vec<u8>> {
-        if !self.established || self.failure.is_some() {
-            return None;
-        }
-        self.stream
-            .ssl()
-            .session()
-            .and_then(|session| session.to_der().ok())
+        ffi::session_to_offer(self.stream.ssl(), self.established, self.failure.is_some())
     }
 
     /// The handshake is over.
