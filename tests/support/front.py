@@ -29,6 +29,7 @@ from support.waiting import wait_until
 
 CONFIG = Path(__file__).resolve().parents[2] / "docker" / "nginx.conf"
 STREAM_MODULE = Path("/usr/lib/nginx/modules/ngx_stream_module.so")
+LOG_TAIL = 80  # lines of each node's log shown with a failure
 HTTP, COAP, COAPS, COAP_TCP, COAPS_TCP = 8000, 5683, 5684, 5685, 5686
 
 _UPSTREAM = re.compile(r"(upstream\s+\S+\s*\{)(.*?)(\})", re.S)
@@ -207,6 +208,10 @@ def three_nodes_behind_the_front(tmp_path: Path) -> Iterator[ThreeNodes]:
             roles = [{HTTP: n.http_port, COAP: n.coap_port, COAP_TCP: tcp} for n, tcp in nodes]
             with nginx_front(roles, tmp_path / "nginx") as front:
                 yield ThreeNodes(url, [n for n, _ in nodes], front)
+        except BaseException:  # a failure comes with what each node logged (pytest shows it beside the assertion)
+            for node, _ in nodes:
+                print(f"--- the last log lines of the node at {node.base_url}:\n" + "".join(node.output[-LOG_TAIL:]))
+            raise
         finally:
             for node, _ in reversed(nodes):
                 node.stop()
