@@ -198,7 +198,9 @@ class ConsoleRelay:
         tag = _TAGS.get(type(event))
         if tag is None:
             return
-        message = _Message(self.node_id, tag, _encode(event), keys)
+        body = _encode(event)
+        # without keys it keeps the previous release's three fields, which such a node reads (a rolling upgrade)
+        message = (self.node_id, tag, body, keys) if keys else (self.node_id, tag, body)
         self._outbox.setdefault(account_id, []).append(_encode(message))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.ensure_future(self._flush())

@@ -1,6 +1,7 @@
 """The console relay's messages (channels/console_relay.py): what one node publishes on an account's console channel
 is what another node's feeds get, an async-response with the keys it is for, and a message of the previous release
-(origin, kind, event: no keys) still reaches the account's feeds during a rolling upgrade."""
+(origin, kind, event: no keys) still reaches the account's feeds during a rolling upgrade, and an event without keys is
+still sent in that shape, which such a node reads."""
 
 from __future__ import annotations
 
@@ -39,6 +40,14 @@ def test_an_async_response_carries_its_keys_and_a_message_without_keys_still_rea
         assert got == [("acc", answer, ("k1",))]
         sender._received("acc", message)  # a node does not take back its own message
         assert len(got) == 1
+
+        sender.publish(
+            "acc",
+            RegistrationEvent(device_id="d2", endpoint_name="e2", endpoint_type="", queue_mode=False, resources=()),
+        )
+        [plain] = _published(sender)
+        previous_release = msgspec.msgpack.Decoder(tuple[str, str, bytes])  # what a node of it decodes
+        assert previous_release.decode(plain)[:2] == ("node-b", "r")  # an event without keys: still three fields
 
         registration = RegistrationEvent(
             device_id="d1", endpoint_name="ep", endpoint_type="", queue_mode=False, resources=()
