@@ -8,11 +8,10 @@ slot's shard carries it). Every node reads the set every CHECK_S into `open_acco
 does it publish the feed's events (the account's notifications, registrations, updates, de-registrations and
 firmware-update events, and the async-responses to its keys, which carry the keys whose feeds show them: a request
 taken by one node is answered by the node holding the device) to the account's channel, batched per loop turn, one
-pipeline. With no console open
-anywhere the hot path pays one test of an empty set. A message carries its origin node: a node does not take back
-its own events (its own feeds got them locally). Delivery is best-effort, as the feed's own queue is: an event
-published while a subscriber reconnects is lost to that feed; an event published in the CHECK_S after the first
-feed of an account opens may not be relayed yet.
+pipeline. With no console open anywhere the hot path pays one test of an empty set. A message carries its origin
+node: a node does not take back its own events (its own feeds got them locally). Delivery is best-effort, as the
+feed's own queue is: an event published while a subscriber reconnects is lost to that feed; an event published in the
+CHECK_S after the first feed of an account opens may not be relayed yet.
 """
 
 from __future__ import annotations

@@ -276,19 +276,17 @@ class HolderLink:
             entries: list[Any] = list(await self._redis.zrangebyscore(index, "-inf", now, start=0, num=READ_COUNT))
             if not entries:
                 return []
-            works: list[DeviceWork | None] = []
+            readable: list[tuple[Any, DeviceWork]] = []
             for entry in entries:
                 try:
-                    works.append(_decode(entry))
+                    readable.append((entry, _decode(entry)))
                 except msgspec.DecodeError:
                     log.warning("malformed waiting work dropped from the index: %r", entry)
-                    works.append(None)
             async with self._redis.pipeline(transaction=False) as pipe:
-                for entry, work in zip(entries, works, strict=True):
-                    if work is not None:
-                        pipe.lrem(self._pending(work.device_id), 1, entry)
-                removed = iter(await pipe.execute())
-            taken = [work for work in works if work is not None and next(removed)]
+                for entry, work in readable:
+                    pipe.lrem(self._pending(work.device_id), 1, entry)
+                removed = await pipe.execute()
+            taken = [work for (_, work), count in zip(readable, removed, strict=True) if count]
             await self._redis.zrem(index, *entries)
         except RedisError as error:  # swept on a later pass (the list outlives its expiry by SWEEP_GRACE_S)
             log.info("waiting work not swept: %s", error)
